@@ -1,0 +1,205 @@
+"""Backend specs (``DEVICE[+COMPILER][@DTYPE]``), device plugins and resolution.
+
+Parsing is pure; resolution imports torch and checks what this machine really has.
+Device support beyond what torch ships (``neuron`` through ``torch_neuronx``) lives in a small
+registry of :class:`DevicePlugin` entries; ``ZOO_PLUGINS`` modules may add to it.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .exceptions import BackendUnavailable, UnknownBackend
+
+log = logging.getLogger(__name__)
+
+AUTO_ORDER = ("neuron", "cuda", "xpu", "mps")
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+_SPEC_RE = re.compile(r"^(?P<device>[a-z][a-z0-9_]*)(\+(?P<compiler>[A-Za-z0-9_.\-]+))?(@(?P<dtype>[a-z0-9]+))?$")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    device: str
+    compiler: str | None = None
+    dtype: str = "float32"
+
+    @classmethod
+    def parse(cls, text: str) -> "BackendSpec":
+        text = (text or "").strip()
+        if text == "auto":
+            return resolve_auto()
+        m = _SPEC_RE.match(text)
+        if not m:
+            raise UnknownBackend(
+                f"unknown backend {text!r}: expected DEVICE[+COMPILER][@DTYPE], e.g. cpu, cpu+inductor, neuron+neuron, cuda@bfloat16"
+            )
+        dtype = m.group("dtype") or "float32"
+        if dtype not in DTYPES:
+            raise UnknownBackend(f"unknown backend {text!r}: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+        return cls(m.group("device"), m.group("compiler"), dtype)
+
+    def __str__(self) -> str:
+        s = self.device
+        if self.compiler:
+            s += f"+{self.compiler}"
+        if self.dtype != "float32":
+            s += f"@{self.dtype}"
+        return s
+
+
+@dataclass
+class DevicePlugin:
+    """How Zoo talks to one device type beyond plain torch.
+
+    ``package`` is imported before the device is used (it registers the device with torch);
+    ``fallback_tracker`` returns an object with ``clear()`` and ``collect() -> list[str]`` that
+    reports the ATen ops that ran on CPU instead of the device.
+    """
+
+    device: str
+    package: str | None = None
+    package_dist: str | None = None
+    fallback_tracker: Callable[[], "FallbackTracker"] | None = None
+    extra: dict = field(default_factory=dict)
+
+
+class FallbackTracker:
+    def clear(self) -> None:  # pragma: no cover - interface
+        pass
+
+    def collect(self) -> list[str]:  # pragma: no cover - interface
+        return []
+
+
+class NeuronFallbackTracker(FallbackTracker):
+    """TorchNeuron's documented op tracking: ``clear_op_tracking()`` then ``get_fallback_ops()``."""
+
+    def __init__(self) -> None:
+        self._mod = importlib.import_module("torch_neuronx")
+
+    def clear(self) -> None:
+        self._mod.clear_op_tracking()
+
+    def collect(self) -> list[str]:
+        ops = self._mod.get_fallback_ops() or []
+        names = []
+        for op in ops:
+            name = op if isinstance(op, str) else getattr(op, "name", None) or str(op)
+            names.append(str(name))
+        return sorted(set(names))
+
+
+DEVICE_PLUGINS: dict[str, DevicePlugin] = {}
+
+
+def register_device(plugin: DevicePlugin) -> None:
+    DEVICE_PLUGINS[plugin.device] = plugin
+
+
+register_device(DevicePlugin("neuron", package="torch_neuronx", package_dist="torch-neuronx", fallback_tracker=NeuronFallbackTracker))
+
+
+def load_plugins(names: str | None = None) -> list[str]:
+    """Import the modules named in ``ZOO_PLUGINS`` (comma-separated). Returns their names."""
+    names = os.environ.get("ZOO_PLUGINS", "") if names is None else names
+    loaded = []
+    for name in [n.strip() for n in names.split(",") if n.strip()]:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise BackendUnavailable(f"plugin {name!r} named in ZOO_PLUGINS cannot be imported: {exc}") from exc
+        loaded.append(name)
+    return loaded
+
+
+def _import_device_package(device: str) -> None:
+    plugin = DEVICE_PLUGINS.get(device)
+    if plugin and plugin.package:
+        try:
+            importlib.import_module(plugin.package)
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"backend {device} is not available here: package {plugin.package} is not installed ({exc.__class__.__name__})"
+            ) from exc
+
+
+def device_available(device: str) -> tuple[bool, str]:
+    """(available, why-not) for a torch device type."""
+    import torch
+
+    if device == "cpu":
+        return True, ""
+    try:
+        _import_device_package(device)
+    except BackendUnavailable as exc:
+        return False, str(exc)
+    mod = getattr(torch, device, None)
+    if mod is None:
+        try:
+            torch.device(device)
+        except RuntimeError as exc:
+            return False, f"backend {device} is not available here: torch knows no device {device!r} ({exc})"
+        return False, f"backend {device} is not available here: torch has no {device!r} device module"
+    is_available = getattr(mod, "is_available", None)
+    if is_available is None and device == "mps":
+        is_available = torch.backends.mps.is_available
+    try:
+        ok = bool(is_available()) if is_available else False
+    except Exception as exc:  # a broken driver is "not available", with the reason
+        return False, f"backend {device} is not available here: {exc}"
+    if not ok:
+        return False, f"backend {device} is not available here: torch.{device}.is_available() is False"
+    return True, ""
+
+
+def compiler_available(compiler: str) -> tuple[bool, str]:
+    import torch._dynamo
+
+    names = set(torch._dynamo.list_backends(exclude_tags=()))
+    if compiler in names:
+        return True, ""
+    return False, f"unknown compile backend {compiler!r}: torch.compile knows {', '.join(sorted(names))}"
+
+
+def resolve_auto() -> BackendSpec:
+    load_plugins()
+    for device in AUTO_ORDER:
+        ok, _ = device_available(device)
+        if ok:
+            return BackendSpec(device)
+    return BackendSpec("cpu", "inductor")
+
+
+def check_backend(spec: BackendSpec) -> None:
+    """Raise a one-line error unless ``spec`` can run on this machine."""
+    ok, why = device_available(spec.device)
+    if not ok:
+        raise BackendUnavailable(why)
+    if spec.compiler:
+        ok, why = compiler_available(spec.compiler)
+        if not ok:
+            raise UnknownBackend(why)
+
+
+def fallback_tracker(device: str) -> FallbackTracker | None:
+    plugin = DEVICE_PLUGINS.get(device)
+    if plugin and plugin.fallback_tracker:
+        return plugin.fallback_tracker()
+    return None
+
+
+def backend_package_version(device: str) -> tuple[str, str] | None:
+    plugin = DEVICE_PLUGINS.get(device)
+    if not plugin or not plugin.package_dist:
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return plugin.package_dist, version(plugin.package_dist)
+    except PackageNotFoundError:
+        return None

@@ -1,0 +1,64 @@
+"""The builder interface and its registry."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import torch
+
+from ..exceptions import NotSupported
+
+
+@dataclass
+class Built:
+    model: torch.nn.Module
+    config: Any
+    config_dict: dict[str, Any]
+    library: str
+    architecture: str
+    task: str | None
+    config_source: str
+    make_inputs: Callable[[dict, int], dict[str, torch.Tensor]]
+    shapes: list[dict] = field(default_factory=list)
+    tolerance_factor: float = 1.0
+
+
+class Builder(Protocol):
+    library: str
+
+    def build(self, request: Any) -> Built: ...
+
+
+_REGISTRY: dict[str, str] = {
+    "transformers": "zoo_runner.builders.transformers_builder:TransformersBuilder",
+}
+_INSTANCES: dict[str, Builder] = {}
+
+
+def register_builder(library: str, target: str | Builder) -> None:
+    """Register a builder (an instance, or ``"module:Class"`` imported on first use)."""
+    if isinstance(target, str):
+        _REGISTRY[library] = target
+        _INSTANCES.pop(library, None)
+    else:
+        _INSTANCES[library] = target
+
+
+def registered_libraries() -> list[str]:
+    return sorted(set(_REGISTRY) | set(_INSTANCES))
+
+
+def get_builder(library: str) -> Builder:
+    if library in _INSTANCES:
+        return _INSTANCES[library]
+    target = _REGISTRY.get(library)
+    if target is None:
+        raise NotSupported("library_unsupported", f"no builder for library {library!r} (have: {', '.join(registered_libraries())})")
+    module, _, cls = target.partition(":")
+    try:
+        builder = getattr(importlib.import_module(module), cls)()
+    except ImportError as exc:
+        raise NotSupported("library_unsupported", f"library {library!r} needs an extra that is not installed: {exc}") from exc
+    _INSTANCES[library] = builder
+    return builder

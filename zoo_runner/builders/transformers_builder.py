@@ -1,0 +1,146 @@
+"""transformers models: the architecture class, its (real or default) config, shrunk for `tiny`."""
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+import torch
+
+from .. import inputs as inputs_mod
+from ..exceptions import NotSupported, UnknownModel
+from ..quirks import quirk_for
+from ..shrink import apply_overrides, shrink_dict
+from ..weights import init_weights
+from .base import Built
+
+log = logging.getLogger(__name__)
+
+# Class-name suffix → pipeline task (data, not a code path per model).
+TASK_BY_SUFFIX = (
+    ("ForMaskedLM", "fill-mask"),
+    ("ForCausalLM", "text-generation"),
+    ("LMHeadModel", "text-generation"),
+    ("ForConditionalGeneration", "text2text-generation"),
+    ("ForSequenceClassification", "text-classification"),
+    ("ForTokenClassification", "token-classification"),
+    ("ForQuestionAnswering", "question-answering"),
+    ("ForMultipleChoice", "multiple-choice"),
+    ("ForImageClassification", "image-classification"),
+    ("ForObjectDetection", "object-detection"),
+    ("ForSemanticSegmentation", "image-segmentation"),
+    ("ForCTC", "automatic-speech-recognition"),
+    ("ForAudioClassification", "audio-classification"),
+    ("ForSpeechSeq2Seq", "automatic-speech-recognition"),
+    ("ForMaskedImageModeling", "image-feature-extraction"),
+    ("Model", "feature-extraction"),
+)
+# Pipeline task → Auto class, for Hub models whose config names no usable architecture.
+AUTO_BY_TASK = {
+    "fill-mask": "AutoModelForMaskedLM",
+    "text-generation": "AutoModelForCausalLM",
+    "text2text-generation": "AutoModelForSeq2SeqLM",
+    "translation": "AutoModelForSeq2SeqLM",
+    "summarization": "AutoModelForSeq2SeqLM",
+    "text-classification": "AutoModelForSequenceClassification",
+    "zero-shot-classification": "AutoModelForSequenceClassification",
+    "token-classification": "AutoModelForTokenClassification",
+    "question-answering": "AutoModelForQuestionAnswering",
+    "image-classification": "AutoModelForImageClassification",
+    "object-detection": "AutoModelForObjectDetection",
+    "automatic-speech-recognition": "AutoModelForSpeechSeq2Seq",
+    "audio-classification": "AutoModelForAudioClassification",
+}
+
+
+def task_for(architecture: str) -> str | None:
+    for suffix, task in TASK_BY_SUFFIX:
+        if architecture.endswith(suffix):
+            return task
+    return None
+
+
+def resolve_class(architecture: str):
+    import transformers
+
+    try:
+        cls = getattr(transformers, architecture)
+    except (AttributeError, ImportError, RuntimeError) as exc:
+        raise UnknownModel(f"unknown model arch:{architecture}: transformers {transformers.__version__} has no such class") from exc
+    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)) or cls.__name__.startswith("Auto"):
+        raise UnknownModel(f"unknown model arch:{architecture}: not a transformers model class")
+    return cls
+
+
+class TransformersBuilder:
+    library = "transformers"
+
+    def build(self, request: Any) -> Built:
+        import transformers
+
+        model_id: str = request.model_id
+        if model_id.startswith("arch:"):
+            architecture = model_id[len("arch:"):]
+            cls = resolve_class(architecture)
+            config = cls.config_class()
+            source = f"default:{config.model_type}"
+        else:
+            if not request.config:
+                raise NotSupported("no_inputs", f"{model_id}: no config.json was fetched")
+            cfg = dict(request.config)
+            archs = cfg.get("architectures") or []
+            architecture = next((a for a in archs if hasattr(transformers, a)), None)
+            if architecture is None:
+                auto = AUTO_BY_TASK.get(request.task or "", "AutoModel")
+                config = transformers.AutoConfig.for_model(**cfg) if "model_type" in cfg else None
+                if config is None:
+                    raise NotSupported("library_unsupported", f"{model_id}: config.json has no model_type")
+                cls = getattr(transformers, auto)._model_mapping[type(config)]
+                architecture = cls.__name__
+            else:
+                cls = resolve_class(architecture)
+            config = cls.config_class.from_dict(cfg)
+            source = request.config_source or "hub"
+        cfg_dict = config.to_dict()
+        quirk = quirk_for(architecture, getattr(config, "model_type", None))
+        if request.tier in ("tiny", "census"):
+            cfg_dict = shrink_dict(copy.deepcopy(cfg_dict))
+            if quirk and quirk.config:
+                apply_overrides(cfg_dict, quirk.config)
+            config = cls.config_class.from_dict(cfg_dict)
+        for sub in [config] + [getattr(config, k) for k in getattr(config, "sub_configs", {}) or {} if getattr(config, k, None) is not None]:
+            if hasattr(sub, "use_cache"):
+                sub.use_cache = False
+        torch.manual_seed(request.seed)
+        if request.tier == "full":
+            model = cls.from_pretrained(request.files_dir, config=config, use_safetensors=True, local_files_only=True)
+        else:
+            model = cls._from_config(config, dtype=torch.float32)
+            init_weights(model, request.seed)
+        model.eval()
+        shapes = [dict(s) for s in inputs_mod.DEFAULT_SHAPES]
+        if quirk and quirk.seq_lens:
+            for shape, seq in zip(shapes, quirk.seq_lens):
+                shape["seq"] = seq
+        is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
+
+        kinds = dict(quirk.input_kinds) if quirk else {}
+
+        def make(shape: dict, seed: int) -> dict[str, torch.Tensor]:
+            try:
+                return inputs_mod.make_inputs(model, config, shape, seed, is_enc_dec, kinds)
+            except KeyError as exc:
+                raise NotSupported("no_inputs", f"{architecture}: {exc.args[0]}") from exc
+
+        return Built(
+            model=model,
+            config=config,
+            config_dict=config.to_dict(),
+            library=self.library,
+            architecture=architecture,
+            task=request.task or task_for(architecture),
+            config_source=source,
+            make_inputs=make,
+            shapes=shapes,
+            tolerance_factor=quirk.tolerance_factor if quirk else 1.0,
+        )

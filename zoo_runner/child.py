@@ -1,0 +1,40 @@
+"""Entry point of the model process: ``python -m zoo_runner.child REQUEST RESULT STAGE``."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+
+def main(argv: list[str]) -> int:
+    req_path, out_path, stage_path = argv[1:4]
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+
+    def stage(name: str) -> None:
+        with open(stage_path, "w") as f:
+            f.write(name)
+
+    from .engine import validate_here
+    from .exceptions import ZooError
+    from .request import ValidationRequest, empty_result, error_info
+
+    req = ValidationRequest.from_dict(json.loads(open(req_path).read()))
+    try:
+        result = validate_here(req, stage)
+    except MemoryError:
+        raise
+    except ZooError as exc:
+        result = empty_result(req)
+        result["status"] = "reference_error"
+        result["error"] = error_info(exc)
+        result["details"]["zoo_error"] = type(exc).__name__
+    with open(out_path + ".tmp", "w") as f:
+        json.dump(result, f, default=str)
+    import os
+
+    os.replace(out_path + ".tmp", out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,113 @@
+"""Compare a backend's outputs with the CPU references (fp32 and fp64).
+
+The budget is relative to each output's own scale and to the fp32 reference's own error against
+fp64: a backend may be as inexact as reordered fp32 reductions legitimately are (times a
+factor), never more. Integers and booleans must match exactly; NaN/Inf must sit where the
+reference has them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+
+# Per target dtype: (factor over fp32's own error, floor relative to the output's RMS).
+BUDGETS: dict[str, tuple[float, float]] = {
+    "float32": (10.0, 1e-5),
+    "float64": (10.0, 1e-5),
+    "float16": (10.0, 4e-3),
+    "bfloat16": (10.0, 3e-2),
+}
+MIN_COSINE = {"float32": 0.99999, "float64": 0.99999, "float16": 0.999, "bfloat16": 0.99}
+
+
+def flatten(obj: Any, prefix: str = "out") -> Iterator[tuple[str, torch.Tensor]]:
+    """Every tensor in a (nested) model output, with a path name. Caches and None are skipped."""
+    if isinstance(obj, torch.Tensor):
+        yield prefix, obj
+    elif isinstance(obj, dict):  # ModelOutput is an OrderedDict
+        for k, v in obj.items():
+            yield from flatten(v, f"{prefix}.{k}")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from flatten(v, f"{prefix}[{i}]")
+
+
+@dataclass
+class Comparison:
+    ok: bool = True
+    max_abs_diff: float = 0.0
+    max_rel_diff: float = 0.0
+    rmse_ratio: float = 0.0
+    cosine: float = 1.0
+    problems: list[str] = field(default_factory=list)
+
+    def fail(self, msg: str) -> None:
+        self.ok = False
+        self.problems.append(msg)
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else float("inf")
+
+
+def compare(target: Any, ref32: Any, ref64: Any, dtype: str = "float32", tolerance_factor: float = 1.0, result: Comparison | None = None) -> Comparison:
+    res = result or Comparison()
+    factor, floor = BUDGETS.get(dtype, BUDGETS["float32"])
+    factor *= tolerance_factor
+    floor *= tolerance_factor
+    t_items, r_items, d_items = dict(flatten(target)), dict(flatten(ref32)), dict(flatten(ref64))
+    if set(t_items) != set(r_items):
+        res.fail(f"output structure differs: target {sorted(t_items)[:5]} vs reference {sorted(r_items)[:5]}")
+        return res
+    for name, ref in r_items.items():
+        tgt = t_items[name].detach().to("cpu")
+        ref = ref.detach()
+        if tgt.shape != ref.shape:
+            res.fail(f"{name}: shape {tuple(tgt.shape)} != reference {tuple(ref.shape)}")
+            continue
+        if not ref.is_floating_point() and not ref.is_complex():
+            if not torch.equal(tgt.to(ref.dtype), ref):
+                res.fail(f"{name}: integer/boolean output differs")
+            continue
+        r64 = d_items.get(name, ref).detach().to(torch.float64)
+        t64 = tgt.to(torch.float64)
+        r32 = ref.to(torch.float64)
+        ref_nan, tgt_nan = torch.isnan(r64), torch.isnan(t64)
+        if not torch.equal(ref_nan, tgt_nan):
+            res.fail(f"{name}: NaN where the reference has none ({int((tgt_nan & ~ref_nan).sum())} values)")
+            res.max_abs_diff = float("inf")
+            continue
+        ref_inf, tgt_inf = torch.isinf(r64), torch.isinf(t64)
+        if not torch.equal(ref_inf, tgt_inf) or not torch.equal(r64[ref_inf], t64[tgt_inf]):
+            res.fail(f"{name}: Inf differs from the reference")
+            res.max_abs_diff = float("inf")
+            continue
+        finite = torch.isfinite(r64)
+        if not finite.any():
+            continue
+        r64f, t64f, r32f = r64[finite], t64[finite], r32[finite]
+        diff = (t64f - r64f).abs()
+        scale = float(r64f.pow(2).mean().sqrt())
+        max_abs = float(diff.max())
+        rel = diff / (r64f.abs() + max(scale, 1e-30) * 1e-3)
+        err_target = float((t64f - r64f).pow(2).mean().sqrt())
+        err_ref32 = float((r32f - r64f).pow(2).mean().sqrt())
+        budget = max(factor * err_ref32, floor * scale, 1e-30)
+        ratio = err_target / max(err_ref32, floor * scale, 1e-30)
+        denom = float(t64f.norm() * r64f.norm())
+        cos = float((t64f * r64f).sum() / denom) if denom > 0 else (1.0 if max_abs == 0 else 0.0)
+        res.max_abs_diff = max(res.max_abs_diff, _finite(max_abs))
+        res.max_rel_diff = max(res.max_rel_diff, _finite(float(rel.max())))
+        res.rmse_ratio = max(res.rmse_ratio, _finite(ratio))
+        res.cosine = min(res.cosine, cos)
+        max_budget = max(factor * float((r32f - r64f).abs().max()), 10 * floor * float(r64f.abs().max()), 1e-30)
+        if err_target > budget:
+            res.fail(f"{name}: RMSE {err_target:.3g} exceeds budget {budget:.3g} (scale {scale:.3g})")
+        elif max_abs > max_budget:
+            res.fail(f"{name}: max abs diff {max_abs:.3g} exceeds budget {max_budget:.3g}")
+        elif cos < MIN_COSINE.get(dtype, 0.99999) and scale > 0:
+            res.fail(f"{name}: cosine {cos:.6f} below {MIN_COSINE.get(dtype)}")
+    return res

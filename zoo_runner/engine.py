@@ -1,0 +1,267 @@
+"""Validate one model in the current process: build, CPU references, target run, compare.
+
+This is what the model process runs; :mod:`zoo_runner.launcher` wraps it in a child process with
+time and memory budgets. Errors become statuses here; only the process dying escapes.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import statistics
+import time
+from collections import Counter
+from typing import Any, Callable
+
+import torch
+
+from . import backends
+from .builders import get_builder
+from .compare import Comparison, compare
+from .exceptions import NotSupported, UnknownModel
+from .fingerprint import fingerprint
+from .inputs import describe
+from .request import ValidationRequest, empty_result, error_info
+from .statuses import Status
+
+log = logging.getLogger(__name__)
+TIMING_RUNS = 3
+
+
+def versions(device: str | None) -> dict[str, str]:
+    import transformers
+
+    from . import __version__
+
+    out = {"torch": torch.__version__, "transformers": transformers.__version__, "zoo": __version__}
+    pkg = backends.backend_package_version(device) if device else None
+    if pkg:
+        out[pkg[0]] = pkg[1]
+    return out
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+        return True
+    msg = str(exc).lower()
+    return "out of memory" in msg or "can't allocate memory" in msg or "cannot allocate memory" in msg
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    try:
+        import torch._dynamo.exc as dexc
+    except ImportError:  # pragma: no cover
+        return False
+    kinds = tuple(k for k in (getattr(dexc, n, None) for n in ("BackendCompilerFailed", "Unsupported", "InternalTorchDynamoError", "TorchRuntimeError", "UserError")) if k)
+    return isinstance(exc, kinds)
+
+
+class OpCensus(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts every ATen op executed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.counts[func._schema.name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _to(obj: Any, device: Any = None, dtype: torch.dtype | None = None) -> Any:
+    if isinstance(obj, torch.Tensor):
+        if dtype is not None and obj.is_floating_point():
+            return obj.to(device=device, dtype=dtype)
+        return obj.to(device=device) if device is not None else obj
+    if isinstance(obj, dict):
+        return {k: _to(v, device, dtype) for k, v in obj.items()}
+    return obj
+
+
+def _detach_cpu(obj: Any) -> Any:
+    from .compare import flatten
+
+    return {k: v.detach().to("cpu") for k, v in flatten(obj)}
+
+
+def _timed(fn: Callable[[], Any], runs: int = TIMING_RUNS, sync: Callable[[], None] | None = None) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def validate_here(req: ValidationRequest, stage: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
+    """Run one validation in this process and return a SPEC result dict."""
+    t_start = time.perf_counter()
+    result = empty_result(req)
+    try:
+        return _validate(req, result, stage)
+    finally:
+        result["duration_s"] = round(time.perf_counter() - t_start, 3)
+
+
+def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[str], None]) -> dict[str, Any]:
+    metrics = result["metrics"]
+    backends.load_plugins()
+    spec = backends.BackendSpec.parse(req.backend)
+    result.update(device=spec.device, dtype=spec.dtype, backend=str(spec) if req.backend != "auto" else req.backend)
+    result["versions"] = versions(spec.device)
+
+    # 1. build (a failure here is Zoo's: reference_error, or unsupported by policy)
+    stage("build")
+    library = req.library or "transformers"
+    try:
+        built = get_builder(library).build(req)
+    except UnknownModel:
+        raise
+    except NotSupported as exc:
+        result.update(status=Status.UNSUPPORTED.value, reason=exc.reason, error=error_info(exc))
+        return result
+    except Exception as exc:
+        result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
+        return result
+    result.update(library=built.library, architecture=built.architecture, task=built.task)
+    result["details"]["config_source"] = built.config_source
+    try:
+        all_inputs = [built.make_inputs(shape, req.seed + i) for i, shape in enumerate(built.shapes)]
+    except NotSupported as exc:
+        result.update(status=Status.UNSUPPORTED.value, reason=exc.reason, error=error_info(exc))
+        return result
+    except Exception as exc:
+        result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
+        return result
+    result["details"]["input_shapes"] = [describe(x) for x in all_inputs]
+    result["fingerprint"] = fingerprint(built.library, built.architecture, built.config_dict, req.tier, result["details"]["input_shapes"])
+    model = built.model
+    result["details"]["parameters"] = sum(p.numel() for p in model.parameters())
+
+    # 2. CPU references: fp32 (with the op census) and fp64
+    stage("reference")
+    try:
+        census = OpCensus()
+        ref32 = []
+        with torch.no_grad():
+            for i, x in enumerate(all_inputs):
+                if i == 0:
+                    with census:
+                        ref32.append(_detach_cpu(model(**x)))
+                else:
+                    ref32.append(_detach_cpu(model(**x)))
+            metrics["reference_ms"] = round(_timed(lambda: model(**all_inputs[0])), 3)
+            ref64 = _reference64(model, all_inputs, ref32, result)
+        result["op_census"] = dict(sorted(census.counts.items()))
+    except Exception as exc:
+        result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
+        return result
+    if req.tier == "census":
+        result.update(status=Status.PASS.value if not _predicted_fallbacks(spec, result) else Status.PASS_WITH_FALLBACK.value)
+        return result
+
+    # 3. the backend under test
+    stage("target")
+    try:
+        backends.check_backend(spec)
+    except Exception as exc:
+        result.update(status=Status.RUNTIME_ERROR.value, error=error_info(exc))
+        return result
+    dtype = getattr(torch, spec.dtype)
+    device = torch.device(spec.device)
+    tracker = backends.fallback_tracker(spec.device)
+    sync = getattr(getattr(torch, spec.device, None), "synchronize", None) if spec.device != "cpu" else None
+    outs: list[Any] = []
+    phase = "runtime"
+    try:
+        target = model.to(device=device, dtype=dtype)
+        runner = target
+        if spec.compiler:
+            from torch import _dynamo as dynamo
+            from torch._dynamo.utils import counters
+
+            dynamo.reset()
+            counters.clear()
+            runner = torch.compile(target, backend=spec.compiler)
+        if tracker:
+            tracker.clear()
+        with torch.no_grad():
+            for i, x in enumerate(all_inputs):
+                xt = _to(x, device, dtype)
+                phase = "compile" if spec.compiler else "runtime"
+                t0 = time.perf_counter()
+                try:
+                    out = runner(**xt)
+                except Exception as exc:
+                    if spec.compiler and _is_compile_error(exc):
+                        raise
+                    phase = "runtime"
+                    raise
+                if sync:
+                    sync()
+                if spec.compiler and i == 0:
+                    metrics["compile_s"] = round(time.perf_counter() - t0, 3)
+                phase = "runtime"
+                outs.append(_detach_cpu(out))
+            xt0 = _to(all_inputs[0], device, dtype)
+            metrics["target_ms"] = round(_timed(lambda: runner(**xt0), sync=sync), 3)
+        if spec.compiler:
+            from torch._dynamo.utils import counters
+
+            metrics["graph_breaks"] = int(sum(counters["graph_break"].values()))
+        result["fallback_ops"] = tracker.collect() if tracker else []
+    except Exception as exc:
+        if _is_oom(exc):
+            status = Status.OOM
+        elif phase == "compile" and _is_compile_error(exc):
+            status = Status.COMPILE_ERROR
+        else:
+            status = Status.RUNTIME_ERROR
+        result.update(status=status.value, error=error_info(exc))
+        return result
+    finally:
+        metrics["peak_mem_bytes"] = _peak_mem(spec.device)
+
+    # 4. compare
+    stage("compare")
+    cmp = Comparison()
+    for out, r32, r64 in zip(outs, ref32, ref64):
+        compare(out, r32, r64, dtype=spec.dtype, tolerance_factor=built.tolerance_factor, result=cmp)
+    metrics.update(max_abs_diff=cmp.max_abs_diff, max_rel_diff=cmp.max_rel_diff, rmse_ratio=round(cmp.rmse_ratio, 4), cosine=cmp.cosine)
+    if not cmp.ok:
+        result.update(status=Status.MISMATCH.value, error=error_info(type_="Mismatch", message="; ".join(cmp.problems[:5])))
+    elif result["fallback_ops"]:
+        result["status"] = Status.PASS_WITH_FALLBACK.value
+    else:
+        result["status"] = Status.PASS.value
+    return result
+
+
+def _reference64(model: torch.nn.Module, all_inputs: list[dict], ref32: list[dict], result: dict[str, Any]) -> list[dict]:
+    """fp64 CPU outputs; where an op has no fp64 kernel, the fp32 reference stands in (recorded)."""
+    try:
+        model64 = copy.deepcopy(model).to(torch.float64)
+        return [_detach_cpu(model64(**_to(x, None, torch.float64))) for x in all_inputs]
+    except Exception as exc:
+        result["details"]["reference64"] = f"unavailable, fp32 reference used: {type(exc).__name__}: {str(exc)[:200]}"
+        return ref32
+
+
+def _predicted_fallbacks(spec: backends.BackendSpec, result: dict[str, Any]) -> list[str]:
+    from .census import predict_fallbacks
+
+    result["fallback_ops"] = predict_fallbacks(spec.device, result["op_census"])
+    return result["fallback_ops"]
+
+
+def _peak_mem(device: str) -> int | None:
+    mod = getattr(torch, device, None)
+    if device != "cpu" and mod is not None and hasattr(mod, "max_memory_allocated"):
+        try:
+            return int(mod.max_memory_allocated())
+        except Exception:
+            pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024

@@ -1,0 +1,60 @@
+"""Every error Zoo raises on purpose, in one tree.
+
+The CLI turns any ``ZooError`` into one clear line and a non-zero exit; anything else is a bug.
+"""
+from __future__ import annotations
+
+
+class ZooError(Exception):
+    """Base of every error Zoo raises on purpose."""
+
+    exit_code = 2
+
+
+class BadInput(ZooError):
+    """The user asked for something malformed."""
+
+
+class UnknownModel(BadInput):
+    """A model id that is neither a builtin architecture nor a Hub repo we can find."""
+
+
+class UnknownBackend(BadInput):
+    """A backend spec that does not parse, or names a device/compiler/dtype that does not exist."""
+
+
+class BackendUnavailable(ZooError):
+    """A well-formed backend that this machine cannot run (no device, package missing)."""
+
+
+class CatalogError(BadInput):
+    """A catalog source (CSV file, Hub listing) that cannot be read."""
+
+
+class HubUnreachable(ZooError):
+    """The Hub (or HF_ENDPOINT) could not be reached."""
+
+
+class DatabaseUnavailable(ZooError):
+    """The configured database cannot be reached or migrated."""
+
+
+class BrokerUnavailable(ZooError):
+    """The configured Celery broker cannot be reached."""
+
+
+class NotSupported(ZooError):
+    """Refused by policy; carries the SPEC's ``reason`` code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class ReferenceError_(ZooError):
+    """The CPU reference failed: a gap of Zoo's, never blamed on the backend."""
+
+
+class NoInputs(NotSupported):
+    def __init__(self, message: str) -> None:
+        super().__init__("no_inputs", message)

@@ -1,0 +1,100 @@
+"""What to validate (a request) and what came of it (a result, in the SPEC's shape)."""
+from __future__ import annotations
+
+import datetime as _dt
+import shlex
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+HARNESS_VERSION = "1"
+
+
+@dataclass
+class ValidationRequest:
+    model_id: str
+    backend: str = "cpu"
+    tier: str = "tiny"
+    revision: str | None = None
+    seed: int = 0
+    timeout_s: float = 600.0
+    memory_gb: float = 16.0
+    # Filled by the parent before the model process starts (it alone may touch the network):
+    config: dict[str, Any] | None = None
+    config_source: str | None = None
+    files_dir: str | None = None
+    library: str | None = None
+    task: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ValidationRequest":
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def repro(self) -> str:
+        parts = ["zoo", "validate", self.model_id, "--backend", self.backend, "--tier", self.tier]
+        if self.revision:
+            parts += ["--revision", self.revision]
+        if self.seed:
+            parts += ["--seed", str(self.seed)]
+        parts.append("--json")
+        return shlex.join(parts)
+
+
+METRIC_KEYS = ("max_abs_diff", "max_rel_diff", "rmse_ratio", "cosine", "compile_s", "reference_ms", "target_ms", "peak_mem_bytes", "graph_breaks")
+
+
+def empty_result(req: ValidationRequest) -> dict[str, Any]:
+    from .backends import BackendSpec
+
+    try:
+        spec = BackendSpec.parse(req.backend) if req.backend != "auto" else None
+    except Exception:
+        spec = None
+    return {
+        "model_id": req.model_id,
+        "revision": req.revision,
+        "tier": req.tier,
+        "backend": req.backend,
+        "device": spec.device if spec else None,
+        "dtype": spec.dtype if spec else None,
+        "status": None,
+        "reason": None,
+        "fingerprint": None,
+        "library": req.library,
+        "architecture": None,
+        "task": req.task,
+        "metrics": {k: None for k in METRIC_KEYS},
+        "fallback_ops": [],
+        "op_census": {},
+        "error": None,
+        "versions": {},
+        "repro": req.repro(),
+        "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "duration_s": None,
+        "details": {"seed": req.seed, "harness_version": HARNESS_VERSION},
+    }
+
+
+def error_info(exc: BaseException | None = None, *, type_: str | None = None, message: str = "", tb: str | None = None) -> dict[str, Any]:
+    import hashlib
+    import re
+    import traceback
+
+    if exc is not None:
+        type_ = type_ or type(exc).__name__
+        message = message or str(exc)
+        tb = tb or "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    first = (message or "").strip().splitlines()[0] if message else ""
+    # A signature groups the same failure across models: type + message without numbers/ids/paths.
+    norm = re.sub(r"0x[0-9a-f]+|\d+", "N", first)
+    norm = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", norm)[:200]
+    sig = f"{type_}: {norm}"
+    return {
+        "type": type_,
+        "message": (message or "")[:4000],
+        "signature": sig,
+        "signature_hash": hashlib.sha1(sig.encode()).hexdigest()[:12],
+        "traceback": (tb or "")[-8000:],
+    }

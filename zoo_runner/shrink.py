@@ -1,0 +1,138 @@
+"""Generic shrinking of a transformers config to a tiny one that keeps its structure.
+
+Works on the config's dict form, recursively through nested sub-configs (text/vision/audio,
+encoder/decoder), then re-establishes the constraints between sizes (heads divide widths, kv
+heads divide heads, ``layer_types`` match the depth, token ids stay inside the vocabulary).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+LAYERS = {
+    "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+    "num_encoder_layers", "num_decoder_layers", "num_text_layers", "num_vision_layers",
+}
+WIDTH = {"hidden_size", "d_model", "n_embd", "embed_dim", "dim", "word_embed_proj_dim", "embedding_size", "pooler_hidden_size", "projection_size"}
+HEADS = {"num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "decoder_attention_heads", "n_heads"}
+KV_HEADS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"}
+HEAD_DIM = {"head_dim", "d_kv", "kv_channels", "attention_head_size", "d_head"}
+FFN = {"intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "n_inner", "moe_intermediate_size", "shared_expert_intermediate_size"}
+EXPERTS = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"}
+EXPERTS_PER_TOKEN = {"num_experts_per_tok", "top_k", "moe_topk"}
+WIDTH_LISTS = {"hidden_sizes", "conv_dim", "embed_dims", "channels", "filter_sizes"}
+DEPTH_LISTS = {"depths", "layers_per_block", "num_blocks_per_stage"}
+
+TINY_WIDTH = 64
+TINY_HEADS = 4
+TINY_KV_HEADS = 2
+TINY_FFN = 128
+TINY_LAYERS = 2
+TINY_EXPERTS = 4
+
+
+def _shrink_list(values: list, cap: int) -> list:
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            out.append(min(v, cap * 2 ** min(i, 2)))
+        else:
+            out.append(v)
+    return out
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Shrink one config level (and its nested config dicts) in place; returns it."""
+    for key, value in list(cfg.items()):
+        if isinstance(value, dict) and ("model_type" in value or key.endswith("_config") or key in ("encoder", "decoder")):
+            shrink_dict(value)
+        elif _is_int(value) and value > 0:
+            if key in LAYERS:
+                cfg[key] = min(value, TINY_LAYERS)
+            elif key in WIDTH:
+                cfg[key] = min(value, TINY_WIDTH)
+            elif key in HEADS:
+                cfg[key] = min(value, TINY_HEADS)
+            elif key in KV_HEADS:
+                cfg[key] = min(value, TINY_KV_HEADS)
+            elif key in FFN:
+                cfg[key] = min(value, TINY_FFN)
+            elif key in EXPERTS:
+                cfg[key] = min(value, TINY_EXPERTS)
+        elif isinstance(value, list) and value and all(_is_int(v) for v in value):
+            if key in WIDTH_LISTS:
+                cfg[key] = _shrink_list(value, 16)
+            elif key in DEPTH_LISTS:
+                cfg[key] = [min(v, 1) for v in value]
+    # backbones that expose stages by name or index must not point past the shrunk depth
+    if any(k in cfg for k in LAYERS | DEPTH_LISTS):
+        for key in ("out_features", "out_indices", "_out_features", "_out_indices"):
+            if key in cfg:
+                cfg[key] = None
+    _fix_constraints(cfg)
+    return cfg
+
+
+def _largest_divisor_at_most(n: int, cap: int) -> int:
+    for d in range(min(n, cap), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def _fix_constraints(cfg: dict[str, Any]) -> None:
+    width_key = next((k for k in WIDTH if _is_int(cfg.get(k))), None)
+    heads_key = next((k for k in HEADS if _is_int(cfg.get(k))), None)
+    if width_key and heads_key:
+        width = cfg[width_key]
+        for hk in HEADS:
+            if _is_int(cfg.get(hk)):
+                cfg[hk] = _largest_divisor_at_most(width, cfg[hk]) if width % cfg[hk] else cfg[hk]
+        heads = cfg[heads_key]
+        for key in HEAD_DIM:
+            if _is_int(cfg.get(key)) and cfg[key] > 0:
+                cfg[key] = max(width // heads, 2)
+                if cfg[key] % 2:
+                    cfg[key] += 1
+        head_dim = cfg.get("head_dim") if _is_int(cfg.get("head_dim")) else width // max(heads, 1)
+        for key in ("rotary_dim",):
+            if _is_int(cfg.get(key)) and cfg[key] > head_dim:
+                cfg[key] = head_dim
+        for key in KV_HEADS:
+            if _is_int(cfg.get(key)) and heads % cfg[key]:
+                cfg[key] = math.gcd(heads, cfg[key])
+    for key in EXPERTS_PER_TOKEN:
+        experts = next((cfg[k] for k in EXPERTS if _is_int(cfg.get(k))), None)
+        if experts and _is_int(cfg.get(key)):
+            cfg[key] = min(cfg[key], experts)
+    layers = next((cfg[k] for k in ("num_hidden_layers", "num_layers", "n_layer") if _is_int(cfg.get(k))), None)
+    if layers and isinstance(cfg.get("layer_types"), list):
+        cfg["layer_types"] = cfg["layer_types"][:layers]
+    for key in ("max_window_layers",):
+        if layers and _is_int(cfg.get(key)):
+            cfg[key] = min(cfg[key], layers)
+    # rotary sections (mrope) must sum to half the head dim
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
+        head_dim = cfg.get("head_dim") or (cfg[width_key] // cfg[heads_key] if width_key and heads_key else None)
+        if head_dim:
+            half = head_dim // 2
+            n = len(rope["mrope_section"])
+            base = [half // n] * n
+            base[0] += half - sum(base)
+            rope["mrope_section"] = base
+
+
+def apply_overrides(cfg: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted keys (``vision_config.image_size``) in a config dict."""
+    for dotted, value in overrides.items():
+        node = cfg
+        parts = dotted.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return cfg
