@@ -1,0 +1,1 @@
+"""Storage: SQLAlchemy 2 models, sessions and Alembic migrations (SQLite or PostgreSQL)."""

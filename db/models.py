@@ -1,0 +1,114 @@
+"""The tables: models, catalog snapshots with their downloads, runs and results."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Model(Base):
+    """A catalog entry: a Hub repo id or a builtin ``arch:`` id."""
+
+    __tablename__ = "models"
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    library: Mapped[str | None] = mapped_column(String(64), index=True)
+    model_type: Mapped[str | None] = mapped_column(String(128))
+    task: Mapped[str | None] = mapped_column(String(128), index=True)
+    tags: Mapped[list[str] | None] = mapped_column(JSONType)
+    custom_code: Mapped[bool] = mapped_column(Boolean, default=False)
+    gated: Mapped[bool] = mapped_column(Boolean, default=False)
+    sha: Mapped[str | None] = mapped_column(String(64))
+    parameters: Mapped[int | None] = mapped_column(BigInteger)
+    downloads: Mapped[int] = mapped_column(BigInteger, default=0, index=True)  # from the latest snapshot
+    first_seen: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_seen: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Snapshot(Base):
+    """One dated sync of the catalog (from the Hub, a file, or the builtin list)."""
+
+    __tablename__ = "snapshots"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    taken_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    source: Mapped[str] = mapped_column(String(512))
+    n_models: Mapped[int] = mapped_column(Integer, default=0)
+    total_downloads: Mapped[int] = mapped_column(BigInteger, default=0)
+    entries: Mapped[list["SnapshotEntry"]] = relationship(back_populates="snapshot", cascade="all, delete-orphan")
+
+
+class SnapshotEntry(Base):
+    __tablename__ = "snapshot_entries"
+    __table_args__ = (UniqueConstraint("snapshot_id", "model_id"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    snapshot_id: Mapped[int] = mapped_column(ForeignKey("snapshots.id", ondelete="CASCADE"), index=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id"), index=True)
+    downloads: Mapped[int] = mapped_column(BigInteger, default=0)
+    rank: Mapped[int] = mapped_column(Integer)
+    snapshot: Mapped[Snapshot] = relationship(back_populates="entries")
+
+
+class Run(Base):
+    """One invocation of the main job (or one API/CLI validation batch)."""
+
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    backend: Mapped[str] = mapped_column(String(128))
+    tier: Mapped[str] = mapped_column(String(16))
+    mode: Mapped[str] = mapped_column(String(16))  # inprocess | celery
+    requested: Mapped[int] = mapped_column(Integer, default=0)
+    snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"))
+
+
+class Result(Base):
+    """One validation outcome, in the SPEC's shape. One row per (model, revision, backend, tier,
+    harness version, ISO week): re-running in the same week updates it, a new week adds history."""
+
+    __tablename__ = "results"
+    __table_args__ = (
+        UniqueConstraint("model_id", "revision", "backend", "tier", "harness_version", "week", name="uq_result_key"),
+        Index("ix_results_scope", "backend", "tier", "week", "status"),
+        Index("ix_results_model_time", "model_id", "started_at"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[str] = mapped_column(String(255), index=True)
+    revision: Mapped[str] = mapped_column(String(64), default="")
+    tier: Mapped[str] = mapped_column(String(16))
+    backend: Mapped[str] = mapped_column(String(128))
+    device: Mapped[str | None] = mapped_column(String(32))
+    dtype: Mapped[str | None] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(32), index=True)
+    reason: Mapped[str | None] = mapped_column(String(32))
+    fingerprint: Mapped[str | None] = mapped_column(String(64), index=True)
+    library: Mapped[str | None] = mapped_column(String(64))
+    architecture: Mapped[str | None] = mapped_column(String(128))
+    task: Mapped[str | None] = mapped_column(String(128))
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    fallback_ops: Mapped[list[str]] = mapped_column(JSONType, default=list)
+    op_census: Mapped[dict[str, int]] = mapped_column(JSONType, default=dict)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    error_signature: Mapped[str | None] = mapped_column(String(300), index=True)
+    versions: Mapped[dict[str, str]] = mapped_column(JSONType, default=dict)
+    details: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    repro: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    duration_s: Mapped[float | None] = mapped_column(Float)
+    week: Mapped[str] = mapped_column(String(8))
+    harness_version: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=1)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
+    task_id: Mapped[str | None] = mapped_column(String(64))

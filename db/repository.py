@@ -1,0 +1,161 @@
+"""Writes: catalog snapshots and validation results (idempotent upserts)."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from zoo_runner.request import HARNESS_VERSION
+
+from .models import Model, Result, Run, Snapshot, SnapshotEntry, utcnow
+
+CHUNK = 2000
+
+
+@dataclass
+class CatalogEntry:
+    """One model as a catalog source reports it."""
+
+    model_id: str
+    downloads: int = 0
+    library: str | None = None
+    model_type: str | None = None
+    task: str | None = None
+    tags: list[str] = field(default_factory=list)
+    custom_code: bool = False
+    gated: bool = False
+    sha: str | None = None
+    parameters: int | None = None
+
+
+def iso_week(when: dt.datetime | dt.date | None = None) -> str:
+    when = when or utcnow()
+    y, w, _ = when.isocalendar()
+    return f"{y}-W{w:02d}"
+
+
+def _chunks(items: Iterable[CatalogEntry], n: int) -> Iterator[list[CatalogEntry]]:
+    chunk: list[CatalogEntry] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= n:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def store_snapshot(session: Session, entries: Iterable[CatalogEntry], source: str, taken_at: dt.datetime | None = None, progress=None) -> Snapshot:
+    """Store a dated snapshot, upserting models; streamed in chunks, duplicates ignored."""
+    snap = Snapshot(source=source, taken_at=taken_at or utcnow())
+    session.add(snap)
+    session.flush()
+    seen: set[str] = set()
+    rank = 0
+    total = 0
+    now = utcnow()
+    for chunk in _chunks(entries, CHUNK):
+        chunk = [e for e in chunk if e.model_id not in seen and not seen.add(e.model_id)]
+        ids = [e.model_id for e in chunk]
+        existing = {m.id: m for m in session.scalars(select(Model).where(Model.id.in_(ids)))}
+        for e in chunk:
+            m = existing.get(e.model_id)
+            if m is None:
+                m = Model(id=e.model_id, first_seen=now)
+                session.add(m)
+            m.library, m.model_type, m.task = e.library, e.model_type, e.task
+            m.tags, m.custom_code, m.gated, m.sha, m.parameters = e.tags, e.custom_code, e.gated, e.sha or m.sha, e.parameters
+            m.downloads, m.last_seen = e.downloads, now
+        session.flush()
+        for e in chunk:
+            rank += 1
+            total += e.downloads
+            session.add(SnapshotEntry(snapshot_id=snap.id, model_id=e.model_id, downloads=e.downloads, rank=rank))
+        session.flush()
+        if progress:
+            progress(len(chunk))
+    snap.n_models, snap.total_downloads = rank, total
+    return snap
+
+
+def latest_snapshot(session: Session) -> Snapshot | None:
+    return session.scalars(select(Snapshot).order_by(Snapshot.taken_at.desc(), Snapshot.id.desc()).limit(1)).first()
+
+
+def snapshot_models(session: Session, snapshot: Snapshot, top: int | None = None) -> list[tuple[Model, int]]:
+    q = (
+        select(Model, SnapshotEntry.downloads)
+        .join(SnapshotEntry, SnapshotEntry.model_id == Model.id)
+        .where(SnapshotEntry.snapshot_id == snapshot.id)
+        .order_by(SnapshotEntry.rank)
+    )
+    if top:
+        q = q.limit(top)
+    return [(m, d) for m, d in session.execute(q)]
+
+
+def start_run(session: Session, backend: str, tier: str, mode: str, requested: int, snapshot_id: int | None) -> Run:
+    run = Run(backend=backend, tier=tier, mode=mode, requested=requested, snapshot_id=snapshot_id)
+    session.add(run)
+    session.flush()
+    return run
+
+
+def finish_run(session: Session, run_id: int) -> None:
+    run = session.get(Run, run_id)
+    if run:
+        run.finished_at = utcnow()
+
+
+def _parse_time(value: Any) -> dt.datetime:
+    if isinstance(value, dt.datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    return utcnow()
+
+
+def store_result(session: Session, result: dict[str, Any], run_id: int | None = None, task_id: str | None = None, model_id: str | None = None) -> Result:
+    """Upsert one SPEC result on (model, revision, backend, tier, harness version, week)."""
+    started = _parse_time(result.get("started_at"))
+    key = dict(
+        model_id=model_id or result["model_id"],
+        revision=result.get("revision") or "",
+        backend=result["backend"],
+        tier=result["tier"],
+        harness_version=str((result.get("details") or {}).get("harness_version", HARNESS_VERSION)),
+        week=iso_week(started),
+    )
+    row = session.scalars(select(Result).filter_by(**key).with_for_update()).first()
+    if row is None:
+        row = Result(**key, attempts=0)
+        session.add(row)
+    error = result.get("error")
+    row.device, row.dtype = result.get("device"), result.get("dtype")
+    row.status, row.reason = result["status"], result.get("reason")
+    row.fingerprint, row.library, row.architecture, row.task = result.get("fingerprint"), result.get("library"), result.get("architecture"), result.get("task")
+    row.metrics = result.get("metrics") or {}
+    row.fallback_ops = result.get("fallback_ops") or []
+    row.op_census = result.get("op_census") or {}
+    row.error = error
+    row.error_signature = (error or {}).get("signature", None) and error["signature"][:300]
+    row.versions = result.get("versions") or {}
+    row.details = result.get("details") or {}
+    row.repro = result.get("repro")
+    row.started_at = started
+    row.duration_s = result.get("duration_s")
+    row.attempts = (row.attempts or 0) + 1
+    row.run_id = run_id or row.run_id
+    row.task_id = task_id or row.task_id
+    session.flush()
+    return row
+
+
+def count_results(session: Session, run_id: int) -> int:
+    return session.scalar(select(func.count()).select_from(Result).where(Result.run_id == run_id)) or 0

@@ -1,0 +1,1 @@
+"""Zoo's application layer: the ``zoo`` command, catalog sync and the main job."""

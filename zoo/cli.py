@@ -1,0 +1,252 @@
+"""The ``zoo`` command. Every subcommand has --help; bad input gets one line and exit code 2."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any, Callable
+
+from zoo_runner.exceptions import ZooError
+from zoo_runner.statuses import PASSING, TIERS
+
+log = logging.getLogger("zoo")
+
+EPILOG = """Configuration: ZOO_DATABASE_URL (default sqlite:///./zoo.db), ZOO_BROKER_URL (unset: run in-process),
+ZOO_API_KEYS, ZOO_PLUGINS, HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return v
+
+
+# ---------------------------------------------------------------- commands
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from . import catalog, jobs
+
+    if args.from_file:
+        snap, n = jobs.sync(catalog.from_file(args.from_file), f"file:{os.path.abspath(args.from_file)}")
+    elif args.builtin:
+        snap, n = jobs.sync(catalog.builtin(), "builtin")
+    else:
+        snap, n = jobs.sync(catalog.from_hub(args.top), f"hub:{catalog.hub_endpoint()}", total=args.top)
+    print(f"stored {n} models in catalog snapshot {snap}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from . import jobs, render
+
+    out = jobs.main_job(top=args.top, backend=args.backend, tier=args.tier, timeout=args.timeout, detach=args.detach, jobs=args.jobs)
+    if out.get("detached"):
+        print(f"run {out['run_id']}: enqueued {out['enqueued']} validations on {out['backend']} ({out['tier']}); see `zoo coverage --backend {out['backend']}`")
+        return 0
+    print(f"run {out['run_id']}: {out['stored']} results stored ({out['backend']}, {out['tier']} tier)\n")
+    print(render.coverage_table(out["coverage"]))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from db.repository import store_result
+    from db.session import session_scope
+    from workers.execute import run_validation
+    from zoo_runner.request import ValidationRequest
+
+    from . import jobs, render
+
+    backend = jobs.resolve_backend(args.backend)
+    if args.tier not in TIERS:
+        raise ZooError(f"unknown tier {args.tier!r}")
+    req = ValidationRequest(model_id=args.model, backend=backend, tier=args.tier, revision=args.revision, seed=args.seed, timeout_s=args.timeout, memory_gb=args.memory_gb)
+    result = run_validation(req)
+    if not args.no_store:
+        with session_scope() as s:
+            store_result(s, result)
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print(render.result_line(result))
+        print(f"repro: {result['repro']}")
+    return 0 if result["status"] in PASSING else 1
+
+
+def cmd_coverage(args: argparse.Namespace) -> int:
+    from db import queries
+    from db.session import session_scope
+
+    from . import render
+
+    with session_scope() as s:
+        cov = queries.coverage(s, backend=args.backend, tier=args.tier, week=args.week)
+    print(json.dumps(cov.to_dict(), indent=2) if args.json else render.coverage_table(cov))
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from db.session import _redact, database_url, upgrade
+
+    head = upgrade()
+    print(f"database {_redact(database_url())} is at revision {head}")
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from workers.celery_app import app
+
+    argv = ["worker", "--loglevel", args.loglevel, "--queues", args.queues, "--concurrency", str(args.concurrency), "--pool", "prefork"]
+    if args.hostname:
+        argv += ["--hostname", args.hostname]
+    app.worker_main(argv)
+    return 0
+
+
+def cmd_beat(args: argparse.Namespace) -> int:
+    from workers.celery_app import app
+
+    app.start(["beat", "--loglevel", args.loglevel])
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from db.session import ensure_schema
+
+    ensure_schema()
+    uvicorn.run("api.app:create_app", factory=True, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from dashboards.report import build_report, render_report
+
+    report = build_report(week=args.week, backend=args.backend, tier=args.tier)
+    text = render_report(report, args.format)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+        print(f"wrote {args.output}")
+    else:
+        print(text)
+    return 0
+
+
+def cmd_seed(args: argparse.Namespace) -> int:
+    from dashboards.seed import seed
+
+    n = seed(models=args.models, weeks=args.weeks, backends=args.backends.split(","))
+    print(f"seeded {n} results")
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="zoo", description="Validate the Hub's most-downloaded models on an accelerator backend against a CPU reference.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-v", "--verbose", action="store_true", help="log more")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        sp.set_defaults(fn=fn)
+        return sp
+
+    s = add("sync", cmd_sync, "Fill the catalog from the Hub (or a snapshot CSV, or the builtin arch: list); prints how many models it stored.")
+    s.add_argument("--top", type=_positive_int, default=1000, help="how many of the most-downloaded Hub models (default 1000)")
+    s.add_argument("--from-file", metavar="CSV", help="a snapshot file with the shared CSV's columns (model_id, downloads, tasks, tags, ...)")
+    s.add_argument("--builtin", action="store_true", help="the builtin arch: catalog (no Hub access)")
+
+    r = add("run", cmd_run, "The main job: sync if needed, validate the top models, print the coverage summary.")
+    r.add_argument("--top", type=_positive_int, default=20, help="how many of the catalog's top models (default 20)")
+    r.add_argument("--backend", default="auto", help="backend spec DEVICE[+COMPILER][@DTYPE] (default auto: neuron, cuda, xpu, mps, else cpu+inductor)")
+    r.add_argument("--tier", choices=TIERS, default="tiny", help="census, tiny (default) or full")
+    r.add_argument("--timeout", type=_positive_float, default=600.0, help="seconds per model before it is killed (default 600)")
+    r.add_argument("--jobs", type=_positive_int, default=max(1, min(2, os.cpu_count() or 1)), help="models validated at once in-process (default: up to 2)")
+    r.add_argument("--detach", action="store_true", help="with ZOO_BROKER_URL: enqueue and return without waiting")
+
+    v = add("validate", cmd_validate, "Validate one model now; store the result and print it.")
+    v.add_argument("model", help="a Hub repo id org/name, or arch:ClassName (e.g. arch:BertModel)")
+    v.add_argument("--backend", default="auto", help="backend spec DEVICE[+COMPILER][@DTYPE] (default auto)")
+    v.add_argument("--tier", choices=TIERS, default="tiny", help="census, tiny (default) or full")
+    v.add_argument("--revision", help="a Hub revision (default: the latest commit)")
+    v.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0)")
+    v.add_argument("--timeout", type=_positive_float, default=600.0, help="seconds before the model process is killed (default 600)")
+    v.add_argument("--memory-gb", type=_positive_float, default=16.0, help="address-space budget of the model process in GiB (default 16)")
+    v.add_argument("--json", action="store_true", help="print the SPEC result as JSON, alone on stdout")
+    v.add_argument("--no-store", action="store_true", help="do not write the result to the database")
+
+    c = add("coverage", cmd_coverage, "Print coverage (functional, strict, harness; by count and by downloads).")
+    c.add_argument("--backend", help="backend spec (default: the newest results')")
+    c.add_argument("--tier", choices=TIERS, help="tier (default: the newest results')")
+    c.add_argument("--week", help="ISO week YYYY-Www (default: the newest results')")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
+
+    d = add("db", cmd_db, "Database maintenance.")
+    d.add_argument("action", choices=["upgrade"], help="upgrade: apply all migrations")
+
+    w = add("worker", cmd_worker, "Run a Celery worker (needs ZOO_BROKER_URL).")
+    w.add_argument("--queues", default="cpu", help="comma-separated queues, one per device kind (default cpu)")
+    w.add_argument("--concurrency", type=_positive_int, default=1, help="parallel tasks (default 1: one model per accelerator)")
+    w.add_argument("--hostname", help="worker node name")
+    w.add_argument("--loglevel", default="info")
+
+    b = add("beat", cmd_beat, "Run Celery beat (daily top-K refresh, weekly report).")
+    b.add_argument("--loglevel", default="info")
+
+    sv = add("serve", cmd_serve, "Serve the REST API and the dashboard.")
+    sv.add_argument("--port", type=_positive_int, default=8000)
+    sv.add_argument("--host", default="127.0.0.1")
+
+    rp = add("report", cmd_report, "Write the weekly coverage report.")
+    rp.add_argument("--week", help="ISO week YYYY-Www (default: this week, else the newest with results)")
+    rp.add_argument("--backend", help="backend spec (default: the newest results')")
+    rp.add_argument("--tier", choices=TIERS, help="tier (default: the newest results')")
+    rp.add_argument("--format", choices=["md", "html", "json"], default="md")
+    rp.add_argument("--output", "-o", help="write to this file instead of stdout")
+
+    sd = add("seed", cmd_seed, "Fill the database with realistic synthetic history (demos, tests, benchmarks).")
+    sd.add_argument("--models", type=_positive_int, default=200)
+    sd.add_argument("--weeks", type=_positive_int, default=8)
+    sd.add_argument("--backends", default="neuron,neuron+neuron,cuda+inductor", help="comma-separated backend specs")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if not getattr(args, "fn", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.fn(args)
+    except ZooError as exc:
+        print(f"zoo: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("zoo: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

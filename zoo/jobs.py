@@ -1,0 +1,161 @@
+"""The main job: sync if needed, pick the top models, validate (in-process or on Celery), summarize."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, Iterable
+
+from tqdm import tqdm
+
+from db import queries, repository
+from db.session import session_scope
+from zoo_runner.backends import BackendSpec, check_backend, load_plugins
+from zoo_runner.exceptions import BrokerUnavailable, ZooError
+from zoo_runner.request import ValidationRequest, empty_result, error_info
+
+from . import catalog
+
+log = logging.getLogger(__name__)
+
+
+def sync(source: Iterable[repository.CatalogEntry], label: str, total: int | None = None) -> tuple[int, int]:
+    """Store a snapshot from ``source``; returns (snapshot id, models stored)."""
+    with session_scope() as s, tqdm(total=total, desc=f"sync {label}", unit="model", disable=not sys.stderr.isatty() and total is None, file=sys.stderr) as bar:
+        snap = repository.store_snapshot(s, source, label, progress=bar.update)
+        return snap.id, snap.n_models
+
+
+def ensure_catalog() -> str:
+    """Sync when the catalog is empty: from the Hub if reachable, else the builtin arch: list."""
+    with session_scope() as s:
+        if repository.latest_snapshot(s) is not None:
+            return "existing"
+    if catalog.hub_reachable():
+        sync(catalog.from_hub(int(os.environ.get("ZOO_SYNC_TOP", "1000"))), f"hub:{catalog.hub_endpoint()}")
+        return "hub"
+    log.info("the Hub is not reachable: using the builtin arch: catalog")
+    sync(catalog.builtin(), "builtin")
+    return "builtin"
+
+
+def resolve_backend(spec: str) -> str:
+    load_plugins()
+    parsed = BackendSpec.parse(spec)
+    check_backend(parsed)
+    return str(parsed)
+
+
+def pick_models(top: int) -> tuple[int | None, list[str]]:
+    with session_scope() as s:
+        snap = repository.latest_snapshot(s)
+        if snap is None:
+            return None, []
+        return snap.id, [m.id for m, _ in repository.snapshot_models(s, snap, top)]
+
+
+def _request(model_id: str, backend: str, tier: str, timeout: float) -> ValidationRequest:
+    return ValidationRequest(model_id=model_id, backend=backend, tier=tier, timeout_s=timeout)
+
+
+def run_inprocess(model_ids: list[str], backend: str, tier: str, run_id: int, timeout: float, jobs: int = 1) -> list[dict[str, Any]]:
+    from workers.execute import validate_and_store
+
+    results: list[dict[str, Any]] = []
+
+    def one(mid: str) -> dict[str, Any]:
+        req = _request(mid, backend, tier, timeout)
+        try:
+            return validate_and_store(req, run_id=run_id)
+        except ZooError as exc:  # unknown model, unreachable Hub: still a row, the run goes on
+            res = empty_result(req)
+            res.update(status="reference_error", error=error_info(exc), duration_s=0.0)
+            with session_scope() as s:
+                repository.store_result(s, res, run_id=run_id)
+            return res
+
+    with tqdm(total=len(model_ids), desc=f"validate {backend}", unit="model", file=sys.stderr) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {pool.submit(one, mid): mid for mid in model_ids}
+        for fut in as_completed(futures):
+            res = fut.result()
+            results.append(res)
+            bar.set_postfix_str(f"{futures[fut][:40]}: {res['status']}")
+            bar.update(1)
+    return results
+
+
+def enqueue(model_ids: list[str], backend: str, tier: str, run_id: int | None, timeout: float) -> list[str]:
+    from kombu.exceptions import OperationalError
+
+    from workers.celery_app import app, queue_for
+    from workers.tasks import validate_task
+
+    queue = queue_for(backend)
+    ids = []
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=2, timeout=5)
+            for mid in model_ids:
+                r = validate_task.apply_async(args=[_request(mid, backend, tier, timeout).to_dict(), run_id], queue=queue, connection=conn)
+                ids.append(r.id)
+    except (OperationalError, OSError) as exc:
+        raise BrokerUnavailable(f"broker {_redact_broker()} is unreachable: {exc}") from exc
+    return ids
+
+
+def _redact_broker() -> str:
+    from workers.celery_app import broker_url
+
+    url = broker_url()
+    if "@" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url
+
+
+def enqueue_top(top: int, backend: str, tier: str = "tiny", timeout: float = 600.0) -> int:
+    ensure_catalog()
+    snap_id, ids = pick_models(top)
+    with session_scope() as s:
+        run_id = repository.start_run(s, backend, tier, "celery", len(ids), snap_id).id
+    return len(enqueue(ids, backend, tier, run_id, timeout))
+
+
+def wait_for(run_id: int, expected: int, poll_s: float = 1.0, timeout_s: float | None = None) -> int:
+    """Wait until ``expected`` results of run ``run_id`` are stored (workers may die and redeliver)."""
+    start = time.monotonic()
+    with tqdm(total=expected, desc="waiting for workers", unit="model", file=sys.stderr) as bar:
+        done = 0
+        while done < expected:
+            with session_scope() as s:
+                done = repository.count_results(s, run_id)
+            bar.update(done - bar.n)
+            if timeout_s and time.monotonic() - start > timeout_s:
+                break
+            if done < expected:
+                time.sleep(poll_s)
+    return done
+
+
+def main_job(top: int, backend: str, tier: str, timeout: float, detach: bool = False, jobs: int = 1) -> dict[str, Any]:
+    backend = resolve_backend(backend)
+    source = ensure_catalog()
+    snap_id, ids = pick_models(top)
+    broker = os.environ.get("ZOO_BROKER_URL")
+    with session_scope() as s:
+        run_id = repository.start_run(s, backend, tier, "celery" if broker else "inprocess", len(ids), snap_id).id
+    log.info("run %s: %d models on %s (%s tier), catalog %s", run_id, len(ids), backend, tier, source)
+    if broker:
+        enqueue(ids, backend, tier, run_id, timeout)
+        if detach:
+            return {"run_id": run_id, "enqueued": len(ids), "backend": backend, "tier": tier, "detached": True}
+        wait_for(run_id, len(ids))
+    else:
+        run_inprocess(ids, backend, tier, run_id, timeout, jobs=jobs)
+    with session_scope() as s:
+        repository.finish_run(s, run_id)
+        cov = queries.coverage(s, backend=backend, tier=tier)
+        stored = repository.count_results(s, run_id)
+    return {"run_id": run_id, "backend": backend, "tier": tier, "stored": stored, "coverage": cov}

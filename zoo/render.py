@@ -1,0 +1,49 @@
+"""Plain-text rendering of coverage and results for the terminal."""
+from __future__ import annotations
+
+from typing import Any
+
+from db.queries import Coverage
+
+
+def pct(x: float | None) -> str:
+    return "   n/a" if x is None else f"{100 * x:5.1f}%"
+
+
+def human(n: int) -> str:
+    for unit, div in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= div:
+            return f"{n / div:.1f}{unit}"
+    return str(n)
+
+
+def coverage_table(cov: Coverage) -> str:
+    r = cov.rates
+    lines = [
+        f"Coverage — backend {cov.backend or '?'} · tier {cov.tier} · week {cov.week or '?'} · catalog snapshot {cov.snapshot_id} ({cov.catalog_models} models, {human(cov.catalog_downloads)} downloads)",
+        "",
+        f"{'metric':<12} {'by count':>8} {'numerator/denominator':>24}   {'by downloads':>12} {'numerator/denominator':>24}",
+        f"{'functional':<12} {pct(r['functional']):>8} {f'{cov.passing}/{cov.valid_reference}':>24}   {pct(r['functional_weighted']):>12} {f'{human(cov.passing_downloads)}/{human(cov.valid_reference_downloads)}':>24}",
+        f"{'strict':<12} {pct(r['strict']):>8} {f'{cov.strict}/{cov.valid_reference}':>24}   {pct(r['strict_weighted']):>12} {f'{human(cov.strict_downloads)}/{human(cov.valid_reference_downloads)}':>24}",
+        f"{'harness':<12} {pct(r['harness']):>8} {f'{cov.valid_reference}/{cov.attempted}':>24}   {pct(r['harness_weighted']):>12} {f'{human(cov.valid_reference_downloads)}/{human(cov.attempted_downloads)}':>24}",
+        "",
+        "statuses: " + ", ".join(f"{k} {v}" for k, v in cov.status_counts.items() if v) if cov.status_counts else "statuses: no results yet",
+        f"headline: download-weighted functional coverage {pct(r['functional_weighted']).strip()} of {human(cov.valid_reference_downloads)} downloads with a valid reference ({cov.attempted} of {cov.catalog_models} catalog models attempted)",
+    ]
+    return "\n".join(lines)
+
+
+def result_line(res: dict[str, Any]) -> str:
+    m = res.get("metrics") or {}
+    bits = [f"{res['model_id']}", f"[{res.get('backend')}/{res.get('tier')}]", f"status={res['status']}"]
+    if res.get("reason"):
+        bits.append(f"reason={res['reason']}")
+    if m.get("max_abs_diff") is not None:
+        bits.append(f"max_abs_diff={m['max_abs_diff']:.3g}")
+    if m.get("compile_s") is not None:
+        bits.append(f"compile={m['compile_s']:.1f}s")
+    if res.get("fallback_ops"):
+        bits.append(f"fallback={','.join(res['fallback_ops'][:5])}")
+    if res.get("error") and res["status"] not in ("pass", "pass_with_fallback"):
+        bits.append(f"error={res['error'].get('message', '')[:160]!r}")
+    return " ".join(bits)

@@ -1,0 +1,157 @@
+"""Everything the parent does on the Hub before a model process starts.
+
+Policy is decided here, from metadata alone: no remote code is imported and nothing is
+unpickled. The model process later runs offline on the files fetched here.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .exceptions import HubUnreachable, NotSupported, UnknownModel
+from .request import ValidationRequest
+
+log = logging.getLogger(__name__)
+
+WEIGHT_FORMATS = {".safetensors": "safetensors", ".bin": "pickle", ".pt": "pickle", ".pth": "pickle", ".ckpt": "pickle", ".gguf": "gguf", ".onnx": "onnx", ".npz": "mlx"}
+LIBRARY_TAGS = ("sentence-transformers", "timm", "diffusers", "open_clip", "transformers")
+
+
+@dataclass
+class HubFacts:
+    model_id: str
+    sha: str | None
+    library: str | None
+    task: str | None
+    tags: list[str]
+    gated: bool
+    files: list[str]
+
+
+def library_from_tags(tags: list[str], library_name: str | None = None) -> str | None:
+    for lib in LIBRARY_TAGS:
+        if lib in tags:
+            return lib
+    return library_name
+
+
+def _hub_errors():
+    from huggingface_hub import errors
+
+    return errors
+
+
+def model_facts(model_id: str, revision: str | None = None) -> HubFacts:
+    from huggingface_hub import HfApi
+
+    errors = _hub_errors()
+    try:
+        info = HfApi().model_info(model_id, revision=revision, files_metadata=False)
+    except errors.RepositoryNotFoundError as exc:
+        raise UnknownModel(f"unknown model {model_id!r}: not found on {hub_endpoint()}") from exc
+    except errors.RevisionNotFoundError as exc:
+        raise UnknownModel(f"unknown revision {revision!r} of {model_id!r}") from exc
+    except errors.GatedRepoError as exc:
+        raise NotSupported("gated", f"{model_id} is gated") from exc
+    except errors.OfflineModeIsEnabled as exc:  # type: ignore[attr-defined]
+        raise HubUnreachable(f"{model_id}: HF_HUB_OFFLINE is set and the model is not a builtin arch: id") from exc
+    except errors.HfHubHTTPError as exc:
+        raise HubUnreachable(f"the Hub at {hub_endpoint()} answered {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from exc
+    except Exception as exc:  # connection refused, DNS, timeouts
+        if "offline" in str(exc).lower():
+            raise HubUnreachable(f"{model_id}: the Hub is offline here (HF_HUB_OFFLINE) and the model is not a builtin arch: id") from exc
+        raise HubUnreachable(f"the Hub at {hub_endpoint()} is unreachable: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+    tags = list(info.tags or [])
+    return HubFacts(
+        model_id=model_id,
+        sha=info.sha,
+        library=library_from_tags(tags, info.library_name),
+        task=info.pipeline_tag,
+        tags=tags,
+        gated=bool(info.gated),
+        files=[s.rfilename for s in (info.siblings or [])],
+    )
+
+
+def hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+
+
+def weight_formats(files: list[str]) -> set[str]:
+    out = set()
+    for f in files:
+        for ext, kind in WEIGHT_FORMATS.items():
+            if f.endswith(ext):
+                out.add(kind)
+    return out
+
+
+def check_policy(facts: HubFacts, tier: str, allow_remote_code: bool = False) -> None:
+    """Raise NotSupported with the SPEC's reason code, from metadata alone."""
+    if "custom_code" in facts.tags and not allow_remote_code:
+        raise NotSupported("remote_code", f"{facts.model_id} needs remote code (custom_code); Zoo never runs it by default")
+    if facts.gated:
+        raise NotSupported("gated", f"{facts.model_id} is gated")
+    formats = weight_formats(facts.files)
+    if "safetensors" not in formats:
+        if "pickle" in formats and tier == "full":
+            raise NotSupported("pickle_only", f"{facts.model_id} has only pickle weights (.bin/.pt); Zoo loads safetensors only")
+        if formats and formats <= {"gguf", "onnx", "mlx"}:
+            raise NotSupported("no_pytorch_weights", f"{facts.model_id} has no PyTorch weights ({', '.join(sorted(formats))} only)")
+    if "config.json" not in facts.files and facts.library in ("transformers", None):
+        raise NotSupported("library_unsupported", f"{facts.model_id} has no config.json")
+
+
+def fetch_config(model_id: str, revision: str | None) -> dict[str, Any]:
+    from huggingface_hub import hf_hub_download
+
+    path = hf_hub_download(model_id, "config.json", revision=revision)
+    with open(path) as f:
+        return json.load(f)
+
+
+def fetch_files(model_id: str, revision: str | None, patterns: list[str]) -> str:
+    from huggingface_hub import snapshot_download
+
+    return snapshot_download(model_id, revision=revision, allow_patterns=patterns)
+
+
+FULL_TIER_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*", "sentencepiece*", "modules.json", "1_Pooling/*", "2_Normalize/*"]
+
+
+def prepare(req: ValidationRequest) -> ValidationRequest:
+    """Fill ``req`` with what the model process needs (config, files, library, task)."""
+    if req.model_id.startswith("arch:"):
+        from .builders.transformers_builder import resolve_class, task_for
+
+        cls = resolve_class(req.model_id[5:])
+        req.library = req.library or "transformers"
+        req.task = req.task or task_for(cls.__name__)
+        req.config_source = f"default:{cls.config_class.model_type}"
+        if req.tier == "full":
+            raise NotSupported("no_pytorch_weights", f"{req.model_id} is a builtin architecture: it has no real weights for the full tier")
+        return req
+    if "/" not in req.model_id and ":" in req.model_id:
+        raise UnknownModel(f"unknown model id {req.model_id!r}: expected org/name or arch:ClassName")
+    facts = model_facts(req.model_id, req.revision)
+    req.revision = req.revision or facts.sha
+    req.library = req.library or facts.library or "transformers"
+    req.task = req.task or facts.task
+    check_policy(facts, req.tier)
+    errors = _hub_errors()
+    try:
+        if req.tier == "full":
+            req.files_dir = fetch_files(req.model_id, req.revision, FULL_TIER_PATTERNS)
+            with open(os.path.join(req.files_dir, "config.json")) as f:
+                req.config = json.load(f)
+        else:
+            req.config = fetch_config(req.model_id, req.revision)
+    except errors.EntryNotFoundError as exc:
+        raise NotSupported("library_unsupported", f"{req.model_id} has no config.json") from exc
+    except (OSError, errors.HfHubHTTPError) as exc:
+        raise HubUnreachable(f"could not fetch files of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}") from exc
+    req.config_source = f"hub:{req.model_id}@{(req.revision or '')[:12]}"
+    return req
