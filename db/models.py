@@ -112,3 +112,17 @@ class Result(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=1)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
     task_id: Mapped[str | None] = mapped_column(String(64))
+
+
+class Report(Base):
+    """A generated weekly coverage report, stored so /reports/{week} serves it as it was."""
+
+    __tablename__ = "reports"
+    __table_args__ = (UniqueConstraint("week", "backend", "tier", name="uq_report_scope"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    week: Mapped[str] = mapped_column(String(8), index=True)
+    backend: Mapped[str] = mapped_column(String(128))
+    tier: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    data: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    markdown: Mapped[str] = mapped_column(Text)

@@ -83,7 +83,7 @@ class Coverage:
         return {
             "functional": r(self.passing, self.valid_reference),
             "functional_weighted": r(self.passing_downloads, self.valid_reference_downloads),
-            "strict": r(self.strict, self.valid_reference),
+            "strict_rate": r(self.strict, self.valid_reference),
             "strict_weighted": r(self.strict_downloads, self.valid_reference_downloads),
             "harness": r(self.valid_reference, self.attempted),
             "harness_weighted": r(self.valid_reference_downloads, self.attempted_downloads),

@@ -24,7 +24,7 @@ def coverage_table(cov: Coverage) -> str:
         "",
         f"{'metric':<12} {'by count':>8} {'numerator/denominator':>24}   {'by downloads':>12} {'numerator/denominator':>24}",
         f"{'functional':<12} {pct(r['functional']):>8} {f'{cov.passing}/{cov.valid_reference}':>24}   {pct(r['functional_weighted']):>12} {f'{human(cov.passing_downloads)}/{human(cov.valid_reference_downloads)}':>24}",
-        f"{'strict':<12} {pct(r['strict']):>8} {f'{cov.strict}/{cov.valid_reference}':>24}   {pct(r['strict_weighted']):>12} {f'{human(cov.strict_downloads)}/{human(cov.valid_reference_downloads)}':>24}",
+        f"{'strict':<12} {pct(r['strict_rate']):>8} {f'{cov.strict}/{cov.valid_reference}':>24}   {pct(r['strict_weighted']):>12} {f'{human(cov.strict_downloads)}/{human(cov.valid_reference_downloads)}':>24}",
         f"{'harness':<12} {pct(r['harness']):>8} {f'{cov.valid_reference}/{cov.attempted}':>24}   {pct(r['harness_weighted']):>12} {f'{human(cov.valid_reference_downloads)}/{human(cov.attempted_downloads)}':>24}",
         "",
         "statuses: " + ", ".join(f"{k} {v}" for k, v in cov.status_counts.items() if v) if cov.status_counts else "statuses: no results yet",

@@ -39,6 +39,20 @@ def upgrade() -> None:
         batch_op.create_index(batch_op.f('ix_models_library'), ['library'], unique=False)
         batch_op.create_index(batch_op.f('ix_models_task'), ['task'], unique=False)
 
+    op.create_table('reports',
+    sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
+    sa.Column('week', sa.String(length=8), nullable=False),
+    sa.Column('backend', sa.String(length=128), nullable=False),
+    sa.Column('tier', sa.String(length=16), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
+    sa.Column('data', sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), 'postgresql'), nullable=False),
+    sa.Column('markdown', sa.Text(), nullable=False),
+    sa.PrimaryKeyConstraint('id'),
+    sa.UniqueConstraint('week', 'backend', 'tier', name='uq_report_scope')
+    )
+    with op.batch_alter_table('reports', schema=None) as batch_op:
+        batch_op.create_index(batch_op.f('ix_reports_week'), ['week'], unique=False)
+
     op.create_table('snapshots',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
     sa.Column('taken_at', sa.DateTime(timezone=True), nullable=False),
@@ -142,6 +156,10 @@ def downgrade() -> None:
         batch_op.drop_index(batch_op.f('ix_snapshots_taken_at'))
 
     op.drop_table('snapshots')
+    with op.batch_alter_table('reports', schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f('ix_reports_week'))
+
+    op.drop_table('reports')
     with op.batch_alter_table('models', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_models_task'))
         batch_op.drop_index(batch_op.f('ix_models_library'))

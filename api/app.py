@@ -1,0 +1,33 @@
+"""The FastAPI application: REST API under /api/v1 and the dashboard pages."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
+
+from zoo_runner import __version__
+from zoo_runner.exceptions import DatabaseUnavailable
+
+from .routes import coverage, health, models
+
+API_PREFIX = "/api/v1"
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="Zoo", version=__version__, description="Which of the Hub's most-downloaded models run on an accelerator backend, and correctly.")
+    for r in (health.router, models.router, coverage.router):
+        app.include_router(r, prefix=API_PREFIX)
+
+    @app.exception_handler(DatabaseUnavailable)
+    async def _db_down(request: Request, exc: DatabaseUnavailable) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    from dashboards.pages import router as pages_router
+
+    import dashboards
+
+    app.mount("/static", StaticFiles(directory=Path(dashboards.__file__).parent / "static"), name="static")
+    app.include_router(pages_router)
+    return app

@@ -1,0 +1,97 @@
+"""/models: the catalog with latest statuses, one model's detail and its history."""
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, HTTPException, Query
+from sqlalchemy import func, or_, select
+
+from api.deps import SessionDep
+from api.pagination import csv_response, decode_cursor, encode_cursor
+from api.schemas import ModelDetail, ModelPage, ModelSummary, ResultOut, ResultPage
+from db import queries
+from db.models import Model, Result
+
+router = APIRouter(tags=["models"])
+
+SORTS = {"downloads": Model.downloads, "model_id": Model.id, "task": Model.task, "library": Model.library}
+
+
+def _latest_status(session, ids: list[str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {i: {} for i in ids}
+    if not ids:
+        return out
+    q = select(Result.model_id, Result.backend, Result.tier, Result.status).where(Result.model_id.in_(ids)).order_by(Result.started_at.asc(), Result.id.asc())
+    for mid, backend, tier, status in session.execute(q):
+        out[mid][f"{backend}/{tier}"] = status
+    return out
+
+
+@router.get("/models", response_model=ModelPage, responses={200: {"content": {"text/csv": {}}}})
+def list_models(
+    session: SessionDep,
+    search: str | None = Query(None, max_length=200, description="substring of the model id"),
+    task: str | None = Query(None, max_length=128),
+    library: str | None = Query(None, max_length=64),
+    status: str | None = Query(None, max_length=32, description="latest status on any backend"),
+    backend: str | None = Query(None, max_length=128, description="with status: on this backend"),
+    sort: str = Query("-downloads", pattern=r"^-?(downloads|model_id|task|library)$"),
+    limit: int = Query(50, ge=1, le=1000),
+    cursor: str | None = Query(None, max_length=200),
+    format: Literal["json", "csv"] = "json",
+):
+    q = select(Model)
+    if search:
+        q = q.where(Model.id.ilike(f"%{search}%"))
+    if task:
+        q = q.where(Model.task == task)
+    if library:
+        q = q.where(Model.library == library)
+    if status:
+        sub = select(Result.model_id).where(Result.status == status)
+        if backend:
+            sub = sub.where(Result.backend == backend)
+        q = q.where(Model.id.in_(sub))
+    total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
+    col = SORTS[sort.lstrip("-")]
+    q = q.order_by(col.desc() if sort.startswith("-") else col.asc(), Model.id.asc())
+    offset = decode_cursor(cursor)
+    rows = list(session.scalars(q.offset(offset).limit(limit)))
+    latest = _latest_status(session, [m.id for m in rows])
+    items = [ModelSummary(model_id=m.id, downloads=m.downloads or 0, library=m.library, model_type=m.model_type, task=m.task, custom_code=m.custom_code, latest_status=latest[m.id]) for m in rows]
+    nxt = encode_cursor(offset + limit) if offset + limit < total else None
+    if format == "csv":
+        return csv_response([i.model_dump() for i in items], "models.csv")
+    return ModelPage(items=items, total=total, next_cursor=nxt)
+
+
+@router.get("/models/{model_id:path}/results", response_model=ResultPage, responses={200: {"content": {"text/csv": {}}}})
+def model_results(session: SessionDep, model_id: str, limit: int = Query(200, ge=1, le=2000), format: Literal["json", "csv"] = "json"):
+    if session.get(Model, model_id) is None and not queries.history(session, model_id, 1):
+        raise HTTPException(404, detail=f"unknown model {model_id}")
+    rows = [queries.result_dict(r) for r in queries.history(session, model_id, limit)]
+    if format == "csv":
+        return csv_response(rows, "results.csv")
+    return ResultPage(items=[ResultOut(**r) for r in rows], total=len(rows))
+
+
+@router.get("/models/{model_id:path}", response_model=ModelDetail)
+def model_detail(session: SessionDep, model_id: str) -> ModelDetail:
+    m = session.get(Model, model_id)
+    latest = queries.latest_results(session, model_id)
+    if m is None and not latest:
+        raise HTTPException(404, detail=f"unknown model {model_id}")
+    out = [ResultOut(**queries.result_dict(r)) for r in latest]
+    return ModelDetail(
+        model_id=model_id,
+        downloads=(m.downloads if m else 0) or 0,
+        library=m.library if m else (latest[0].library if latest else None),
+        model_type=m.model_type if m else None,
+        task=m.task if m else (latest[0].task if latest else None),
+        custom_code=bool(m.custom_code) if m else False,
+        tags=(m.tags or []) if m else [],
+        sha=m.sha if m else None,
+        parameters=m.parameters if m else None,
+        latest_status={f"{r.backend}/{r.tier}": r.status for r in latest},
+        latest=out,
+    )

@@ -1,0 +1,1 @@
+"""Web pages (served by `zoo serve`) and the weekly coverage report."""
