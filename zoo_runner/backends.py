@@ -157,6 +157,16 @@ def device_available(device: str) -> tuple[bool, str]:
     return True, ""
 
 
+def _torch_knows_device(device: str) -> bool:
+    import torch
+
+    try:
+        torch.device(device)
+        return True
+    except RuntimeError:
+        return False
+
+
 def compiler_available(compiler: str) -> tuple[bool, str]:
     import torch._dynamo
 
@@ -177,6 +187,8 @@ def resolve_auto() -> BackendSpec:
 
 def check_backend(spec: BackendSpec) -> None:
     """Raise a one-line error unless ``spec`` can run on this machine."""
+    if spec.device not in DEVICE_PLUGINS and not _torch_knows_device(spec.device):
+        raise UnknownBackend(f"unknown device {spec.device!r} in backend {spec}: not a torch device type and no plugin registers it")
     ok, why = device_available(spec.device)
     if not ok:
         raise BackendUnavailable(why)

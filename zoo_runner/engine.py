@@ -40,10 +40,21 @@ def versions(device: str | None) -> dict[str, str]:
 
 
 def _is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
-        return True
-    msg = str(exc).lower()
-    return "out of memory" in msg or "can't allocate memory" in msg or "cannot allocate memory" in msg
+    """True if ``exc`` or anything it wraps (compilers wrap errors) is an allocation failure."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (MemoryError, torch.OutOfMemoryError)):
+            return True
+        msg = str(e).lower()
+        if "out of memory" in msg or "can't allocate memory" in msg or "cannot allocate memory" in msg:
+            return True
+        todo += [e.__cause__, e.__context__, getattr(e, "inner_exception", None)]
+    return False
 
 
 def _is_compile_error(exc: BaseException) -> bool:

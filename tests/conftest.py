@@ -1,0 +1,141 @@
+"""Shared fixtures: isolated databases (SQLite and PostgreSQL), Redis, the CLI as a subprocess.
+
+PostgreSQL and Redis are the local services (127.0.0.1:5432 trust auth, 127.0.0.1:6379). Tests
+that need them are skipped when they are down, except where ZOO_REQUIRE_SERVICES=1 (CI), where
+their absence is a failure.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_CSV = ROOT.parent / "shared" / "data" / "hub-top1000-2025-03.csv"
+PG_ADMIN_URL = os.environ.get("ZOO_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
+REQUIRE_SERVICES = os.environ.get("ZOO_REQUIRE_SERVICES") == "1"
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def need_service(name: str, host: str, port: int) -> None:
+    if not _port_open(host, port):
+        if REQUIRE_SERVICES:
+            pytest.fail(f"{name} at {host}:{port} is required (ZOO_REQUIRE_SERVICES=1) but down")
+        pytest.skip(f"{name} at {host}:{port} is not running")
+
+
+@pytest.fixture(scope="session")
+def pg_server_url():
+    """A fresh PostgreSQL database for this test session, dropped at the end."""
+    need_service("PostgreSQL", "127.0.0.1", 5432)
+    from sqlalchemy import create_engine, text
+
+    name = f"zoo_test_{uuid.uuid4().hex[:8]}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'CREATE DATABASE "{name}"'))
+    url = PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    yield url
+    from db.session import get_engine
+
+    get_engine.cache_clear()
+    with admin.connect() as c:
+        c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"))
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+    admin.dispose()
+
+
+def _reset_pg(url: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    eng = create_engine(url)
+    with eng.begin() as c:
+        c.execute(text("DROP SCHEMA public CASCADE"))
+        c.execute(text("CREATE SCHEMA public"))
+    eng.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path, monkeypatch):
+    """Each DB test runs on SQLite and on PostgreSQL, on an empty schema; sets ZOO_DATABASE_URL."""
+    from db import session as dbs
+
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'zoo.db'}"
+    else:
+        url = request.getfixturevalue("pg_server_url")
+        _reset_pg(url)
+        dbs.get_engine.cache_clear()
+        dbs._factory.cache_clear()
+    monkeypatch.setenv("ZOO_DATABASE_URL", url)
+    dbs._READY.clear()
+    yield url
+    dbs._READY.clear()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path, monkeypatch):
+    from db import session as dbs
+
+    url = f"sqlite:///{tmp_path / 'zoo.db'}"
+    monkeypatch.setenv("ZOO_DATABASE_URL", url)
+    dbs._READY.clear()
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    need_service("Redis", REDIS_HOST, REDIS_PORT)
+    db = 9 + (os.getpid() % 6)
+    url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{db}"
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+    yield url
+    redis.Redis.from_url(url).flushdb()
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """Environment for a `zoo` subprocess: offline, the repo importable, test plugins reachable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "HF_"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["HF_HUB_OFFLINE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def run_zoo(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zoo.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def zoo(tmp_path):
+    """Run the CLI in a subprocess against a private SQLite DB: zoo(args, **env) -> CompletedProcess."""
+
+    def _run(args: list[str], timeout: float = 300, **extra: str) -> subprocess.CompletedProcess:
+        env = child_env(**{"ZOO_DATABASE_URL": f"sqlite:///{tmp_path / 'zoo.db'}", **extra})
+        return run_zoo(args, env, tmp_path, timeout)
+
+    _run.db_url = f"sqlite:///{tmp_path / 'zoo.db'}"  # type: ignore[attr-defined]
+    _run.cwd = tmp_path  # type: ignore[attr-defined]
+    return _run
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

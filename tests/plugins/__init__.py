@@ -1,0 +1,1 @@
+"""Test-only plugins, loaded in model processes through ZOO_PLUGINS."""

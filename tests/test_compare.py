@@ -1,0 +1,74 @@
+"""The comparison catches small systematic errors and tolerates reduction-order noise."""
+from __future__ import annotations
+
+import torch
+
+from zoo_runner.compare import compare
+
+
+def _refs(seed: int = 0, shape=(4, 32, 64)):
+    g = torch.Generator().manual_seed(seed)
+    x64 = torch.randn(*shape, generator=g, dtype=torch.float64)
+    w64 = torch.randn(shape[-1], shape[-1], generator=g, dtype=torch.float64) / shape[-1] ** 0.5
+    ref64 = x64 @ w64
+    ref32 = (x64.float() @ w64.float())
+    return x64, w64, ref32, ref64
+
+
+def test_reordered_fp32_reduction_passes():
+    x64, w64, ref32, ref64 = _refs()
+    # the same product summed in another order (split K): legitimate fp32 noise
+    k = x64.shape[-1] // 2
+    target = x64[..., :k].float() @ w64[:k].float() + x64[..., k:].float() @ w64[k:].float()
+    res = compare({"logits": target}, {"logits": ref32}, {"logits": ref64})
+    assert res.ok, res.problems
+    assert res.cosine > 0.99999
+
+
+def test_one_percent_error_is_caught():
+    _, _, ref32, ref64 = _refs()
+    res = compare({"logits": ref32 * 1.01}, {"logits": ref32}, {"logits": ref64})
+    assert not res.ok
+
+
+def test_small_bias_shift_is_caught():
+    _, _, ref32, ref64 = _refs()
+    res = compare({"logits": ref32 + 0.01}, {"logits": ref32}, {"logits": ref64})
+    assert not res.ok
+
+
+def test_single_nan_is_caught():
+    _, _, ref32, ref64 = _refs()
+    t = ref32.clone()
+    t[1, 2, 3] = float("nan")
+    res = compare({"logits": t}, {"logits": ref32}, {"logits": ref64})
+    assert not res.ok and "NaN" in res.problems[0]
+
+
+def test_swapped_columns_are_caught():
+    _, _, ref32, ref64 = _refs()
+    t = ref32.clone()
+    t[..., [0, 1]] = t[..., [1, 0]]
+    assert not compare({"logits": t}, {"logits": ref32}, {"logits": ref64}).ok
+
+
+def test_integers_must_match_exactly_and_structure_is_compared():
+    ids = torch.arange(10)
+    assert compare({"ids": ids}, {"ids": ids}, {"ids": ids}).ok
+    assert not compare({"ids": ids + 1}, {"ids": ids}, {"ids": ids}).ok
+    assert not compare({"a": torch.ones(2)}, {"b": torch.ones(2)}, {"b": torch.ones(2)}).ok
+    assert not compare({"a": torch.ones(2)}, {"a": torch.ones(3)}, {"a": torch.ones(3, dtype=torch.float64)}).ok
+
+
+def test_nested_outputs_are_all_compared():
+    _, _, ref32, ref64 = _refs()
+    target = {"hidden": (ref32, ref32 * 1.05)}
+    assert not compare(target, {"hidden": (ref32, ref32)}, {"hidden": (ref64, ref64)}).ok
+
+
+def test_bf16_budget_accepts_bf16_rounding_but_not_a_real_error():
+    _, _, ref32, ref64 = _refs()
+    bf = ref32.to(torch.bfloat16).float()
+    assert compare({"o": bf}, {"o": ref32}, {"o": ref64}, dtype="bfloat16").ok
+    assert not compare({"o": bf}, {"o": ref32}, {"o": ref64}, dtype="float32").ok
+    assert not compare({"o": (ref32 * 1.2).to(torch.bfloat16).float()}, {"o": ref32}, {"o": ref64}, dtype="bfloat16").ok

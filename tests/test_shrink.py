@@ -1,0 +1,45 @@
+"""Generic shrinking keeps every constraint between sizes."""
+from __future__ import annotations
+
+from transformers import CONFIG_MAPPING
+
+from zoo_runner.shrink import shrink_dict
+
+
+def test_heads_divide_width_and_kv_heads_divide_heads():
+    cfg = shrink_dict({"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32, "intermediate_size": 11008, "head_dim": 128})
+    assert cfg["hidden_size"] % cfg["num_attention_heads"] == 0
+    assert cfg["num_attention_heads"] % cfg["num_key_value_heads"] == 0
+    assert cfg["head_dim"] == cfg["hidden_size"] // cfg["num_attention_heads"]
+    assert cfg["num_hidden_layers"] == 2 and cfg["intermediate_size"] <= 128
+
+
+def test_odd_heads_are_fixed_to_a_divisor():
+    cfg = shrink_dict({"d_model": 384, "encoder_attention_heads": 6, "decoder_attention_heads": 6})
+    assert cfg["d_model"] % cfg["encoder_attention_heads"] == 0
+
+
+def test_layer_types_follow_depth_and_nested_configs_shrink():
+    cfg = shrink_dict({"text_config": {"model_type": "x", "num_hidden_layers": 26, "layer_types": ["sliding"] * 5 + ["full"] * 21, "hidden_size": 2304, "num_attention_heads": 8}, "vision_config": {"model_type": "y", "hidden_size": 1152, "num_hidden_layers": 27, "num_attention_heads": 16}})
+    assert cfg["text_config"]["num_hidden_layers"] == 2 and len(cfg["text_config"]["layer_types"]) == 2
+    assert cfg["vision_config"]["hidden_size"] == 64 and cfg["vision_config"]["num_attention_heads"] == 4
+
+
+def test_mrope_sections_sum_to_half_head_dim():
+    cfg = shrink_dict({"hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}})
+    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    assert sum(cfg["rope_scaling"]["mrope_section"]) == head_dim // 2
+
+
+def test_experts_and_backbone_stages():
+    cfg = shrink_dict({"num_local_experts": 8, "num_experts_per_tok": 2, "hidden_size": 4096, "num_attention_heads": 32})
+    assert cfg["num_local_experts"] == 4 and cfg["num_experts_per_tok"] <= cfg["num_local_experts"]
+    cfg = shrink_dict({"num_hidden_layers": 12, "out_features": ["stage12"], "out_indices": [12]})
+    assert cfg["out_features"] is None and cfg["out_indices"] is None
+
+
+def test_real_default_configs_still_build_after_shrinking():
+    for model_type in ("llama", "bert", "t5", "whisper", "clip", "mixtral"):
+        cls = CONFIG_MAPPING[model_type]
+        shrunk = shrink_dict(cls().to_dict())
+        cls.from_dict(shrunk)  # raises on violated constraints
