@@ -101,7 +101,7 @@ def from_hub(top: int | None) -> Iterator[CatalogEntry]:
                 model_id=info.id,
                 downloads=int(info.downloads or 0),
                 library=library_from_tags(tags, info.library_name),
-                model_type=cfg.get("model_type") or _model_type(tags),
+                model_type=cfg.get("model_type") or (_model_type(tags) if "transformers" in tags else None),
                 task=info.pipeline_tag,
                 tags=tags,
                 custom_code="custom_code" in tags,

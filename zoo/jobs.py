@@ -25,6 +25,8 @@ def sync(source: Iterable[repository.CatalogEntry], label: str, total: int | Non
     """Store a snapshot from ``source``; returns (snapshot id, models stored)."""
     with session_scope() as s, tqdm(total=total, desc=f"sync {label}", unit="model", disable=not sys.stderr.isatty() and total is None, file=sys.stderr) as bar:
         snap = repository.store_snapshot(s, source, label, progress=bar.update)
+        bar.total = bar.n
+        bar.refresh()
         return snap.id, snap.n_models
 
 

@@ -42,6 +42,22 @@ class ValidationRequest:
         return shlex.join(parts)
 
 
+def _versions() -> dict[str, str]:
+    """Package versions without importing the packages (cheap in the parent)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for dist in ("torch", "transformers"):
+        try:
+            out[dist] = version(dist)
+        except PackageNotFoundError:
+            pass
+    from . import __version__
+
+    out["zoo"] = __version__
+    return out
+
+
 METRIC_KEYS = ("max_abs_diff", "max_rel_diff", "rmse_ratio", "cosine", "compile_s", "reference_ms", "target_ms", "peak_mem_bytes", "graph_breaks")
 
 
@@ -69,7 +85,7 @@ def empty_result(req: ValidationRequest) -> dict[str, Any]:
         "fallback_ops": [],
         "op_census": {},
         "error": None,
-        "versions": {},
+        "versions": _versions(),
         "repro": req.repro(),
         "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "duration_s": None,
