@@ -126,7 +126,8 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     stage("build")
     library = req.library or "transformers"
     try:
-        built = get_builder(library).build(req)
+        builder = get_builder(library)
+        built = builder.build(req, builder.plan(req))
     except UnknownModel:
         raise
     except NotSupported as exc:

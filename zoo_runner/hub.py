@@ -113,6 +113,26 @@ def fetch_config(model_id: str, revision: str | None) -> dict[str, Any]:
         return json.load(f)
 
 
+EXTRA_JSON = ("modules.json", "1_Pooling/config.json", "config_sentence_transformers.json")
+
+
+def fetch_extras(model_id: str, revision: str | None, files: list[str], files_dir: str | None) -> dict[str, Any]:
+    """Small JSON files some builders read (sentence-transformers pooling), from the repo."""
+    from huggingface_hub import hf_hub_download
+
+    out: dict[str, Any] = {}
+    for name in EXTRA_JSON:
+        if name not in files:
+            continue
+        path = os.path.join(files_dir, name) if files_dir else hf_hub_download(model_id, name, revision=revision)
+        try:
+            with open(path) as f:
+                out[name] = json.load(f)
+        except (OSError, json.JSONDecodeError):
+            continue
+    return out
+
+
 def fetch_files(model_id: str, revision: str | None, patterns: list[str]) -> str:
     from huggingface_hub import snapshot_download
 
@@ -149,6 +169,7 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
                 req.config = json.load(f)
         else:
             req.config = fetch_config(req.model_id, req.revision)
+        req.extras = fetch_extras(req.model_id, req.revision, facts.files, req.files_dir)
     except errors.EntryNotFoundError as exc:
         raise NotSupported("library_unsupported", f"{req.model_id} has no config.json") from exc
     except (OSError, errors.HfHubHTTPError) as exc:

@@ -24,6 +24,7 @@ class ValidationRequest:
     files_dir: str | None = None
     library: str | None = None
     task: str | None = None
+    extras: dict[str, Any] | None = None  # small JSON files a builder needs (modules.json, pooling config)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

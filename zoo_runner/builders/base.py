@@ -27,11 +27,14 @@ class Built:
 class Builder(Protocol):
     library: str
 
-    def build(self, request: Any) -> Built: ...
+    def plan(self, request: Any) -> Any: ...
+
+    def build(self, request: Any, plan: Any = None) -> Built: ...
 
 
 _REGISTRY: dict[str, str] = {
     "transformers": "zoo_runner.builders.transformers_builder:TransformersBuilder",
+    "sentence-transformers": "zoo_runner.builders.sentence_transformers_builder:SentenceTransformersBuilder",
 }
 _INSTANCES: dict[str, Builder] = {}
 

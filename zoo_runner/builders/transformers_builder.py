@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -72,10 +73,26 @@ def resolve_class(architecture: str):
     return cls
 
 
+@dataclass
+class Plan:
+    """What will be built, decided without instantiating the model (so the parent can fingerprint)."""
+
+    cls: Any
+    config: Any
+    architecture: str
+    config_source: str
+    quirk: Any
+    shapes: list[dict]
+
+
+# Sample text for full-tier inputs through the model's real tokenizer.
+SAMPLE_TEXTS = ("Zoo checks that the most downloaded models run correctly on every accelerator.", "A short one.")
+
+
 class TransformersBuilder:
     library = "transformers"
 
-    def build(self, request: Any) -> Built:
+    def plan(self, request: Any, base_model: bool = False) -> Plan:
         import transformers
 
         model_id: str = request.model_id
@@ -86,31 +103,45 @@ class TransformersBuilder:
             source = f"default:{config.model_type}"
         else:
             if not request.config:
-                raise NotSupported("no_inputs", f"{model_id}: no config.json was fetched")
+                raise NotSupported("library_unsupported", f"{model_id}: no config.json was fetched")
             cfg = dict(request.config)
-            archs = cfg.get("architectures") or []
+            if "model_type" not in cfg:
+                raise NotSupported("library_unsupported", f"{model_id}: config.json has no model_type")
+            try:
+                auto_config = transformers.AutoConfig.for_model(**cfg)
+            except (ValueError, KeyError) as exc:
+                raise NotSupported("library_unsupported", f"{model_id}: transformers {transformers.__version__} does not know model_type {cfg['model_type']!r}") from exc
+            archs = [] if base_model else (cfg.get("architectures") or [])
             architecture = next((a for a in archs if hasattr(transformers, a)), None)
             if architecture is None:
-                auto = AUTO_BY_TASK.get(request.task or "", "AutoModel")
-                config = transformers.AutoConfig.for_model(**cfg) if "model_type" in cfg else None
-                if config is None:
-                    raise NotSupported("library_unsupported", f"{model_id}: config.json has no model_type")
-                cls = getattr(transformers, auto)._model_mapping[type(config)]
+                auto = "AutoModel" if base_model else AUTO_BY_TASK.get(request.task or "", "AutoModel")
+                mapping = getattr(transformers, auto)._model_mapping
+                if type(auto_config) not in mapping:
+                    mapping = transformers.AutoModel._model_mapping
+                cls = mapping[type(auto_config)]
                 architecture = cls.__name__
             else:
                 cls = resolve_class(architecture)
             config = cls.config_class.from_dict(cfg)
             source = request.config_source or "hub"
-        cfg_dict = config.to_dict()
         quirk = quirk_for(architecture, getattr(config, "model_type", None))
         if request.tier in ("tiny", "census"):
-            cfg_dict = shrink_dict(copy.deepcopy(cfg_dict))
+            cfg_dict = shrink_dict(copy.deepcopy(config.to_dict()))
             if quirk and quirk.config:
                 apply_overrides(cfg_dict, quirk.config)
             config = cls.config_class.from_dict(cfg_dict)
         for sub in [config] + [getattr(config, k) for k in getattr(config, "sub_configs", {}) or {} if getattr(config, k, None) is not None]:
             if hasattr(sub, "use_cache"):
                 sub.use_cache = False
+        shapes = [dict(s) for s in inputs_mod.DEFAULT_SHAPES]
+        if quirk and quirk.seq_lens:
+            for shape, seq in zip(shapes, quirk.seq_lens):
+                shape["seq"] = seq
+        return Plan(cls=cls, config=config, architecture=architecture, config_source=source, quirk=quirk, shapes=shapes)
+
+    def build(self, request: Any, plan: Plan | None = None, base_model: bool = False) -> Built:
+        plan = plan or self.plan(request, base_model=base_model)
+        cls, config, architecture, quirk = plan.cls, plan.config, plan.architecture, plan.quirk
         torch.manual_seed(request.seed)
         if request.tier == "full":
             model = cls.from_pretrained(request.files_dir, config=config, use_safetensors=True, local_files_only=True)
@@ -118,19 +149,22 @@ class TransformersBuilder:
             model = cls._from_config(config, dtype=torch.float32)
             init_weights(model, request.seed)
         model.eval()
-        shapes = [dict(s) for s in inputs_mod.DEFAULT_SHAPES]
-        if quirk and quirk.seq_lens:
-            for shape, seq in zip(shapes, quirk.seq_lens):
-                shape["seq"] = seq
         is_enc_dec = bool(getattr(config, "is_encoder_decoder", False))
-
         kinds = dict(quirk.input_kinds) if quirk else {}
+        tokenizer = _tokenizer(request.files_dir) if request.tier == "full" else None
 
         def make(shape: dict, seed: int) -> dict[str, torch.Tensor]:
             try:
-                return inputs_mod.make_inputs(model, config, shape, seed, is_enc_dec, kinds)
+                inputs = inputs_mod.make_inputs(model, config, shape, seed, is_enc_dec, kinds)
             except KeyError as exc:
                 raise NotSupported("no_inputs", f"{architecture}: {exc.args[0]}") from exc
+            if tokenizer is not None and "input_ids" in inputs:
+                texts = list(SAMPLE_TEXTS[: shape["batch"]])
+                enc = tokenizer(texts, padding=True, truncation=True, max_length=shape["seq"] * 4, return_tensors="pt")
+                for key in ("input_ids", "attention_mask", "token_type_ids"):
+                    if key in inputs and key in enc:
+                        inputs[key] = enc[key]
+            return inputs
 
         return Built(
             model=model,
@@ -139,8 +173,21 @@ class TransformersBuilder:
             library=self.library,
             architecture=architecture,
             task=request.task or task_for(architecture),
-            config_source=source,
+            config_source=plan.config_source,
             make_inputs=make,
-            shapes=shapes,
+            shapes=plan.shapes,
             tolerance_factor=quirk.tolerance_factor if quirk else 1.0,
         )
+
+
+def _tokenizer(files_dir: str | None):
+    """The model's real tokenizer, when the repo ships one (full tier)."""
+    if not files_dir:
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(files_dir, local_files_only=True)
+    except Exception as exc:  # no tokenizer files: generated ids stand in
+        log.info("no tokenizer in %s: %s", files_dir, exc)
+        return None
