@@ -159,3 +159,24 @@ def store_result(session: Session, result: dict[str, Any], run_id: int | None = 
 
 def count_results(session: Session, run_id: int) -> int:
     return session.scalar(select(func.count()).select_from(Result).where(Result.run_id == run_id)) or 0
+
+
+def shared_result(session: Session, fingerprint: str, req: Any) -> dict[str, Any] | None:
+    """This week's result of another model with the same fingerprint, backend and tier, re-addressed
+    to ``req``'s model (fingerprint dedup). Only results the engine produced count (not copies)."""
+    from db.queries import result_dict
+
+    row = session.scalars(
+        select(Result)
+        .where(Result.fingerprint == fingerprint, Result.backend == req.backend, Result.tier == req.tier, Result.week == iso_week(), Result.harness_version == HARNESS_VERSION, Result.model_id != req.model_id)
+        .order_by(Result.started_at.desc())
+        .limit(20)
+    ).all()
+    row = next((r for r in row if not (r.details or {}).get("deduplicated_from")), None)
+    if row is None:
+        return None
+    out = result_dict(row)
+    out.pop("week", None)
+    out.update(model_id=req.model_id, revision=req.revision, repro=req.repro(), started_at=utcnow().isoformat(timespec="seconds"), duration_s=0.0)
+    out["details"] = {**(row.details or {}), "deduplicated_from": row.model_id}
+    return out

@@ -18,7 +18,6 @@ from . import backends
 from .builders import get_builder
 from .compare import Comparison, compare
 from .exceptions import NotSupported, UnknownModel
-from .fingerprint import fingerprint
 from .inputs import describe
 from .request import ValidationRequest, empty_result, error_info
 from .statuses import Status
@@ -127,7 +126,8 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     library = req.library or "transformers"
     try:
         builder = get_builder(library)
-        built = builder.build(req, builder.plan(req))
+        plan = builder.plan(req)
+        built = builder.build(req, plan)
     except UnknownModel:
         raise
     except NotSupported as exc:
@@ -147,7 +147,7 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
         result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
         return result
     result["details"]["input_shapes"] = [describe(x) for x in all_inputs]
-    result["fingerprint"] = fingerprint(built.library, built.architecture, built.config_dict, req.tier, result["details"]["input_shapes"])
+    result["fingerprint"] = plan.fingerprint(built.library, req.tier)
     model = built.model
     result["details"]["parameters"] = sum(p.numel() for p in model.parameters())
 

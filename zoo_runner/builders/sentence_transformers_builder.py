@@ -74,7 +74,10 @@ class SentenceTransformersBuilder:
         self._tf = TransformersBuilder()
 
     def plan(self, request: Any):
-        return self._tf.plan(request, base_model=True)
+        plan = self._tf.plan(request, base_model=True)
+        mode, normalize = pooling_setup(getattr(request, "extras", None))
+        plan.graph_extras = {"_pooling": mode, "_normalize": normalize}
+        return plan
 
     def build(self, request: Any, plan=None) -> Built:
         built = self._tf.build(request, plan=plan or self.plan(request))
@@ -82,5 +85,4 @@ class SentenceTransformersBuilder:
         built.model = SentenceEmbedder(built.model, mode, normalize).eval()
         built.library = self.library
         built.task = request.task or "sentence-similarity"
-        built.config_dict = {**built.config_dict, "_pooling": mode, "_normalize": normalize}
         return built

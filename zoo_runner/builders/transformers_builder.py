@@ -83,6 +83,12 @@ class Plan:
     config_source: str
     quirk: Any
     shapes: list[dict]
+    graph_extras: dict = None  # type: ignore[assignment]  # builder-specific graph facts (pooling ...)
+
+    def fingerprint(self, library: str, tier: str) -> str:
+        from ..fingerprint import fingerprint
+
+        return fingerprint(library, self.architecture, {**self.config.to_dict(), **(self.graph_extras or {})}, tier, self.shapes)
 
 
 # Sample text for full-tier inputs through the model's real tokenizer.

@@ -1,0 +1,54 @@
+"""Fingerprint dedup: models sharing a compute graph run once per backend and tier."""
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from tests.hub_standin import start_standin
+from zoo_runner.request import ValidationRequest
+
+
+@pytest.fixture
+def twin_hub(tmp_path, monkeypatch):
+    path = tmp_path / "twins.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model_id", "downloads", "tasks", "parameters", "tags"])
+        w.writerow(["org-a/bert-one", 100, "fill-mask", "", "['transformers', 'safetensors', 'bert', 'fill-mask']"])
+        w.writerow(["org-b/bert-two", 90, "fill-mask", "", "['transformers', 'safetensors', 'bert', 'fill-mask']"])
+        w.writerow(["org-c/gpt-three", 80, "text-generation", "", "['transformers', 'safetensors', 'gpt2', 'text-generation']"])
+    base, stop = start_standin(str(path))
+    monkeypatch.setenv("HF_ENDPOINT", base)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    import huggingface_hub.constants as c
+
+    monkeypatch.setattr(c, "ENDPOINT", base)
+    monkeypatch.setattr(c, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    yield base
+    stop()
+
+
+def test_same_graph_runs_once_and_fans_out(twin_hub, sqlite_url):
+    from workers.execute import validate_and_store
+
+    one = validate_and_store(ValidationRequest("org-a/bert-one", backend="cpu"))
+    two = validate_and_store(ValidationRequest("org-b/bert-two", backend="cpu"))
+    three = validate_and_store(ValidationRequest("org-c/gpt-three", backend="cpu"))
+    assert one["status"] == two["status"] == three["status"] == "pass"
+    assert one["fingerprint"] == two["fingerprint"] != three["fingerprint"]
+    assert "deduplicated_from" not in one["details"]
+    assert two["details"]["deduplicated_from"] == "org-a/bert-one" and two["model_id"] == "org-b/bert-two"
+    assert two["duration_s"] == 0.0 and "org-b/bert-two" in two["repro"]
+    assert "deduplicated_from" not in three["details"]
+
+
+def test_parent_fingerprint_equals_the_engines():
+    from zoo_runner.engine import validate_here
+    from zoo_runner.hub import prepare
+    from zoo_runner.planning import plan_fingerprint
+
+    req = prepare(ValidationRequest("arch:DistilBertForSequenceClassification", backend="cpu"))
+    assert plan_fingerprint(req) == validate_here(req)["fingerprint"]
