@@ -116,7 +116,7 @@ def validate_here(req: ValidationRequest, stage: Callable[[str], None] = lambda 
 
 def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[str], None]) -> dict[str, Any]:
     metrics = result["metrics"]
-    backends.load_plugins()
+    backends.load_plugins(req.plugins)
     spec = backends.BackendSpec.parse(req.backend)
     result.update(device=spec.device, dtype=spec.dtype, backend=str(spec) if req.backend != "auto" else req.backend)
     result["versions"] = versions(spec.device)

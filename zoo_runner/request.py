@@ -25,6 +25,7 @@ class ValidationRequest:
     library: str | None = None
     task: str | None = None
     extras: dict[str, Any] | None = None  # small JSON files a builder needs (modules.json, pooling config)
+    plugins: str | None = None  # ZOO_PLUGINS as the parent saw it (the forkserver may be older)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
