@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -71,9 +72,18 @@ def upgrade(url: str | None = None) -> str:
     url = url or database_url()
     cfg = alembic_config(url)
     try:
-        with get_engine(url).connect() as conn:
-            conn.execute(text("SELECT 1"))
-        command.upgrade(cfg, "head")
+        with _MIGRATE_LOCK, get_engine(url).connect() as conn:
+            if conn.dialect.name == "postgresql":  # one migrator at a time across processes
+                conn.execute(text("SELECT pg_advisory_lock(724991)"))
+                conn.commit()
+            try:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+                conn.commit()
+            finally:
+                if conn.dialect.name == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_unlock(724991)"))
+                    conn.commit()
     except OperationalError as exc:
         raise DatabaseUnavailable(f"database {_redact(url)} is unreachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}") from exc
     except SQLAlchemyError as exc:
@@ -82,6 +92,7 @@ def upgrade(url: str | None = None) -> str:
 
 
 _READY: set[str] = set()
+_MIGRATE_LOCK = threading.RLock()
 
 
 def ensure_schema(url: str | None = None) -> None:
@@ -89,6 +100,12 @@ def ensure_schema(url: str | None = None) -> None:
     url = url or database_url()
     if url in _READY:
         return
+    with _MIGRATE_LOCK:
+        if url not in _READY:
+            _ensure_schema(url)
+
+
+def _ensure_schema(url: str) -> None:
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
 

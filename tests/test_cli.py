@@ -16,10 +16,11 @@ def _one_clear_line(proc):
 
 
 def test_validate_json_then_repro_reproduces(zoo):
-    first = zoo(["validate", "arch:BertModel", "--backend", "cpu+aot_eager", "--tier", "tiny", "--json"])
+    first = zoo(["validate", "arch:BertModel", "--backend", "cpu+inductor", "--tier", "tiny", "--json"])
     assert first.returncode == 0, first.stderr
     result = json.loads(first.stdout)  # the result, alone on stdout
     assert result["status"] == "pass" and result["fingerprint"] and result["versions"]["torch"]
+    assert result["backend"] == "cpu+inductor" and result["metrics"]["compile_s"] > 0
     argv = shlex.split(result["repro"])
     assert argv[:2] == ["zoo", "validate"]
     again = zoo(argv[1:])

@@ -1,0 +1,129 @@
+"""Harness benchmark: validate the shared snapshot through a local Hub stand-in and print
+valid-reference coverage by library (count and download-weighted), time per model, the dedup
+factor and the slowest builders.
+
+    python -m benchmarks.harness --tier tiny --backend cpu [--top N] [--jobs 2] [--out FILE]
+
+Runs the real path (Hub client → policy → plan/fingerprint dedup → model process → SQLite).
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from tqdm import tqdm
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_CSV = ROOT.parent / "shared" / "data" / "hub-top1000-2025-03.csv"
+NO_PYTORCH = {"gguf", "onnx", "mlx"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--csv", default=str(SHARED_CSV))
+    p.add_argument("--tier", default="tiny", choices=["census", "tiny"])
+    p.add_argument("--backend", default="cpu")
+    p.add_argument("--top", type=int, default=None)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--timeout", type=float, default=300)
+    p.add_argument("--out", help="also write the report here")
+    args = p.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="zoo-harness-"))
+    from tests.hub_standin import start_standin
+
+    base, stop = start_standin(args.csv)
+    os.environ.update(HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(work / "hf"), ZOO_DATABASE_URL=f"sqlite:///{work / 'zoo.db'}")
+    import huggingface_hub.constants as c
+
+    c.ENDPOINT, c.HF_HUB_OFFLINE, c.HF_HUB_CACHE = base, False, str(work / "hf")
+
+    from zoo import catalog
+    from zoo_runner.exceptions import ZooError
+    from zoo_runner.request import ValidationRequest
+
+    from workers.execute import validate_and_store
+
+    entries = list(catalog.from_file(args.csv))[: args.top]
+    rows = []
+    t_start = time.perf_counter()
+
+    def one(e):
+        req = ValidationRequest(e.model_id, backend=args.backend, tier=args.tier, timeout_s=args.timeout, library=None)
+        t0 = time.perf_counter()
+        try:
+            r = validate_and_store(req)
+        except ZooError as exc:
+            r = {"status": "reference_error", "reason": None, "error": {"message": str(exc)}, "details": {}, "architecture": None}
+        return e, r, time.perf_counter() - t0
+
+    with ThreadPoolExecutor(args.jobs) as pool, tqdm(total=len(entries), desc=f"harness {args.tier}/{args.backend}", file=sys.stderr) as bar:
+        for fut in as_completed([pool.submit(one, e) for e in entries]):
+            rows.append(fut.result())
+            bar.update(1)
+    wall = time.perf_counter() - t_start
+    stop()
+    report = render(rows, wall, args)
+    print(report)
+    if args.out:
+        Path(args.out).write_text(report)
+    return 0
+
+
+def _lib(e) -> str:
+    if e.library in ("transformers", "sentence-transformers", "timm", "diffusers", "open_clip"):
+        return e.library
+    fmts = {t for t in e.tags if t in NO_PYTORCH}
+    return "gguf/onnx/mlx-only" if fmts else (e.library or "other")
+
+
+def render(rows, wall: float, args) -> str:
+    by_lib = collections.defaultdict(lambda: [0, 0, 0, 0])  # attempted, valid, dl attempted, dl valid
+    statuses = collections.Counter()
+    reasons = collections.Counter()
+    errors = collections.Counter()
+    ran, deduped, durations, slow = 0, 0, [], []
+    for e, r, dt in rows:
+        statuses[r["status"]] += 1
+        if r.get("reason"):
+            reasons[r["reason"]] += 1
+        valid = r["status"] not in ("reference_error", "unsupported")
+        if not valid and r["status"] == "reference_error":
+            errors[((r.get("error") or {}).get("message") or "")[:90]] += 1
+        for key in ([_lib(e)] + (["(all but gguf/onnx/mlx-only)"] if _lib(e) != "gguf/onnx/mlx-only" else []) + (["transformers+ST, no custom_code"] if _lib(e) in ("transformers", "sentence-transformers") and not e.custom_code else [])):
+            b = by_lib[key]
+            b[0] += 1
+            b[2] += e.downloads
+            if valid:
+                b[1] += 1
+                b[3] += e.downloads
+        if (r.get("details") or {}).get("deduplicated_from"):
+            deduped += 1
+        elif r["status"] != "unsupported":
+            ran += 1
+            durations.append(dt)
+            slow.append((dt, e.model_id, r.get("architecture")))
+    n = len(rows)
+    out = [f"Harness benchmark — tier {args.tier}, backend {args.backend}, {n} models from {Path(args.csv).name}, {args.jobs} jobs, wall {wall:.0f}s", ""]
+    out.append(f"{'library':<34} {'models':>6} {'valid ref':>9} {'by count':>9} {'by downloads':>13}")
+    for lib, (a, v, da, dv) in sorted(by_lib.items(), key=lambda kv: -kv[1][2]):
+        out.append(f"{lib:<34} {a:>6} {v:>9} {100 * v / a if a else 0:>8.1f}% {100 * dv / da if da else 0:>12.1f}%")
+    out += ["", "statuses: " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()), "unsupported reasons: " + ", ".join(f"{k} {v}" for k, v in reasons.most_common())]
+    if durations:
+        out.append(f"time per model process: median {statistics.median(durations):.1f}s, mean {statistics.mean(durations):.1f}s, max {max(durations):.1f}s; wall per catalog model {wall / max(n, 1):.2f}s")
+    out.append(f"dedup: {ran} model processes for {ran + deduped} validated models (factor {(ran + deduped) / max(ran, 1):.2f})")
+    out += ["", "slowest builders:"] + [f"  {dt:6.1f}s {mid} ({arch})" for dt, mid, arch in sorted(slow, reverse=True)[:8]]
+    if errors:
+        out += ["", "top reference errors (Zoo's gaps):"] + [f"  {v:3d} × {k}" for k, v in errors.most_common(12)]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
