@@ -10,14 +10,17 @@ from fastapi.staticfiles import StaticFiles
 from zoo_runner import __version__
 from zoo_runner.exceptions import DatabaseUnavailable
 
-from .routes import coverage, health, models
+from .middleware import ETag, RateLimit
+from .routes import analytics, coverage, health, models, reports, validations
+from .security import hashed_keys
 
 API_PREFIX = "/api/v1"
 
 
 def create_app() -> FastAPI:
     app = FastAPI(title="Zoo", version=__version__, description="Which of the Hub's most-downloaded models run on an accelerator backend, and correctly.")
-    for r in (health.router, models.router, coverage.router):
+    app.state.api_key_digests = hashed_keys()  # only digests are kept
+    for r in (health.router, models.router, coverage.router, analytics.router, reports.router, validations.router):
         app.include_router(r, prefix=API_PREFIX)
 
     @app.exception_handler(DatabaseUnavailable)
@@ -30,4 +33,6 @@ def create_app() -> FastAPI:
 
     app.mount("/static", StaticFiles(directory=Path(dashboards.__file__).parent / "static"), name="static")
     app.include_router(pages_router)
+    app.add_middleware(ETag)
+    app.add_middleware(RateLimit)  # outermost: a throttled request costs nothing else
     return app

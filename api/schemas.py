@@ -1,7 +1,7 @@
 """Response schemas, one per entity."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
@@ -105,3 +105,117 @@ class Health(BaseModel):
     status: str
     database: str
     version: str
+
+
+class CoverageGroup(CoverageOut):
+    group: str | None = Field(None, description="the task, library or architecture of this row (null: unknown)")
+
+
+class CoverageGrouped(CoverageOut):
+    """Coverage of the scope, with one row per group when ``group_by`` is given."""
+
+    group_by: str | None = None
+    groups: list[CoverageGroup] | None = None
+
+
+class CoverageHistory(BaseModel):
+    backend: str | None = None
+    tier: str | None = None
+    weeks: int
+    items: list[CoverageOut] = Field(description="one point per ISO week and (backend, tier), oldest first")
+
+
+class ExampleModel(BaseModel):
+    model_id: str
+    downloads: int
+    status: str | None = None
+
+
+class OpGap(BaseModel):
+    op: str
+    unlocked_downloads: int = Field(description="downloads of models whose only blocker is this op")
+    unlocked_models: int
+    unlocked_share: float | None = Field(None, description="unlocked_downloads / valid-reference downloads of the scope")
+    strict_models: int = Field(description="pass_with_fallback with this op as the only fallback op")
+    strict_downloads: int
+    functional_models: int = Field(description="compile/runtime errors whose message names only this op")
+    functional_downloads: int
+    affected_models: int = Field(description="models whose fallback ops or error message name this op at all")
+    affected_downloads: int
+    example_models: list[ExampleModel]
+
+
+class OpGapPage(BaseModel):
+    backend: str | None
+    tier: str | None
+    week: str | None
+    valid_reference: int
+    valid_reference_downloads: int
+    total: int
+    items: list[OpGap]
+
+
+class FailureCluster(BaseModel):
+    signature: str
+    error_type: str | None = None
+    models: int
+    downloads: int
+    statuses: dict[str, int]
+    example_models: list[ExampleModel]
+
+
+class FailurePage(BaseModel):
+    backend: str | None
+    tier: str | None
+    week: str | None
+    failing_models: int
+    failing_downloads: int
+    total: int
+    items: list[FailureCluster]
+
+
+class Transition(BaseModel):
+    model_id: str
+    downloads: int
+    status_before: str
+    status_now: str
+    error_signature: str | None = None
+    first_versions: dict[str, Any] = Field(description="versions of the first result with the new status")
+    previous_versions: dict[str, Any] = Field(description="versions of the last result before it")
+    changed_versions: dict[str, list[Any]] = Field(description="package → [before, now], for those that changed")
+    repro: str | None = None
+
+
+class TransitionPage(BaseModel):
+    backend: str | None
+    tier: str | None
+    week: str | None
+    since: str | None
+    direction: str
+    total: int
+    downloads: int
+    items: list[Transition]
+
+
+class BackendsOut(BaseModel):
+    week: str | None
+    items: list[CoverageOut]
+
+
+ModelId = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^(arch:[A-Za-z0-9_]+|[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)?)$")]
+
+
+class ValidationIn(BaseModel):
+    model_ids: list[ModelId] = Field(min_length=1, max_length=1000, description="Hub repo ids or arch: ids")
+    backend: str = Field("auto", max_length=128, pattern=r"^(auto|[A-Za-z0-9_]+(\+[A-Za-z0-9_.\-]+)?(@[a-z0-9]+)?)$")
+    tier: str = Field("tiny", pattern=r"^(census|tiny|full)$")
+    timeout: float = Field(600.0, gt=0, le=86400)
+
+
+class ValidationAccepted(BaseModel):
+    run_id: int
+    status: str = Field(description="queued: sent to the Celery broker; recorded: stored, no broker configured")
+    model_ids: list[str]
+    backend: str
+    tier: str
+    task_ids: list[str] = Field(default_factory=list)

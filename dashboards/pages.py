@@ -1,56 +1,248 @@
-"""HTML pages served by `zoo serve`: overview, model, report. Data comes from the same queries as
-the API, so every number on a page has an API call behind it (linked on the page)."""
+"""HTML pages served by `zoo serve`. Data comes from the same queries as the API, so every number
+on a page has an API call behind it, linked on the page next to it ("as JSON" / "CSV")."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import HTMLResponse
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from sqlalchemy import select
 
-from api.deps import SessionDep
+from api.deps import SessionDep, check_week
 from db import queries
-from db.models import Model, Report
+from db.models import Model
+from zoo_runner.statuses import ALL_STATUSES, PASSING
+
+from .report import CHART_JS, _delta, _pct, _versions, api
 
 HERE = Path(__file__).parent
 templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
+STATUS_COLORS = {
+    "pass": "#2e9e6a", "pass_with_fallback": "#9cc94a", "mismatch": "#e0524a", "compile_error": "#f08c2e", "runtime_error": "#f5b041",
+    "crash": "#b04aa8", "timeout": "#8e6bbf", "oom": "#d17fc7", "reference_error": "#9aa3ad", "unsupported": "#c5cbd3",
+}
+PALETTE = ["#1f6fb2", "#e07b39", "#2e9e6a", "#b04aa8", "#c9a227", "#4aa3b0", "#7a7a7a", "#d1495b"]
 
 
 def pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-templates.globals.update(pct=pct)
+def num(x: Any) -> str:
+    return "" if x is None else f"{int(x):,}"
+
+
+templates.globals.update(pct=pct, num=num, api=api, quote=quote, CHART_JS=CHART_JS, STATUS_COLORS=STATUS_COLORS, versions=_versions)
 router = APIRouter(include_in_schema=False)
+WEEK = Query(None, pattern=r"^\d{4}-W\d{2}$")
 
 
 def _render(name: str, **ctx) -> HTMLResponse:
     return HTMLResponse(templates.get_template(name).render(**ctx))
 
 
+def _p100(x: float | None) -> float | None:
+    return None if x is None else round(100 * x, 2)
+
+
+def _scope_ctx(session, cov) -> dict[str, Any]:
+    return {"scopes": queries.scopes(session, cov.week), "cur": {"backend": cov.backend, "tier": cov.tier, "week": cov.week}}
+
+
+def trend_chart(history: list, field: str = "functional_weighted", title: str = "") -> dict[str, Any]:
+    weeks = sorted({h.week for h in history})
+    series: dict[str, dict[str, float | None]] = {}
+    for h in history:
+        series.setdefault(f"{h.backend} · {h.tier}", {})[h.week] = _p100(h.rates[field])
+    datasets = [{"label": k, "data": [v.get(w) for w in weeks], "borderColor": PALETTE[i % len(PALETTE)], "backgroundColor": PALETTE[i % len(PALETTE)], "spanGaps": True, "tension": 0.2} for i, (k, v) in enumerate(sorted(series.items()))]
+    return {"type": "line", "data": {"labels": weeks, "datasets": datasets}, "options": {"scales": {"y": {"min": 0, "max": 100, "title": {"display": True, "text": title or "% of downloads"}}}, "plugins": {"legend": {"position": "bottom"}}}}
+
+
 @router.get("/", response_class=HTMLResponse)
-def overview(session: SessionDep, backend: str | None = None, tier: str | None = None) -> HTMLResponse:
-    cov = queries.coverage(session, backend=backend, tier=tier)
-    rows = queries.model_with_latest(session, limit=500)
-    keys = sorted({k for _, latest in rows for k in latest})
-    return _render("overview.html", cov=cov, rates=cov.rates, rows=rows, keys=keys)
+def overview(session: SessionDep, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None, week: str | None = WEEK) -> HTMLResponse:
+    cov = queries.cached_coverage(session, backend=backend or None, tier=tier, week=check_week(week))
+    heads = [queries.cached_coverage(session, backend=b, tier=t, week=cov.week) for b, t in queries.scopes(session, cov.week)]
+    history = queries.coverage_history(session, tier=cov.tier, weeks=12, until=cov.week) if cov.week else []
+    groups = {g: queries.coverage_grouped(session, g, backend=cov.backend, tier=cov.tier, week=cov.week) for g in ("task", "library", "architecture")}
+    snap_rows = _top_models(session, 50)
+    keys = sorted({k for _, st in snap_rows for k in st})
+    return _render(
+        "overview.html", cov=cov, rates=cov.rates, heads=heads, groups=groups, rows=snap_rows, keys=keys,
+        trend=trend_chart(history, "functional_weighted", "functional coverage, % of downloads"), **_scope_ctx(session, cov),
+    )
+
+
+class _Rows(list):
+    """(model summary, {backend/tier: status}) pairs, with the page's total and next cursor."""
+
+    def __init__(self, rows, total, next_cursor):
+        super().__init__(rows)
+        self.total, self.next_cursor = total, next_cursor
+
+
+def _top_models(session, limit: int, offset: int = 0, search: str | None = None, status: str | None = None, backend: str | None = None, task: str | None = None, library: str | None = None, sort: str = "-downloads") -> _Rows:
+    """The same page as `GET /api/v1/models` (called directly, so the numbers are the API's)."""
+    from api.pagination import encode_cursor
+    from api.routes.models import list_models
+
+    page = list_models(session, search=search, task=task, library=library, status=status, backend=backend, sort=sort, limit=limit, cursor=encode_cursor(offset) if offset else None, format="json")
+    return _Rows([(i, i.latest_status) for i in page.items], page.total, page.next_cursor)
+
+
+@router.get("/models", response_class=HTMLResponse)
+def models_page(
+    session: SessionDep,
+    search: str | None = Query(None, max_length=200),
+    status: Literal[tuple(ALL_STATUSES)] | None = None,  # type: ignore[valid-type]
+    backend: str | None = Query(None, max_length=128),
+    task: str | None = Query(None, max_length=128),
+    library: str | None = Query(None, max_length=64),
+    page: int = Query(1, ge=1, le=10_000),
+) -> HTMLResponse:
+    per = 50
+    rows = _top_models(session, per, (page - 1) * per, search=search or None, status=status, backend=backend or None, task=task or None, library=library or None)
+    keys = sorted({k for _, st in rows for k in st})
+    params = {k: v for k, v in dict(search=search, status=status, backend=backend, task=task, library=library).items() if v}
+    return _render("models.html", rows=rows, keys=keys, params=params, page=page, per=per, statuses=ALL_STATUSES,
+                   api_url=api("/models", **params, limit=per), next_url=("/models?" + urlencode({**params, "page": page + 1})) if rows.next_cursor else None,
+                   prev_url=("/models?" + urlencode({**params, "page": page - 1})) if page > 1 else None)
 
 
 @router.get("/models/{model_id:path}", response_class=HTMLResponse)
-def model_page(session: SessionDep, model_id: str) -> HTMLResponse:
+def model_page(session: SessionDep, request: Request, model_id: str) -> HTMLResponse:
     m = session.get(Model, model_id)
     latest = queries.latest_results(session, model_id)
     if m is None and not latest:
         raise HTTPException(404, detail=f"unknown model {model_id}")
-    hist = queries.history(session, model_id, 200)
-    return _render("model.html", model=m, model_id=model_id, latest=latest, history=hist)
+    hist = queries.history(session, model_id, 400)
+    weeks = sorted({r.week for r in hist}, reverse=True)
+    keys = sorted({f"{r.backend}/{r.tier}" for r in hist})
+    grid: dict[str, dict[str, Any]] = {w: {} for w in weeks}
+    for r in reversed(hist):  # oldest first: the newest of a week wins
+        grid[r.week][f"{r.backend}/{r.tier}"] = r
+    chrono = list(reversed(weeks))
+    latency = {"type": "line", "data": {"labels": chrono, "datasets": []}, "options": {"scales": {"y": {"title": {"display": True, "text": "target latency, ms"}, "beginAtZero": True}}, "plugins": {"legend": {"position": "bottom"}}}}
+    for i, k in enumerate(keys):
+        pts = [((grid[w].get(k).metrics or {}).get("target_ms") if grid[w].get(k) is not None else None) for w in chrono]
+        if any(p is not None for p in pts):
+            latency["data"]["datasets"].append({"label": k, "data": pts, "borderColor": PALETTE[i % len(PALETTE)], "backgroundColor": PALETTE[i % len(PALETTE)], "spanGaps": True})
+    base = str(request.base_url).rstrip("/")
+    badge_md = f"[![Zoo: {model_id}]({base}/badge/{model_id}.svg)]({base}/models/{model_id})"
+    return _render("model.html", model=m, model_id=model_id, latest=latest, history=hist, weeks=weeks, keys=keys, grid=grid, latency=latency, badge_md=badge_md)
+
+
+@router.get("/ops", response_class=HTMLResponse)
+def ops_page(session: SessionDep, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None, week: str | None = WEEK) -> HTMLResponse:
+    data = queries.op_gaps(session, backend=backend or None, tier=tier, week=check_week(week), limit=50)
+    cov = queries.cached_coverage(session, backend=data["backend"], tier=data["tier"], week=data["week"])
+    top = data["items"][:15]
+    chart = {"type": "bar", "data": {"labels": [e["op"] for e in top], "datasets": [
+        {"label": "strict: only fallback op", "data": [e["strict_downloads"] for e in top], "backgroundColor": STATUS_COLORS["pass_with_fallback"]},
+        {"label": "functional: only op in the error", "data": [e["functional_downloads"] for e in top], "backgroundColor": STATUS_COLORS["compile_error"]},
+    ]}, "options": {"indexAxis": "y", "scales": {"x": {"stacked": True, "title": {"display": True, "text": "downloads unlocked"}}, "y": {"stacked": True}}, "plugins": {"legend": {"position": "bottom"}}}}
+    scope = dict(backend=data["backend"], tier=data["tier"], week=data["week"])
+    return _render("ops.html", data=data, chart_cfg=chart, api_url=api("/ops/gaps", **scope), **_scope_ctx(session, cov))
+
+
+@router.get("/failures", response_class=HTMLResponse)
+def failures_page(session: SessionDep, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None, week: str | None = WEEK) -> HTMLResponse:
+    data = queries.failure_clusters(session, backend=backend or None, tier=tier, week=check_week(week), limit=50)
+    cov = queries.cached_coverage(session, backend=data["backend"], tier=data["tier"], week=data["week"])
+    statuses = [s for s in ALL_STATUSES if s not in PASSING and cov.status_counts.get(s)]
+    chart = {"type": "doughnut", "data": {"labels": statuses, "datasets": [{"label": "models", "data": [cov.status_counts[s] for s in statuses], "backgroundColor": [STATUS_COLORS[s] for s in statuses]}]}, "options": {"plugins": {"legend": {"position": "right"}}}}
+    scope = dict(backend=data["backend"], tier=data["tier"], week=data["week"])
+    return _render("failures.html", data=data, chart_cfg=chart, cov=cov, api_url=api("/failures", **scope), cov_url=api("/coverage", **scope), **_scope_ctx(session, cov))
+
+
+@router.get("/regressions", response_class=HTMLResponse)
+def regressions_page(session: SessionDep, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None, week: str | None = WEEK) -> HTMLResponse:
+    reg = queries.transitions(session, backend=backend or None, tier=tier, week=check_week(week), direction="regressed", limit=200)
+    fix = queries.transitions(session, backend=reg["backend"], tier=reg["tier"], week=reg["week"], direction="fixed", limit=200)
+    cov = queries.cached_coverage(session, backend=reg["backend"], tier=reg["tier"], week=reg["week"])
+    scope = dict(backend=reg["backend"], tier=reg["tier"], week=reg["week"])
+    return _render("regressions.html", reg=reg, fix=fix, reg_url=api("/regressions", **scope), fix_url=api("/regressions", **scope, direction="fixed"), **_scope_ctx(session, cov))
+
+
+@router.get("/backends", response_class=HTMLResponse)
+def backends_page(session: SessionDep, week: str | None = WEEK) -> HTMLResponse:
+    week = check_week(week) or queries.newest_week(session)
+    covs = [queries.cached_coverage(session, backend=b, tier=t, week=week) for b, t in queries.scopes(session, week)]
+    metrics = [("functional_weighted", "functional, by downloads"), ("strict_weighted", "strict, by downloads"), ("harness_weighted", "harness, by downloads"), ("functional", "functional, by count")]
+    chart = {"type": "bar", "data": {"labels": [label for _, label in metrics], "datasets": [
+        {"label": f"{c.backend} · {c.tier}", "data": [_p100(c.rates[k]) for k, _ in metrics], "backgroundColor": PALETTE[i % len(PALETTE)]} for i, c in enumerate(covs)
+    ]}, "options": {"scales": {"y": {"min": 0, "max": 100, "title": {"display": True, "text": "%"}}}, "plugins": {"legend": {"position": "bottom"}}}}
+    rows = _top_models(session, 50)
+    keys = [f"{c.backend}/{c.tier}" for c in covs]
+    return _render("backends.html", covs=covs, chart_cfg=chart, week=week, rows=rows, keys=keys, api_url=api("/backends", week=week))
+
+
+def report_context(rep: dict[str, Any]) -> dict[str, Any]:
+    hist = rep.get("history") or []
+    trend = {"type": "line", "data": {"labels": [h["week"] for h in hist], "datasets": [
+        {"label": "functional, by downloads", "data": [_p100(h["functional_weighted"]) for h in hist], "borderColor": PALETTE[0], "backgroundColor": PALETTE[0]},
+        {"label": "strict, by downloads", "data": [_p100(h["strict_weighted"]) for h in hist], "borderColor": PALETTE[1], "backgroundColor": PALETTE[1]},
+        {"label": "harness, by downloads", "data": [_p100(h["harness_weighted"]) for h in hist], "borderColor": PALETTE[2], "backgroundColor": PALETTE[2]},
+    ]}, "options": {"scales": {"y": {"min": 0, "max": 100, "title": {"display": True, "text": "%"}}}, "plugins": {"legend": {"position": "bottom"}}}}
+    gaps = (rep.get("op_gaps") or {}).get("items", [])[:10]
+    gap_chart = {"type": "bar", "data": {"labels": [e["op"] for e in gaps], "datasets": [{"label": "downloads unlocked", "data": [e["unlocked_downloads"] for e in gaps], "backgroundColor": STATUS_COLORS["compile_error"]}]}, "options": {"indexAxis": "y", "plugins": {"legend": {"display": False}}}}
+    return {"rep": rep, "pct": _pct, "delta": _delta, "trend": trend, "gap_chart": gap_chart}
+
+
+@router.get("/reports", response_class=HTMLResponse)
+def reports_index(session: SessionDep):
+    week = queries.newest_week(session)
+    if week is None:
+        raise HTTPException(404, detail="no results yet")
+    return RedirectResponse(f"/reports/{week}", status_code=307)
 
 
 @router.get("/reports/{week}", response_class=HTMLResponse)
-def report_page(session: SessionDep, week: str) -> HTMLResponse:
-    from .report import _delta, _pct, build_report
+def report_page(session: SessionDep, week: str, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None) -> HTMLResponse:
+    from api.routes.reports import find_or_build
 
-    row = session.scalars(select(Report).where(Report.week == week).order_by(Report.created_at.desc())).first()
-    rep = row.data if row else build_report(week=week)
-    return _render("report.html", rep=rep, pct=_pct, delta=_delta)
+    check_week(week)
+    rep = find_or_build(session, week, backend or None, tier)
+    if rep is None:
+        raise HTTPException(404, detail=f"no report and no results for {week}")
+    return _render("report.html", **report_context(rep), chart_js_inline=None)
+
+
+def badge_svg(label: str, message: str, color: str) -> str:
+    def w(s: str) -> int:
+        return 6 * len(s) + 12
+
+    lw, mw = w(label), w(message)
+    from html import escape
+
+    label, message = escape(label), escape(message)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{lw + mw}" height="20" role="img" aria-label="{label}: {message}">'
+        f"<title>{label}: {message}</title>"
+        f'<rect width="{lw}" height="20" fill="#555"/><rect x="{lw}" width="{mw}" height="20" fill="{color}"/>'
+        f'<g fill="#fff" text-anchor="middle" font-family="Verdana,DejaVu Sans,sans-serif" font-size="11">'
+        f'<text x="{lw / 2}" y="14">{label}</text><text x="{lw + mw / 2}" y="14">{message}</text></g></svg>'
+    )
+
+
+@router.get("/badge/{model_id:path}.svg")
+def badge(session: SessionDep, model_id: str, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None) -> Response:
+    """The model's latest status on a backend (default: neuron first, else the newest result)."""
+    latest = queries.latest_results(session, model_id)
+    if backend:
+        latest = [r for r in latest if r.backend == backend]
+    if tier:
+        latest = [r for r in latest if r.tier == tier]
+    latest.sort(key=lambda r: (not r.backend.startswith("neuron"), -(r.started_at.timestamp() if r.started_at else 0)))
+    if not latest:
+        svg = badge_svg(f"zoo {backend or ''}".strip(), "unknown", "#9f9f9f")
+    else:
+        r = latest[0]
+        svg = badge_svg(f"zoo {r.backend}", r.status.replace("_", " "), STATUS_COLORS.get(r.status, "#9f9f9f"))
+    return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "max-age=300"})
+
+
+@router.get("/favicon.ico")
+def favicon() -> RedirectResponse:
+    return RedirectResponse("/static/favicon.svg", status_code=308)

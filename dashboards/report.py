@@ -1,65 +1,91 @@
-"""The weekly coverage report: headline numbers with denominators, status counts, failing models.
+"""The weekly coverage report: headline numbers with denominators and week-over-week deltas,
+newly passing and newly failing models (with the first failing versions), top op gaps with the
+downloads they would unlock, failure clusters and the slowest compiles.
 
-Every number here comes from a query the API exposes: /api/v1/coverage (headline, statuses) and
-/api/v1/models?status=... (failing models).
+Every number comes from a query the API exposes; ``rep["queries"]`` names them, and the Markdown
+and HTML renderings print them next to their sections.
 """
 from __future__ import annotations
 
 import datetime as dt
-import html
 import json
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy import select
 
 from db import queries
-from db.models import Report, Result, SnapshotEntry
-from db.repository import iso_week, latest_snapshot
+from db.models import Report
+from db.repository import iso_week
 from db.session import session_scope
 from zoo_runner.statuses import PASSING
 
+CHART_JS = "chart-4.5.1.umd.min.js"
+STATIC = Path(__file__).parent / "static"
+
 
 def _previous_week(week: str) -> str:
-    year, w = week.split("-W")
-    monday = dt.date.fromisocalendar(int(year), int(w), 1)
-    return iso_week(monday - dt.timedelta(days=7))
+    return queries.previous_week(week)
 
 
-def build_report(week: str | None = None, backend: str | None = None, tier: str | None = None) -> dict[str, Any]:
-    with session_scope() as s:
+@contextmanager
+def _session(session=None):
+    if session is not None:
+        yield session
+    else:
+        with session_scope() as s:
+            yield s
+
+
+def api(path: str, **params: Any) -> str:
+    q = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    return f"/api/v1{path}" + (f"?{q}" if q else "")
+
+
+def build_report(week: str | None = None, backend: str | None = None, tier: str | None = None, session=None, top: int = 10) -> dict[str, Any]:
+    with _session(session) as s:
         backend, tier, week_found = queries.default_scope(s, backend, tier, week)
         week = week or week_found or iso_week()
-        cov = queries.coverage(s, backend=backend, tier=tier, week=week)
-        prev = queries.coverage(s, backend=backend, tier=tier, week=_previous_week(week))
-        snap = latest_snapshot(s)
-        weights = {}
-        if snap:
-            weights = dict(s.execute(select(SnapshotEntry.model_id, SnapshotEntry.downloads).where(SnapshotEntry.snapshot_id == snap.id)).all())
-        rows = s.scalars(select(Result).where(Result.backend == backend, Result.tier == tier, Result.week == week).order_by(Result.started_at.desc())).all() if backend else []
-        latest: dict[str, Result] = {}
-        for r in rows:
-            latest.setdefault(r.model_id, r)
-        failing = [
-            {
-                "model_id": r.model_id,
-                "status": r.status,
-                "reason": r.reason,
-                "downloads": weights.get(r.model_id, 0),
-                "error": ((r.error or {}).get("message") or "")[:200],
-                "repro": r.repro,
-            }
-            for r in latest.values()
-            if r.status not in PASSING
-        ]
-        failing.sort(key=lambda f: -f["downloads"])
+        prev_week = _previous_week(week)
+        cov = queries.cached_coverage(s, backend=backend, tier=tier, week=week)
+        prev = queries.cached_coverage(s, backend=backend, tier=tier, week=prev_week)
+        history = queries.coverage_history(s, backend=backend, tier=tier, weeks=12, until=week) if backend else []
+        regressed = queries.transitions(s, backend=backend, tier=tier, week=week, since=prev_week, direction="regressed", limit=50)
+        fixed = queries.transitions(s, backend=backend, tier=tier, week=week, since=prev_week, direction="fixed", limit=50)
+        gaps = queries.op_gaps(s, backend=backend, tier=tier, week=week, limit=top)
+        clusters = queries.failure_clusters(s, backend=backend, tier=tier, week=week, limit=top)
+        slow = queries.slowest_compiles(s, backend=backend, tier=tier, week=week, limit=top)
+        failing = queries.failing_models(s, backend=backend, tier=tier, week=week, limit=100) if backend else {"items": [], "total": 0}
+        scope = dict(backend=backend, tier=tier, week=week)
         return {
             "week": week,
             "backend": backend,
             "tier": tier,
+            "previous_week": prev_week,
             "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "coverage": cov.to_dict(),
             "previous": prev.to_dict() if prev.attempted else None,
-            "failing": failing,
+            "history": [h.to_dict() for h in history],
+            "newly_failing": regressed,
+            "newly_passing": fixed,
+            "op_gaps": gaps,
+            "failure_clusters": clusters,
+            "slowest_compiles": slow,
+            "failing": failing["items"],
+            "failing_total": failing["total"],
+            "queries": {
+                "headline": api("/coverage", **scope),
+                "previous": api("/coverage", backend=backend, tier=tier, week=prev_week),
+                "history": api("/coverage/history", backend=backend, tier=tier, until=week, weeks=12),
+                "newly_failing": api("/regressions", **scope, since=prev_week),
+                "newly_passing": api("/regressions", **scope, since=prev_week, direction="fixed"),
+                "op_gaps": api("/ops/gaps", **scope),
+                "failure_clusters": api("/failures", **scope),
+                "slowest_compiles": api("/models", backend=backend),
+                "failing": api("/models", status="<status>", backend=backend),
+            },
         }
 
 
@@ -74,8 +100,24 @@ def _delta(cur: float | None, prev: float | None) -> str:
     return f" ({'+' if d >= 0 else ''}{d:.1f} pts vs last week)"
 
 
+def _bar(x: float | None, width: int = 20) -> str:
+    if x is None:
+        return ""
+    n = round(max(0.0, min(1.0, x)) * width)
+    return "█" * n + "░" * (width - n)
+
+
+def _esc(s: Any) -> str:
+    return str(s if s is not None else "").replace("|", "\\|").replace("\n", " ")
+
+
+def _versions(changed: dict[str, list]) -> str:
+    return ", ".join(f"{k} {a or '∅'} → {b or '∅'}" for k, (a, b) in changed.items()) or "no version change"
+
+
 def render_markdown(rep: dict[str, Any]) -> str:
-    c, p = rep["coverage"], rep["previous"] or {}
+    c, p = rep["coverage"], rep.get("previous") or {}
+    qs = rep.get("queries") or {}
     lines = [
         f"# Zoo coverage report — {rep['week']}",
         "",
@@ -86,50 +128,109 @@ def render_markdown(rep: dict[str, Any]) -> str:
         f"**Download-weighted functional coverage: {_pct(c['functional_weighted'])}**{_delta(c['functional_weighted'], p.get('functional_weighted'))} "
         f"— {c['passing_downloads']:,} of {c['valid_reference_downloads']:,} downloads with a valid reference.",
         "",
-        "| metric | by count | numerator / denominator | by downloads | numerator / denominator |",
-        "|---|---:|---:|---:|---:|",
-        f"| functional | {_pct(c['functional'])} | {c['passing']} / {c['valid_reference']} | {_pct(c['functional_weighted'])} | {c['passing_downloads']:,} / {c['valid_reference_downloads']:,} |",
-        f"| strict | {_pct(c['strict_rate'])} | {c['strict']} / {c['valid_reference']} | {_pct(c['strict_weighted'])} | {c['strict_downloads']:,} / {c['valid_reference_downloads']:,} |",
-        f"| harness | {_pct(c['harness'])} | {c['valid_reference']} / {c['attempted']} | {_pct(c['harness_weighted'])} | {c['valid_reference_downloads']:,} / {c['attempted_downloads']:,} |",
+        "| metric | by count | numerator / denominator | by downloads | numerator / denominator | Δ by downloads |",
+        "|---|---:|---:|---:|---:|---:|",
+        f"| functional | {_pct(c['functional'])} | {c['passing']} / {c['valid_reference']} | {_pct(c['functional_weighted'])} | {c['passing_downloads']:,} / {c['valid_reference_downloads']:,} | {_delta(c['functional_weighted'], p.get('functional_weighted')).strip(' ()')} |",
+        f"| strict | {_pct(c['strict_rate'])} | {c['strict']} / {c['valid_reference']} | {_pct(c['strict_weighted'])} | {c['strict_downloads']:,} / {c['valid_reference_downloads']:,} | {_delta(c['strict_weighted'], p.get('strict_weighted')).strip(' ()')} |",
+        f"| harness | {_pct(c['harness'])} | {c['valid_reference']} / {c['attempted']} | {_pct(c['harness_weighted'])} | {c['valid_reference_downloads']:,} / {c['attempted_downloads']:,} | {_delta(c['harness_weighted'], p.get('harness_weighted')).strip(' ()')} |",
         "",
-        "## Status counts",
-        "",
-        "| status | models |",
-        "|---|---:|",
+        f"Query: `GET {qs.get('headline', '/api/v1/coverage')}` (last week: `GET {qs.get('previous', '')}`)",
     ]
+    hist = rep.get("history") or []
+    if hist:
+        lines += ["", "## Trend", "", "| week | functional by downloads | | strict by downloads | models attempted |", "|---|---:|---|---:|---:|"]
+        for h in hist:
+            lines.append(f"| {h['week']} | {_pct(h['functional_weighted'])} | `{_bar(h['functional_weighted'])}` | {_pct(h['strict_weighted'])} | {h['attempted']} |")
+        lines += ["", f"Query: `GET {qs.get('history', '')}`"]
+    lines += ["", "## Status counts", "", "| status | models |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in c["status_counts"].items() if v]
-    lines += ["", f"## Failing models ({len(rep['failing'])})", ""]
-    if rep["failing"]:
+
+    for key, title, word in (("newly_failing", "Newly failing", "first failing versions"), ("newly_passing", "Newly passing", "first passing versions")):
+        t = rep.get(key) or {"items": [], "total": 0, "downloads": 0}
+        lines += ["", f"## {title} ({t['total']} models, {t['downloads']:,} downloads)", ""]
+        if t["items"]:
+            lines += [f"| model | downloads | {rep.get('previous_week', 'last week')} → {rep['week']} | {word} (what changed) | error |", "|---|---:|---|---|---|"]
+            for i in t["items"][:25]:
+                lines.append(f"| {i['model_id']} | {i['downloads']:,} | {i['status_before']} → {i['status_now']} | {_esc(_versions(i['changed_versions']))} | {_esc((i.get('error_signature') or '')[:100])} |")
+        else:
+            lines.append("None.")
+        lines += ["", f"Query: `GET {qs.get(key, '')}`"]
+
+    g = rep.get("op_gaps") or {"items": []}
+    lines += ["", "## Top op gaps (downloads unlocked if the op were supported)", ""]
+    if g["items"]:
+        lines += ["| op | downloads unlocked | share | models unlocked | strict (only fallback) | functional (only op in error) | example |", "|---|---:|---:|---:|---:|---:|---|"]
+        for e in g["items"]:
+            ex = e["example_models"][0]["model_id"] if e["example_models"] else ""
+            lines.append(f"| `{e['op']}` | {e['unlocked_downloads']:,} | {_pct(e['unlocked_share'])} | {e['unlocked_models']} | {e['strict_models']} | {e['functional_models']} | {ex} |")
+    else:
+        lines.append("None.")
+    lines += ["", f"Query: `GET {qs.get('op_gaps', '')}`"]
+
+    fc = rep.get("failure_clusters") or {"items": []}
+    lines += ["", "## Failure clusters", ""]
+    if fc["items"]:
+        lines += ["| error signature | models | downloads | examples |", "|---|---:|---:|---|"]
+        for f in fc["items"]:
+            lines.append(f"| {_esc(f['signature'][:140])} | {f['models']} | {f['downloads']:,} | {', '.join(e['model_id'] for e in f['example_models'][:3])} |")
+    else:
+        lines.append("None.")
+    lines += ["", f"Query: `GET {qs.get('failure_clusters', '')}`"]
+
+    sc = rep.get("slowest_compiles") or []
+    lines += ["", "## Slowest compiles", ""]
+    if sc:
+        lines += ["| model | status | compile s | target ms | reference ms |", "|---|---|---:|---:|---:|"]
+        for r in sc:
+            lines.append(f"| {r['model_id']} | {r['status']} | {r['compile_s']:.1f} | {r['target_ms'] if r['target_ms'] is not None else ''} | {r['reference_ms'] if r['reference_ms'] is not None else ''} |")
+    else:
+        lines.append("None (no compile times recorded).")
+    lines += ["", "Query: `GET /api/v1/models/{model_id}` (metrics.compile_s of each)"]
+
+    failing = rep.get("failing") or []
+    total = rep.get("failing_total", len(failing))
+    lines += ["", f"## Failing models ({total})", ""]
+    if failing:
         lines += ["| model | status | downloads | error | repro |", "|---|---|---:|---|---|"]
-        for f in rep["failing"]:
-            err = (f["error"] or f["reason"] or "").replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {f['model_id']} | {f['status']}{' (' + f['reason'] + ')' if f['reason'] else ''} | {f['downloads']:,} | {err[:120]} | `{f['repro']}` |")
+        for f in failing[:50]:
+            err = _esc(f.get("error") or f.get("reason") or "")
+            lines.append(f"| {f['model_id']} | {f['status']}{' (' + f['reason'] + ')' if f.get('reason') else ''} | {f['downloads']:,} | {err[:120]} | `{f['repro']}` |")
+        if total > 50:
+            lines.append(f"| … {total - 50} more | | | | |")
     else:
         lines.append("None.")
     lines += ["", f"Numbers: `GET /api/v1/coverage?backend={rep['backend']}&tier={rep['tier']}&week={rep['week']}`; failing models: `GET /api/v1/models?backend={rep['backend']}&status=...`."]
     return "\n".join(lines) + "\n"
 
 
-def render_html(rep: dict[str, Any]) -> str:
-    from .pages import templates
+def render_html(rep: dict[str, Any], standalone: bool = True) -> str:
+    """The report page; ``standalone`` inlines Chart.js so the file works offline on its own."""
+    from .pages import report_context, templates
 
-    return templates.get_template("report.html").render(rep=rep, pct=_pct, delta=_delta)
+    inline = (STATIC / CHART_JS).read_text() if standalone else None
+    return templates.get_template("report.html").render(**report_context(rep), chart_js_inline=inline)
 
 
 def render_report(rep: dict[str, Any], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(rep, indent=2)
+        return json.dumps(rep, indent=2, default=str)
     if fmt == "html":
         return render_html(rep)
     return render_markdown(rep)
 
 
 def store_weekly_report(week: str | None = None, backend: str | None = None, tier: str | None = None) -> str:
-    rep = build_report(week, backend, tier)
+    """Build and store the week's report (default: the newest week with results) for ``backend``
+    and ``tier``, or for every backend and tier with results that week; returns the week."""
     with session_scope() as s:
-        row = s.scalars(select(Report).filter_by(week=rep["week"], backend=rep["backend"] or "", tier=rep["tier"])).first()
-        if row is None:
-            row = Report(week=rep["week"], backend=rep["backend"] or "", tier=rep["tier"])
-            s.add(row)
-        row.data, row.markdown = rep, render_markdown(rep)
-    return rep["week"]
+        week = week or queries.newest_week(s) or iso_week()
+        pairs = [(backend, tier)] if backend else (queries.scopes(s, week) or [(None, tier)])
+    for b, t in pairs:
+        rep = build_report(week, b, t)
+        with session_scope() as s:
+            row = s.scalars(select(Report).filter_by(week=rep["week"], backend=rep["backend"] or "", tier=rep["tier"])).first()
+            if row is None:
+                row = Report(week=rep["week"], backend=rep["backend"] or "", tier=rep["tier"])
+                s.add(row)
+            row.data, row.markdown = rep, render_markdown(rep)
+    return week

@@ -168,3 +168,394 @@ def model_with_latest(session: Session, limit: int = 200) -> list[tuple[Model, d
         for r in session.scalars(select(Result).where(Result.model_id.in_(ids)).order_by(Result.started_at.asc(), Result.id.asc())):
             latest[r.model_id][f"{r.backend}/{r.tier}"] = r
     return [(m, latest[m.id]) for m, _ in models]
+
+
+# ---------------------------------------------------------------------------------------------
+# Analytics: grouped coverage, history, op gaps, failure clusters, regressions, backends.
+# Every function here backs one API endpoint (see api/routes/*), so every number a page or the
+# report shows can be fetched by a user through the API.
+# ---------------------------------------------------------------------------------------------
+import datetime as _dt
+import os as _os
+import re as _re
+import threading as _threading
+import time as _time
+from collections import OrderedDict as _OrderedDict
+from functools import wraps as _wraps
+
+from sqlalchemy import and_, distinct, literal
+
+from .models import Report
+from .repository import iso_week
+
+GROUP_COLUMNS = {"task": Result.task, "library": Result.library, "architecture": Result.architecture}
+ATEN_OP = _re.compile(r"\baten(?:::|\.)([A-Za-z0-9_]+)")
+SINGLE_OP_ERROR_STATUSES = ("compile_error", "runtime_error")
+
+_CACHE: "_OrderedDict[tuple, tuple[float, tuple, Any]]" = _OrderedDict()
+_CACHE_LOCK = _threading.Lock()
+_CACHE_MAX = 512
+
+
+def data_version(session: Session) -> tuple:
+    """Changes whenever a result or a catalog snapshot is written (cheap: index lookups only)."""
+    r = session.execute(select(func.max(Result.id), func.max(Result.started_at))).one()
+    s = session.execute(select(func.max(Snapshot.id), func.max(Snapshot.taken_at))).one()
+    rep = session.execute(select(func.max(Report.id), func.max(Report.created_at))).one()
+    return (str(session.get_bind().url), *[str(x) for x in (*r, *s, *rep)])
+
+
+def cached(fn):
+    """Memoize an analytics query per process, keyed by its arguments and the data version, for
+    at most ``ZOO_QUERY_CACHE_S`` seconds (default 300; 0 disables). Callers must not mutate the
+    value they get back."""
+
+    @_wraps(fn)
+    def wrapper(session: Session, *args, **kwargs):
+        ttl = float(_os.environ.get("ZOO_QUERY_CACHE_S", "300"))
+        if ttl <= 0:
+            return fn(session, *args, **kwargs)
+        version = data_version(session)
+        key = (fn.__name__, version[0], args, tuple(sorted(kwargs.items())))
+        now = _time.monotonic()
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+            if hit and hit[1] == version and now - hit[0] < ttl:
+                _CACHE.move_to_end(key)
+                return hit[2]
+        value = fn(session, *args, **kwargs)
+        with _CACHE_LOCK:
+            _CACHE[key] = (now, version, value)
+            while len(_CACHE) > _CACHE_MAX:
+                _CACHE.popitem(last=False)
+        return value
+
+    wrapper.uncached = fn  # type: ignore[attr-defined]
+    return wrapper
+
+
+def clear_cache() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def previous_week(week: str) -> str:
+    year, w = week.split("-W")
+    monday = _dt.date.fromisocalendar(int(year), int(w), 1)
+    return iso_week(monday - _dt.timedelta(days=7))
+
+
+def week_minus(week: str, n: int) -> str:
+    year, w = week.split("-W")
+    monday = _dt.date.fromisocalendar(int(year), int(w), 1)
+    return iso_week(monday - _dt.timedelta(weeks=n))
+
+
+def _latest_in_scope(backend: str, tier: str, week: str, *cols):
+    """Subquery: every result of (backend, tier, week) ranked per model, newest first (rn)."""
+    return (
+        select(Result.model_id.label("mid"), *cols, func.row_number().over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
+        .where(Result.backend == backend, Result.tier == tier, Result.week == week)
+        .subquery()
+    )
+
+
+def _accumulate(cov: Coverage, status: str, n: int, dl: int) -> None:
+    n, dl = int(n), int(dl or 0)
+    cov.status_counts[status] = cov.status_counts.get(status, 0) + n
+    cov.attempted += n
+    cov.attempted_downloads += dl
+    if status not in NO_VALID_REFERENCE:
+        cov.valid_reference += n
+        cov.valid_reference_downloads += dl
+    if status in PASSING:
+        cov.passing += n
+        cov.passing_downloads += dl
+    if status == "pass":
+        cov.strict += n
+        cov.strict_downloads += dl
+
+
+cached_coverage = cached(coverage)
+
+
+@cached
+def coverage_grouped(session: Session, group_by: str, backend: str | None = None, tier: str | None = None, week: str | None = None) -> list[tuple[str | None, Coverage]]:
+    """Coverage of one scope split by task, library or architecture (the result's own fields),
+    largest download denominators first."""
+    col = GROUP_COLUMNS[group_by]
+    backend, tier, week = default_scope(session, backend, tier, week)
+    snapshot = latest_snapshot(session)
+    if snapshot is None or backend is None or week is None:
+        return []
+    ranked = _latest_in_scope(backend, tier, week, Result.status, col.label("grp"))
+    q = (
+        select(ranked.c.grp, ranked.c.status, func.count(), func.coalesce(func.sum(SnapshotEntry.downloads), 0))
+        .join(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == snapshot.id))
+        .where(ranked.c.rn == 1)
+        .group_by(ranked.c.grp, ranked.c.status)
+    )
+    groups: dict[str | None, Coverage] = {}
+    for grp, status, n, dl in session.execute(q):
+        cov = groups.get(grp)
+        if cov is None:
+            cov = groups[grp] = Coverage(backend=backend, tier=tier, week=week, snapshot_id=snapshot.id, catalog_models=snapshot.n_models, catalog_downloads=snapshot.total_downloads, status_counts={s: 0 for s in ALL_STATUSES})
+        _accumulate(cov, status, n, dl)
+    return sorted(groups.items(), key=lambda kv: (-kv[1].attempted_downloads, str(kv[0])))
+
+
+@cached
+def coverage_history(session: Session, backend: str | None = None, tier: str | None = None, weeks: int = 12, until: str | None = None) -> list[Coverage]:
+    """Coverage per ISO week and per (backend, tier), oldest week first, for the ``weeks`` weeks up
+    to ``until`` (default: the newest week with results). Weighted by the latest snapshot."""
+    snapshot = latest_snapshot(session)
+    if until is None:
+        q = select(func.max(Result.week))
+        if backend:
+            q = q.where(Result.backend == backend)
+        if tier:
+            q = q.where(Result.tier == tier)
+        until = session.scalar(q)
+    if snapshot is None or until is None:
+        return []
+    since = week_minus(until, max(weeks, 1) - 1)
+    filters = [Result.week >= since, Result.week <= until]
+    if backend:
+        filters.append(Result.backend == backend)
+    if tier:
+        filters.append(Result.tier == tier)
+    ranked = (
+        select(Result.model_id.label("mid"), Result.backend, Result.tier, Result.week, Result.status,
+               func.row_number().over(partition_by=(Result.model_id, Result.backend, Result.tier, Result.week), order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
+        .where(*filters)
+        .subquery()
+    )
+    q = (
+        select(ranked.c.backend, ranked.c.tier, ranked.c.week, ranked.c.status, func.count(), func.coalesce(func.sum(SnapshotEntry.downloads), 0))
+        .join(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == snapshot.id))
+        .where(ranked.c.rn == 1)
+        .group_by(ranked.c.backend, ranked.c.tier, ranked.c.week, ranked.c.status)
+    )
+    points: dict[tuple[str, str, str], Coverage] = {}
+    for b, t, w, status, n, dl in session.execute(q):
+        cov = points.get((b, t, w))
+        if cov is None:
+            cov = points[(b, t, w)] = Coverage(backend=b, tier=t, week=w, snapshot_id=snapshot.id, catalog_models=snapshot.n_models, catalog_downloads=snapshot.total_downloads, status_counts={s: 0 for s in ALL_STATUSES})
+        _accumulate(cov, status, n, dl)
+    return [points[k] for k in sorted(points, key=lambda k: (k[2], k[0], k[1]))]
+
+
+@cached
+def scopes(session: Session, week: str | None = None) -> list[tuple[str, str]]:
+    """The (backend, tier) pairs with results in ``week`` (default: the newest week)."""
+    week = week or session.scalar(select(func.max(Result.week)))
+    if week is None:
+        return []
+    return [(b, t) for b, t in session.execute(select(Result.backend, Result.tier).where(Result.week == week).distinct().order_by(Result.backend, Result.tier))]
+
+
+def normalize_op(name: str) -> str:
+    """``aten::foo``, ``aten::foo.out`` and ``aten.foo.default`` are all ``aten::foo``."""
+    m = ATEN_OP.match(name.strip())
+    return f"aten::{m.group(1)}" if m else name.strip()
+
+
+def blocking_op(status: str, fallback_ops: list[str] | None, error: dict | None) -> tuple[str, str] | None:
+    """The one op that alone keeps a model from the next coverage level, and which level:
+
+    - ``strict``: status ``pass_with_fallback`` and ``fallback_ops`` names exactly one op — lowering
+      that op would make the model ``pass``;
+    - ``functional``: status ``compile_error`` or ``runtime_error`` and the error message names
+      exactly one distinct ATen op (``aten::name`` or ``aten.name``) — supporting it would let the
+      model run.
+    Ops are compared without their overload name. Anything else: None (no single blocker)."""
+    if status == "pass_with_fallback":
+        ops = {normalize_op(o) for o in (fallback_ops or [])}
+        if len(ops) == 1:
+            return ops.pop(), "strict"
+        return None
+    if status in SINGLE_OP_ERROR_STATUSES and error:
+        ops = {f"aten::{m}" for m in ATEN_OP.findall(str(error.get("message") or ""))}
+        if len(ops) == 1:
+            return ops.pop(), "functional"
+    return None
+
+
+def _weights(session: Session, snapshot: Snapshot | None, ids: list[str]) -> dict[str, int]:
+    if snapshot is None or not ids:
+        return {}
+    out: dict[str, int] = {}
+    for i in range(0, len(ids), 5000):
+        chunk = ids[i : i + 5000]
+        out.update(session.execute(select(SnapshotEntry.model_id, SnapshotEntry.downloads).where(SnapshotEntry.snapshot_id == snapshot.id, SnapshotEntry.model_id.in_(chunk))).all())
+    return out
+
+
+@cached
+def op_gaps(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 50) -> dict[str, Any]:
+    """Ops ranked by the downloads they would unlock (see ``blocking_op`` for the rule)."""
+    backend, tier, week = default_scope(session, backend, tier, week)
+    cov = coverage(session, backend=backend, tier=tier, week=week)
+    out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "valid_reference": cov.valid_reference, "valid_reference_downloads": cov.valid_reference_downloads, "items": [], "total": 0}
+    if backend is None or week is None:
+        return out
+    snapshot = latest_snapshot(session)
+    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.fallback_ops, Result.error)
+    rows = session.execute(
+        select(ranked.c.mid, ranked.c.status, ranked.c.fallback_ops, ranked.c.error)
+        .join(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)))
+        .where(ranked.c.rn == 1, ranked.c.status.in_(("pass_with_fallback", *SINGLE_OP_ERROR_STATUSES)))
+        .add_columns(SnapshotEntry.downloads)
+    ).all()
+    ops: dict[str, dict[str, Any]] = {}
+    for mid, status, fallback, error, dl in rows:
+        dl = int(dl or 0)
+        named = {normalize_op(o) for o in (fallback or [])} if status == "pass_with_fallback" else {f"aten::{m}" for m in ATEN_OP.findall(str((error or {}).get("message") or ""))}
+        for op in named:
+            e = ops.setdefault(op, {"op": op, "unlocked_downloads": 0, "unlocked_models": 0, "strict_models": 0, "strict_downloads": 0, "functional_models": 0, "functional_downloads": 0, "affected_models": 0, "affected_downloads": 0, "examples": []})
+            e["affected_models"] += 1
+            e["affected_downloads"] += dl
+        blk = blocking_op(status, fallback, error)
+        if blk:
+            op, level = blk
+            e = ops[op]
+            e["unlocked_models"] += 1
+            e["unlocked_downloads"] += dl
+            e[f"{level}_models"] += 1
+            e[f"{level}_downloads"] += dl
+            e["examples"].append((dl, mid, status))
+    items = sorted(ops.values(), key=lambda e: (-e["unlocked_downloads"], -e["affected_downloads"], e["op"]))
+    vr = cov.valid_reference_downloads
+    for e in items:
+        ex = sorted(e.pop("examples"), key=lambda t: (-t[0], t[1]))[:5]
+        e["example_models"] = [{"model_id": m, "downloads": d, "status": s} for d, m, s in ex]
+        e["unlocked_share"] = round(e["unlocked_downloads"] / vr, 6) if vr else None
+    out["total"] = len(items)
+    out["items"] = items[:limit]
+    return out
+
+
+@cached
+def failure_clusters(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, status: str | None = None, limit: int = 50) -> dict[str, Any]:
+    """Failing latest results (any status but pass / pass_with_fallback) grouped by error
+    signature (the status itself where a result has none), by downloads."""
+    backend, tier, week = default_scope(session, backend, tier, week)
+    out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "failing_models": 0, "failing_downloads": 0, "items": [], "total": 0}
+    if backend is None or week is None:
+        return out
+    snapshot = latest_snapshot(session)
+    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.reason, Result.error_signature)
+    q = (
+        select(ranked.c.mid, ranked.c.status, ranked.c.reason, ranked.c.error_signature, func.coalesce(SnapshotEntry.downloads, 0))
+        .outerjoin(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)))
+        .where(ranked.c.rn == 1, ranked.c.status.not_in(tuple(PASSING)))
+    )
+    if status:
+        q = q.where(ranked.c.status == status)
+    groups: dict[str, dict[str, Any]] = {}
+    for mid, st, reason, sig, dl in session.execute(q):
+        dl = int(dl or 0)
+        key = sig or (f"{st}: {reason}" if reason else st)
+        g = groups.setdefault(key, {"signature": key, "error_type": key.split(":", 1)[0] if sig else None, "models": 0, "downloads": 0, "statuses": {}, "examples": []})
+        g["models"] += 1
+        g["downloads"] += dl
+        g["statuses"][st] = g["statuses"].get(st, 0) + 1
+        g["examples"].append((dl, mid))
+        out["failing_models"] += 1
+        out["failing_downloads"] += dl
+    items = sorted(groups.values(), key=lambda g: (-g["downloads"], -g["models"], g["signature"]))
+    for g in items:
+        g["example_models"] = [{"model_id": m, "downloads": d} for d, m in sorted(g.pop("examples"), key=lambda t: (-t[0], t[1]))[:5]]
+    out["total"] = len(items)
+    out["items"] = items[:limit]
+    return out
+
+
+@cached
+def transitions(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, since: str | None = None, direction: str = "regressed", limit: int = 200) -> dict[str, Any]:
+    """Models whose latest result changed between ``since`` (default: the week before) and ``week``:
+    ``regressed`` = passing (pass / pass_with_fallback) then, failing now; ``fixed`` = the reverse.
+    With each: both statuses, the error now, and the versions of the first failing (or first
+    passing) result next to those of the last result before it, with what changed."""
+    backend, tier, week = default_scope(session, backend, tier, week)
+    out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "since": None, "direction": direction, "items": [], "total": 0, "downloads": 0}
+    if backend is None or week is None:
+        return out
+    since = since or previous_week(week)
+    out["since"] = since
+    snapshot = latest_snapshot(session)
+    now = _latest_in_scope(backend, tier, week, Result.status, Result.error_signature, Result.versions, Result.repro)
+    then = (
+        select(Result.model_id.label("mid"), Result.status, Result.versions, func.row_number().over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
+        .where(Result.backend == backend, Result.tier == tier, Result.week == since)
+        .subquery("then")
+    )
+    passing = tuple(PASSING)
+    cond_now = now.c.status.not_in(passing) if direction == "regressed" else now.c.status.in_(passing)
+    cond_then = then.c.status.in_(passing) if direction == "regressed" else then.c.status.not_in(passing)
+    q = (
+        select(now.c.mid, then.c.status, now.c.status, now.c.error_signature, then.c.versions, now.c.versions, now.c.repro, func.coalesce(SnapshotEntry.downloads, 0))
+        .join(then, and_(then.c.mid == now.c.mid, then.c.rn == 1))
+        .outerjoin(SnapshotEntry, (SnapshotEntry.model_id == now.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)))
+        .where(now.c.rn == 1, cond_now, cond_then)
+    )
+    items = []
+    for mid, st_then, st_now, sig, v_then, v_now, repro, dl in session.execute(q):
+        v_then, v_now = v_then or {}, v_now or {}
+        changed = {k: [v_then.get(k), v_now.get(k)] for k in sorted(set(v_then) | set(v_now)) if v_then.get(k) != v_now.get(k)}
+        items.append({"model_id": mid, "downloads": int(dl or 0), "status_before": st_then, "status_now": st_now, "error_signature": sig, "first_versions": v_now, "previous_versions": v_then, "changed_versions": changed, "repro": repro})
+    items.sort(key=lambda i: (-i["downloads"], i["model_id"]))
+    out["total"] = len(items)
+    out["downloads"] = sum(i["downloads"] for i in items)
+    out["items"] = items[:limit]
+    return out
+
+
+@cached
+def slowest_compiles(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+    backend, tier, week = default_scope(session, backend, tier, week)
+    if backend is None or week is None:
+        return []
+    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.metrics)
+    rows = session.execute(select(ranked.c.mid, ranked.c.status, ranked.c.metrics).where(ranked.c.rn == 1)).all()
+    out = [{"model_id": m, "status": s, "compile_s": (mt or {}).get("compile_s"), "target_ms": (mt or {}).get("target_ms"), "reference_ms": (mt or {}).get("reference_ms")} for m, s, mt in rows if isinstance((mt or {}).get("compile_s"), (int, float))]
+    out.sort(key=lambda r: (-r["compile_s"], r["model_id"]))
+    return out[:limit]
+
+
+def latest_status_map(session: Session, ids: list[str], weeks: int | None = None) -> dict[str, dict[str, str]]:
+    """model → {"backend/tier": latest status} with scalar columns only."""
+    out: dict[str, dict[str, str]] = {i: {} for i in ids}
+    if not ids:
+        return out
+    q = select(Result.model_id, Result.backend, Result.tier, Result.status).where(Result.model_id.in_(ids))
+    if weeks:
+        newest = session.scalar(select(func.max(Result.week)))
+        if newest:
+            q = q.where(Result.week >= week_minus(newest, weeks - 1))
+    for mid, backend, tier, status in session.execute(q.order_by(Result.started_at.asc(), Result.id.asc())):
+        out[mid][f"{backend}/{tier}"] = status
+    return out
+
+
+def newest_week(session: Session) -> str | None:
+    return session.scalar(select(func.max(Result.week)))
+
+
+@cached
+def failing_models(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 100) -> dict[str, Any]:
+    """Failing latest results of a scope, most downloaded first (for the report)."""
+    backend, tier, week = default_scope(session, backend, tier, week)
+    if backend is None or week is None:
+        return {"items": [], "total": 0}
+    snapshot = latest_snapshot(session)
+    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.reason, Result.error, Result.repro)
+    base = (
+        select(ranked.c.mid, ranked.c.status, ranked.c.reason, ranked.c.error, ranked.c.repro, func.coalesce(SnapshotEntry.downloads, 0).label("dl"))
+        .outerjoin(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)))
+        .where(ranked.c.rn == 1, ranked.c.status.not_in(tuple(PASSING)))
+    )
+    total = session.scalar(select(func.count()).select_from(base.subquery())) or 0
+    rows = session.execute(base.order_by(func.coalesce(SnapshotEntry.downloads, 0).desc(), ranked.c.mid).limit(limit)).all()
+    items = [{"model_id": m, "status": st, "reason": rs, "downloads": int(dl or 0), "error": ((err or {}).get("message") or "")[:200], "repro": repro} for m, st, rs, err, repro, dl in rows]
+    return {"items": items, "total": total}

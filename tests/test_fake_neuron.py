@@ -10,6 +10,7 @@ process a ``neuron`` device for good (tests/test_backends.py checks that there i
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -36,17 +37,35 @@ def _validate(arch: str) -> dict:
     return r
 
 
-def _ops_run_on_neuron(arch: str) -> set[str]:
+ARCHS = ("BertForMaskedLM", "GPT2LMHeadModel", "LlamaForCausalLM")
+
+
+@pytest.fixture(scope="module")
+def ops_run_on_neuron():
     """A second, independent count: every ATen op that touches a neuron tensor (or allocates on
-    neuron) while the same model runs the same inputs on the fake device, seen by a dispatch mode
-    rather than by the device's own tracking."""
-    code = f"from tests.test_fake_neuron import _probe; _probe({arch!r})"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    neuron) while the same models run the same inputs on the fake device, seen by a dispatch mode
+    rather than by the device's own tracking. One child process for all of ARCHS, started now and
+    running while the validations run; ``get(arch)`` waits for it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ZOO_PLUGINS", EXTRA_OPS_ENV)}
+    env.update(PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    code = f"from tests.test_fake_neuron import _probe; _probe({list(ARCHS)!r})"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    seen: dict[str, list[str]] = {}
+
+    def get(arch: str) -> set[str]:
+        if not seen:
+            out, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0, err[-3000:]
+            seen.update(json.loads(out.strip().splitlines()[-1]))
+        return set(seen[arch])
+
+    yield get
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
-def _probe(arch: str) -> None:  # runs in a child process
+def _probe(archs: list[str]) -> None:  # runs in a child process; prints {arch: [op, ...]}
     import importlib
 
     import torch
@@ -56,39 +75,45 @@ def _probe(arch: str) -> None:  # runs in a child process
     importlib.import_module(PLUGIN)
     from zoo_runner.builders import get_builder
 
-    req = ValidationRequest(f"arch:{arch}", backend="neuron")
-    built = get_builder("transformers").build(req)
-    inputs = [built.make_inputs(shape, req.seed + i) for i, shape in enumerate(built.shapes)]
-    model = built.model.to(device=torch.device("neuron"), dtype=torch.float32)
-    seen: set[str] = set()
-
     def on_neuron(x) -> bool:
         return (isinstance(x, torch.Tensor) and x.device.type == "neuron") or (isinstance(x, torch.device) and x.type == "neuron")
 
     class OnNeuron(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: set[str] = set()
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             if any(on_neuron(x) for x in tree_leaves((args, kwargs))):
-                seen.add(func._schema.name)
+                self.seen.add(func._schema.name)
             return func(*args, **kwargs)
 
-    with torch.no_grad():
-        for x in inputs:
-            xt = {k: v.to(device="neuron") for k, v in x.items()}
-            with OnNeuron():
-                model(**xt)
-    print(json.dumps(sorted(seen)))
+    seen = {}
+    for arch in archs:  # the model and inputs the engine builds, moved the way the engine moves them
+        req = ValidationRequest(f"arch:{arch}", backend="neuron")
+        built = get_builder("transformers").build(req)
+        inputs = [built.make_inputs(shape, req.seed + i) for i, shape in enumerate(built.shapes)]
+        model = built.model.to(device=torch.device("neuron"), dtype=torch.float32)
+        mode = OnNeuron()
+        with torch.no_grad():
+            for x in inputs:
+                xt = {k: v.to(device=torch.device("neuron")) for k, v in x.items()}
+                with mode:
+                    model(**xt)
+        seen[arch] = sorted(mode.seen)
+    print(json.dumps(seen))
 
 
-@pytest.mark.parametrize("arch", ["BertForMaskedLM", "GPT2LMHeadModel", "LlamaForCausalLM"])
-def test_fake_neuron_reports_exactly_the_ops_that_fell_back(arch):
+@pytest.mark.parametrize("arch", ARCHS)
+def test_fake_neuron_reports_exactly_the_ops_that_fell_back(arch, ops_run_on_neuron):
     r = _validate(arch)
     assert r["status"] == "pass_with_fallback", (r["status"], r["error"])
     fallback = set(r["fallback_ops"])
     assert r["fallback_ops"] == sorted(fallback) and fallback
 
     # exactly the ops outside the device's kernel set that ran on the device
-    assert fallback == _ops_run_on_neuron(arch) - SUPPORTED_OPS
+    assert fallback == ops_run_on_neuron(arch) - SUPPORTED_OPS
 
     # and consistent with the CPU op census: every op the reference ran that the device lacks
     # fell back, except CPU-only fused kernels (SDPA picks another path on other devices)

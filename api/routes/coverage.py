@@ -1,27 +1,66 @@
-"""/coverage: functional, strict and harness coverage by count and by downloads."""
+"""/coverage, /coverage/history, /backends: functional, strict and harness coverage by count and
+by downloads, with their denominators (numerators and denominators are fields of every row)."""
 from __future__ import annotations
 
 from typing import Literal
 
 from fastapi import APIRouter, Query
 
-from api.deps import SessionDep
+from api.deps import Format, ScopeDep, SessionDep, check_week
 from api.pagination import csv_response
-from api.schemas import CoverageOut
+from api.schemas import BackendsOut, CoverageGroup, CoverageGrouped, CoverageHistory, CoverageOut
 from db import queries
 
 router = APIRouter(tags=["coverage"])
+CSV = {200: {"content": {"text/csv": {}}}}
 
 
-@router.get("/coverage", response_model=CoverageOut, responses={200: {"content": {"text/csv": {}}}})
+@router.get("/coverage", response_model=CoverageGrouped, responses=CSV, summary="Coverage of one backend, tier and week")
 def coverage(
     session: SessionDep,
-    backend: str | None = Query(None, max_length=128),
-    tier: Literal["census", "tiny", "full"] | None = None,
-    week: str | None = Query(None, pattern=r"^\d{4}-W\d{2}$"),
-    format: Literal["json", "csv"] = "json",
+    scope: ScopeDep,
+    group_by: Literal["task", "library", "architecture"] | None = Query(None, description="also split the scope by the results' task, library or architecture"),
+    format: Format = "json",
 ):
-    out = CoverageOut(**queries.coverage(session, backend=backend, tier=tier, week=week).to_dict())
+    """Over the latest result per model in the scope, weighted by the latest catalog snapshot's
+    downloads: **functional** = (pass + pass_with_fallback) / valid reference, **strict** = pass /
+    valid reference, **harness** = valid reference / attempted; each by count and by downloads,
+    with numerators and denominators."""
+    cov = queries.cached_coverage(session, backend=scope.backend, tier=scope.tier, week=scope.week)
+    out = CoverageGrouped(**cov.to_dict(), group_by=group_by)
+    if group_by:
+        out.groups = [CoverageGroup(**c.to_dict(), group=g) for g, c in queries.coverage_grouped(session, group_by, backend=cov.backend, tier=cov.tier, week=cov.week)]
     if format == "csv":
-        return csv_response([out.model_dump()], "coverage.csv")
+        if group_by:
+            return csv_response([{"group_by": group_by, **g.model_dump()} for g in out.groups or []], "coverage.csv")
+        return csv_response([out.model_dump(exclude={"group_by", "groups"})], "coverage.csv")
     return out
+
+
+@router.get("/coverage/history", response_model=CoverageHistory, responses=CSV, summary="Coverage per ISO week and per backend/tier")
+def coverage_history(
+    session: SessionDep,
+    backend: str | None = Query(None, max_length=128, description="one backend (default: all)"),
+    tier: Literal["census", "tiny", "full"] | None = Query(None, description="one tier (default: all)"),
+    weeks: int = Query(12, ge=1, le=104, description="how many weeks back from `until`"),
+    until: str | None = Query(None, pattern=r"^\d{4}-W\d{2}$", description="last week (default: the newest with results)"),
+    format: Format = "json",
+):
+    """One point per week and (backend, tier): the same numbers as `GET /coverage` for that scope
+    (weights: the latest catalog snapshot's downloads)."""
+    items = [CoverageOut(**c.to_dict()) for c in queries.coverage_history(session, backend=backend or None, tier=tier, weeks=weeks, until=check_week(until))]
+    if format == "csv":
+        return csv_response([i.model_dump() for i in items], "coverage_history.csv")
+    return CoverageHistory(backend=backend, tier=tier, weeks=weeks, items=items)
+
+
+@router.get("/backends", response_model=BackendsOut, responses=CSV, summary="Every backend and tier of a week, side by side")
+def backends(session: SessionDep, week: str | None = Query(None, pattern=r"^\d{4}-W\d{2}$"), format: Format = "json"):
+    """`GET /coverage` for each (backend, tier) with results in the week (default: the newest)."""
+    week = check_week(week) or queries.newest_week(session)
+    pairs = queries.scopes(session, week)
+    items = [CoverageOut(**queries.cached_coverage(session, backend=b, tier=t, week=week).to_dict()) for b, t in pairs]
+    wk = items[0].week if items else week
+    if format == "csv":
+        return csv_response([i.model_dump() for i in items], "backends.csv")
+    return BackendsOut(week=wk, items=items)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +62,17 @@ def task_for(architecture: str) -> str | None:
     return None
 
 
+# transformers imports model modules lazily; two threads resolving at once can see a half-imported
+# module (seen as "no such class"). Parent-side resolution is serialized.
+_RESOLVE_LOCK = threading.RLock()
+
+
 def resolve_class(architecture: str):
+    with _RESOLVE_LOCK:
+        return _resolve_class(architecture)
+
+
+def _resolve_class(architecture: str):
     import transformers
 
     try:
@@ -99,6 +110,10 @@ class TransformersBuilder:
     library = "transformers"
 
     def plan(self, request: Any, base_model: bool = False) -> Plan:
+        with _RESOLVE_LOCK:
+            return self._plan(request, base_model)
+
+    def _plan(self, request: Any, base_model: bool) -> Plan:
         import transformers
 
         model_id: str = request.model_id

@@ -1,0 +1,120 @@
+"""Pure-ASGI middlewares: a per-client token-bucket rate limit (429 + Retry-After) and weak
+ETags on GET responses (304 on a matching If-None-Match)."""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import threading
+import time
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+
+class RateLimit:
+    """``rate`` requests per minute per client IP, in bursts of up to ``rate`` (a token bucket).
+    ``ZOO_RATE_LIMIT`` sets the rate (default 600); 0 switches the limit off. /static is free."""
+
+    def __init__(self, app: ASGIApp, rate: float | None = None, max_clients: int = 100_000) -> None:
+        self.app = app
+        self.rate = float(os.environ.get("ZOO_RATE_LIMIT", "600")) if rate is None else float(rate)
+        self.capacity = max(self.rate, 1.0)
+        self.per_s = self.rate / 60.0
+        self.buckets: dict[str, tuple[float, float]] = {}
+        self.lock = threading.Lock()
+        self.max_clients = max_clients
+
+    def take(self, client: str, now: float | None = None) -> float:
+        """Spend one token; returns 0 when allowed, else the seconds until a token is back."""
+        now = time.monotonic() if now is None else now
+        with self.lock:
+            tokens, last = self.buckets.get(client, (self.capacity, now))
+            tokens = min(self.capacity, tokens + (now - last) * self.per_s)
+            if tokens >= 1.0:
+                self.buckets[client] = (tokens - 1.0, now)
+                if len(self.buckets) > self.max_clients:  # forget the oldest-seen clients
+                    for k in list(self.buckets)[: self.max_clients // 10]:
+                        del self.buckets[k]
+                return 0.0
+            self.buckets[client] = (tokens, now)
+            return (1.0 - tokens) / self.per_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.rate <= 0 or scope["path"].startswith("/static/"):
+            await self.app(scope, receive, send)
+            return
+        client = (scope.get("client") or ("unknown", 0))[0]
+        wait = self.take(client)
+        if wait > 0:
+            retry = str(max(1, math.ceil(wait)))
+            body = b'{"detail":"rate limit exceeded: retry after ' + retry.encode() + b' s"}'
+            await send({"type": "http.response.start", "status": 429, "headers": [(b"content-type", b"application/json"), (b"retry-after", retry.encode()), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
+def _matches(if_none_match: str, etag: str) -> bool:
+    if if_none_match.strip() == "*":
+        return True
+    weak = etag[2:] if etag.startswith("W/") else etag
+    for tag in if_none_match.split(","):
+        tag = tag.strip()
+        if (tag[2:] if tag.startswith("W/") else tag) == weak:
+            return True
+    return False
+
+
+class ETag:
+    """Weak ETag (``W/"<sha256 of the body, 32 hex>"``) on every 200 GET response that has
+    none; a request whose If-None-Match matches gets 304 with no body."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "GET" or scope["path"].startswith("/static/"):
+            await self.app(scope, receive, send)
+            return
+        inm = None
+        for k, v in scope.get("headers") or []:
+            if k == b"if-none-match":
+                inm = v.decode("latin-1")
+        start: Message | None = None
+        chunks: list[bytes] = []
+        passthrough = False
+
+        async def wrapped(message: Message) -> None:
+            nonlocal start, passthrough
+            if passthrough:
+                await send(message)
+                return
+            if message["type"] == "http.response.start":
+                headers = message.get("headers") or []
+                if message["status"] != 200 or any(k.lower() == b"etag" for k, _ in headers):
+                    passthrough = True
+                    await send(message)
+                    return
+                start = message
+                return
+            if message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if message.get("more_body"):
+                    return
+                body = b"".join(chunks)
+                etag = 'W/"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+                assert start is not None
+                headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() != b"content-length"]
+                headers.append((b"etag", etag.encode()))
+                if inm and _matches(inm, etag):
+                    keep = {b"etag", b"cache-control", b"vary", b"content-location", b"date", b"expires"}
+                    await send({"type": "http.response.start", "status": 304, "headers": [(k, v) for k, v in headers if k.lower() in keep]})
+                    await send({"type": "http.response.body", "body": b""})
+                    return
+                headers.append((b"content-length", str(len(body)).encode()))
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+            await send(message)
+
+        await self.app(scope, receive, wrapped)

@@ -1,0 +1,67 @@
+"""/reports: the weekly coverage report, as stored by Celery beat (or built on demand)."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi.responses import PlainTextResponse
+from sqlalchemy import select
+
+from api.deps import Format, SessionDep, check_week
+from api.pagination import csv_response
+from db.models import Report, Result
+
+router = APIRouter(tags=["reports"])
+
+
+@router.get("/reports", responses={200: {"content": {"text/csv": {}}}}, summary="Stored weekly reports")
+def list_reports(session: SessionDep, format: Format = "json") -> Any:
+    rows = session.execute(select(Report.week, Report.backend, Report.tier, Report.created_at).order_by(Report.week.desc(), Report.backend, Report.tier)).all()
+    items = [{"week": w, "backend": b or None, "tier": t, "created_at": c.isoformat() if c else None} for w, b, t, c in rows]
+    if format == "csv":
+        return csv_response(items, "reports.csv")
+    return {"items": items, "total": len(items)}
+
+
+def find_or_build(session, week: str, backend: str | None, tier: str | None) -> dict[str, Any] | None:
+    """The stored report of the week (of that backend/tier if given), else one built now from the
+    results; None when the week has neither."""
+    q = select(Report).where(Report.week == week)
+    if backend:
+        q = q.where(Report.backend == backend)
+    if tier:
+        q = q.where(Report.tier == tier)
+    row = session.scalars(q.order_by(Report.created_at.desc())).first()
+    if row is not None:
+        return {**row.data, "stored": True}
+    has = select(Result.id).where(Result.week == week)
+    if backend:
+        has = has.where(Result.backend == backend)
+    if tier:
+        has = has.where(Result.tier == tier)
+    if session.execute(has.limit(1)).first() is None:
+        return None
+    from dashboards.report import build_report
+
+    return {**build_report(week=week, backend=backend, tier=tier, session=session), "stored": False}
+
+
+@router.get("/reports/{week}", responses={200: {"content": {"text/markdown": {}}}, 404: {"description": "no report and no results for this week"}}, summary="The weekly coverage report")
+def get_report(
+    session: SessionDep,
+    week: str = Path(pattern=r"^\d{4}-W\d{2}$"),
+    backend: str | None = Query(None, max_length=128),
+    tier: Literal["census", "tiny", "full"] | None = None,
+    format: Literal["json", "md"] = "json",
+) -> Any:
+    """The report as stored when it was generated (`stored: true`), else built now from the
+    week's results. Its sections name the API queries behind their numbers (`queries`)."""
+    check_week(week)
+    rep = find_or_build(session, week, backend or None, tier)
+    if rep is None:
+        raise HTTPException(404, detail=f"no report and no results for {week}")
+    if format == "md":
+        from dashboards.report import render_markdown
+
+        return PlainTextResponse(render_markdown(rep), media_type="text/markdown")
+    return rep

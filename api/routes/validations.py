@@ -1,0 +1,46 @@
+"""POST /validations: ask for models to be validated (needs an API key from ZOO_API_KEYS)."""
+from __future__ import annotations
+
+import os
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials
+
+from api.deps import SessionDep
+from api.schemas import ValidationAccepted, ValidationIn
+from api.security import api_key_header, bearer, require_api_key
+from db import repository
+
+router = APIRouter(tags=["validations"])
+
+
+def _auth(request: Request, key: str | None = Depends(api_key_header), cred: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+    require_api_key(request, key, cred)
+
+
+@router.post(
+    "/validations",
+    response_model=ValidationAccepted,
+    status_code=202,
+    dependencies=[Depends(_auth)],
+    responses={401: {"description": "no API key"}, 403: {"description": "wrong API key"}, 503: {"description": "broker unreachable"}},
+    summary="Queue validations of models on a backend",
+)
+def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAccepted:
+    """With `ZOO_BROKER_URL` set, the models are sent to the Celery workers (`status: queued`,
+    one task id per model); otherwise the request is recorded as a run (`status: recorded`) for
+    `zoo run` to pick up. Either way the run id lets you follow the results
+    (`GET /models/{model_id}/results`)."""
+    ids = list(dict.fromkeys(body.model_ids))
+    broker = os.environ.get("ZOO_BROKER_URL")
+    run = repository.start_run(session, body.backend, body.tier, "celery" if broker else "api", len(ids), None)
+    session.commit()
+    task_ids: list[str] = []
+    if broker:
+        from zoo import jobs
+
+        try:
+            task_ids = jobs.enqueue(ids, body.backend, body.tier, run_id=run.id, timeout=body.timeout)
+        except Exception as exc:  # BrokerUnavailable and friends: one clear line
+            raise HTTPException(503, detail=str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
+    return ValidationAccepted(run_id=run.id, status="queued" if broker else "recorded", model_ids=ids, backend=body.backend, tier=body.tier, task_ids=task_ids)

@@ -1,0 +1,59 @@
+"""Screenshots of every dashboard page, for docs/: ``python -m dashboards.screenshots BASE_URL OUT_DIR``.
+
+Opens each page in headless Chromium (the system's, through Playwright), waits for the charts,
+fails on any console error, and writes one PNG per page."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def pages(model_id: str, week: str) -> list[tuple[str, str]]:
+    return [
+        ("overview", "/"),
+        ("models", "/models?search=model-0000"),
+        ("model", f"/models/{model_id}"),
+        ("ops", "/ops"),
+        ("failures", "/failures"),
+        ("regressions", "/regressions"),
+        ("backends", "/backends"),
+        ("report", f"/reports/{week}"),
+        ("badge", f"/badge/{model_id}.svg"),
+    ]
+
+
+def shoot(base: str, out: Path, full_page: bool = True) -> list[Path]:
+    import httpx
+    from playwright.sync_api import sync_playwright
+
+    first = httpx.get(f"{base}/api/v1/models", params={"limit": 1}).json()["items"][0]["model_id"]
+    week = httpx.get(f"{base}/api/v1/coverage").json()["week"]
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for name, path in pages(first, week):
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            errors: list[str] = []
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            resp = page.goto(base + path)
+            assert resp is not None and resp.status == 200, (path, resp and resp.status)
+            if name != "badge":
+                page.wait_for_selector("html[data-charts=ready]", timeout=10_000)
+            if errors:
+                raise AssertionError(f"{path}: console errors {errors}")
+            target = out / f"dashboard-{name}.png"
+            page.screenshot(path=str(target), full_page=full_page and name != "badge")
+            written.append(target)
+            page.close()
+        browser.close()
+    return written
+
+
+if __name__ == "__main__":
+    for p in shoot(sys.argv[1].rstrip("/"), Path(sys.argv[2])):
+        print(p)
