@@ -10,6 +10,7 @@ import importlib
 import logging
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -214,4 +215,6 @@ def backend_package_version(device: str) -> tuple[str, str] | None:
     try:
         return plugin.package_dist, version(plugin.package_dist)
     except PackageNotFoundError:
-        return None
+        mod = sys.modules.get(plugin.package or "")
+        v = getattr(mod, "__version__", None)
+        return (plugin.package_dist, str(v)) if v else None

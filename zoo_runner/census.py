@@ -7,6 +7,9 @@ import torch
 DISPATCH_KEYS = {"cuda": "CUDA", "xpu": "XPU", "mps": "MPS", "neuron": "PrivateUse1", "meta": "Meta", "cpu": "CPU"}
 
 
+GENERIC_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+
+
 def predict_fallbacks(device: str, op_census: dict[str, int]) -> list[str]:
     """Ops in the census without a kernel for the device's dispatch key (none for CPU)."""
     if device == "cpu":
@@ -18,12 +21,13 @@ def predict_fallbacks(device: str, op_census: dict[str, int]) -> list[str]:
         dk = getattr(torch._C.DispatchKey, key)
     except AttributeError:
         return []
+    # A device-specific kernel, or a composite one that runs on every device (decompositions,
+    # views and generic kernels registered as CompositeImplicit/ExplicitAutograd).
+    keys = [dk] + [getattr(torch._C.DispatchKey, k) for k in GENERIC_KEYS if hasattr(torch._C.DispatchKey, k)]
     missing = []
     for name in op_census:
         try:
-            has = torch._C._dispatch_has_kernel_for_dispatch_key(name, dk)
-            if not has:
-                has = torch._C._dispatch_has_kernel_for_dispatch_key(name, torch._C.DispatchKey.CompositeImplicitAutograd)
+            has = any(torch._C._dispatch_has_kernel_for_dispatch_key(name, k) for k in keys)
         except RuntimeError:
             continue
         if not has:

@@ -34,13 +34,11 @@ _CPU = torch.device("cpu")
 
 # -- op tracking (torch_neuronx.clear_op_tracking / get_fallback_ops) ---------------------------
 _SUPPORTED = supported_ops()
-_FALLBACKS: dict[str, int] = {}
-# Allocation and transfer plumbing: the device's own machinery, never a fallback.
-_PLUMBING = frozenset({"aten::empty", "aten::empty_strided", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::_to_copy", "aten::copy_"})
+_FALLBACKS: dict[str, int] = {}  # op name -> calls that fell back since clear_op_tracking()
 
 
 def _record(name: str) -> None:
-    if _SUPPORTED is not None and name not in _SUPPORTED and name not in _PLUMBING:
+    if _SUPPORTED is not None and name not in _SUPPORTED:
         _FALLBACKS[name] = _FALLBACKS.get(name, 0) + 1
 
 
@@ -54,8 +52,8 @@ def get_fallback_ops() -> list[str]:
 
 
 # -- tensors on the device ----------------------------------------------------------------------
-def _device(index: int | None = 0) -> torch.device:
-    return torch.device(DEVICE_TYPE, index or 0)
+def _device() -> torch.device:  # built lazily: "neuron" parses only once PrivateUse1 is renamed
+    return torch.device(DEVICE_TYPE, 0)
 
 
 class NeuronTensor(torch.Tensor):
@@ -111,7 +109,7 @@ class NeuronTensor(torch.Tensor):
         return tree_map(rewrap, out)
 
 
-def _elem(x):
+def _inner(x):
     return x._elem if isinstance(x, NeuronTensor) else x
 
 
@@ -129,14 +127,14 @@ def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memor
 
 def _copy_from(self, dst, non_blocking=False):
     # reached with the Python key excluded (e.g. torch.tensor(..., device="neuron")): copy raw
-    _elem(dst).copy_(_elem(self))
+    _inner(dst).copy_(_inner(self))
     return dst
 
 
 def _copy_from_and_resize(self, dst):
-    d = _elem(dst)
+    d = _inner(dst)
     d.resize_(self.shape)
-    d.copy_(_elem(self))
+    d.copy_(_inner(self))
     return dst
 
 

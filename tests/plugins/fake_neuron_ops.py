@@ -19,7 +19,7 @@ SUPPORTED_OPS: frozenset[str] = frozenset(
     "aten::" + name
     for name in """
     mm bmm addmm matmul baddbmm linear
-    add sub mul div neg rsub add_ sub_ mul_ div_ mul_ neg_
+    add sub mul div neg rsub add_ sub_ mul_ div_ neg_
     softmax _softmax log_softmax _log_softmax
     layer_norm native_layer_norm
     gelu tanh relu silu sigmoid
@@ -27,7 +27,7 @@ SUPPORTED_OPS: frozenset[str] = frozenset(
     view _unsafe_view reshape permute transpose t expand clone copy_ _to_copy contiguous
     detach alias slice select unsqueeze squeeze split split_with_sizes unbind
     empty empty_strided empty_like zeros ones full zeros_like ones_like full_like fill_ zero_
-    arange scalar_tensor _local_scalar_dense lift_fresh
+    arange scalar_tensor _local_scalar_dense lift_fresh _copy_from _copy_from_and_resize
     """.split()
 )
 
