@@ -263,7 +263,12 @@ def _reference64(model: torch.nn.Module, all_inputs: list[dict], ref32: list[dic
 def _predicted_fallbacks(spec: backends.BackendSpec, result: dict[str, Any]) -> list[str]:
     from .census import predict_fallbacks
 
+    ok, why = backends.device_available(spec.device)
+    if not ok:  # its kernels are not registered in this process: nothing to predict from
+        result["details"]["fallback_prediction"] = f"unavailable: {why}"
+        return []
     result["fallback_ops"] = predict_fallbacks(spec.device, result["op_census"])
+    result["details"]["fallback_prediction"] = "from dispatch registrations"
     return result["fallback_ops"]
 
 
