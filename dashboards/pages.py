@@ -206,7 +206,7 @@ def report_page(session: SessionDep, week: str, backend: str | None = Query(None
     rep = find_or_build(session, week, backend or None, tier)
     if rep is None:
         raise HTTPException(404, detail=f"no report and no results for {week}")
-    return _render("report.html", **report_context(rep), chart_js_inline=None)
+    return _render("report.html", **report_context(rep), standalone=None)
 
 
 def badge_svg(label: str, message: str, color: str) -> str:

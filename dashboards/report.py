@@ -207,8 +207,8 @@ def render_html(rep: dict[str, Any], standalone: bool = True) -> str:
     """The report page; ``standalone`` inlines Chart.js so the file works offline on its own."""
     from .pages import report_context, templates
 
-    inline = (STATIC / CHART_JS).read_text() if standalone else None
-    return templates.get_template("report.html").render(**report_context(rep), chart_js_inline=inline)
+    inline = {"chart_js": (STATIC / CHART_JS).read_text(), "zoo_js": (STATIC / "zoo.js").read_text(), "css": (STATIC / "zoo.css").read_text()} if standalone else None
+    return templates.get_template("report.html").render(**report_context(rep), standalone=inline)
 
 
 def render_report(rep: dict[str, Any], fmt: str) -> str:

@@ -76,7 +76,8 @@ GENERATORS: dict[str, Gen] = {
     "input_ids": lambda v, s, g: _ids(v.vocab_size, (s["batch"], s["seq"]), g),
     "attention_mask": _mask,
     "token_type_ids": lambda v, s, g: _ids(v.type_vocab_size, (s["batch"], s["seq"]), g) if v.type_vocab_size > 1 else torch.zeros(s["batch"], s["seq"], dtype=torch.long),
-    "decoder_input_ids": lambda v, s, g: _ids(v.decoder_vocab_size, (s["batch"], max(2, s["seq"] // 2)), g),
+    # as long as the encoder input: sequence classifiers (BART) pool decoder states at the EOS of input_ids
+    "decoder_input_ids": lambda v, s, g: _ids(v.decoder_vocab_size, (s["batch"], s["seq"]), g),
     "pixel_values": lambda v, s, g: torch.randn(s["batch"], v.num_channels, v.image_size, v.image_size, generator=g),
     "input_values": lambda v, s, g: torch.randn(s["batch"], 400 * s["seq"], generator=g),
     "input_features": lambda v, s, g: torch.randn(s["batch"], v.num_mel_bins, v.audio_frames, generator=g),
@@ -93,7 +94,7 @@ def forward_params(model: torch.nn.Module) -> list[inspect.Parameter]:
     return list(inspect.signature(model.forward).parameters.values())
 
 
-def make_inputs(model: torch.nn.Module, config: Any, shape: dict, seed: int, is_encoder_decoder: bool = False, kinds: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
+def make_inputs(model: torch.nn.Module, config: Any, shape: dict, seed: int, is_encoder_decoder: bool = False, kinds: dict[str, str] | None = None, extra: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
     """Inputs for one shape. Raises ``KeyError`` listing required inputs nobody can generate."""
     view = ConfigView.of(config)
     gen = torch.Generator().manual_seed(seed)
@@ -113,13 +114,34 @@ def make_inputs(model: torch.nn.Module, config: Any, shape: dict, seed: int, is_
             wanted.append(name)
         elif name in OPTIONAL_WANTED and (name != "decoder_input_ids" or is_encoder_decoder):
             wanted.append(name)
+    wanted += [name for name in extra if name in params and name not in wanted]
     if "input_ids" not in wanted:
         wanted = [w for w in wanted if w not in ("attention_mask", "token_type_ids")]
     kinds = kinds or {}
     missing = [w for w in wanted if kinds.get(w, w) not in GENERATORS]
     if missing:
         raise KeyError(f"no input generator for {', '.join(missing)}")
-    return {name: GENERATORS[kinds.get(name, name)](view, shape, gen) for name in wanted}
+    out = {name: GENERATORS[kinds.get(name, name)](view, shape, gen) for name in wanted}
+    if "input_ids" in out and "input_ids" not in kinds:
+        _end_with_eos(out, config)
+    return out
+
+
+def _end_with_eos(inputs: dict[str, torch.Tensor], config: Any) -> None:
+    """Text ends with the end-of-sequence token, exactly once per row, as tokenizers produce it
+    (sequence classifiers such as BART's pool at the EOS position and check that)."""
+    text = getattr(config, "text_config", None) or config
+    eos = getattr(text, "eos_token_id", None)
+    eos = eos[0] if isinstance(eos, (list, tuple)) and eos else eos
+    ids = inputs["input_ids"]
+    vocab = getattr(text, "vocab_size", None) or int(ids.max()) + 1
+    if not isinstance(eos, int) or isinstance(eos, bool) or not 0 <= eos < vocab:
+        return
+    ids[ids == eos] = (eos + 1) % vocab if (eos + 1) % vocab != eos else 0
+    mask = inputs.get("attention_mask")
+    lengths = mask.sum(dim=1) if mask is not None else torch.full((ids.shape[0],), ids.shape[1])
+    for row, n in enumerate(lengths.tolist()):
+        ids[row, max(int(n) - 1, 0)] = eos
 
 
 def describe(inputs: dict[str, torch.Tensor]) -> dict[str, list[int]]:

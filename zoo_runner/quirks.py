@@ -19,6 +19,7 @@ class Quirk:
     tolerance_factor: float = 1.0  # multiplies the error budget, for architectures with legitimately noisy outputs
     seq_lens: tuple[int, ...] | None = None  # text lengths to run instead of the defaults
     input_kinds: dict[str, str] = field(default_factory=dict)  # input name -> generator name, where the name misleads
+    extra_inputs: tuple[str, ...] = ()  # optional inputs the model needs all the same
     known_failure: str | None = None  # a status we expect, e.g. "reference_error"
     expires: _dt.date | None = None  # known failures expire; after that they are reported as new
 
@@ -44,6 +45,10 @@ QUIRKS: dict[str, Quirk] = {
     "audio-spectrogram-transformer": Quirk("input_values is a spectrogram of exactly max_length frames", config={"max_length": 64}, input_kinds={"input_values": "spectrogram"}, seq_lens=(16, 16)),
     # GPT-Neo lists its attention pattern per layer group; it must add up to the shrunk depth.
     "gpt_neo": Quirk("attention_types must cover num_layers", config={"attention_types": [[["global", "local"], 1]], "attention_layers": ["global", "local"]}),
+    # ViLT is a text+image model whose config has no vision sub-config: it needs pixels too.
+    "vilt": Quirk("text and image inputs together", extra_inputs=("pixel_values",)),
+    # LayoutLMv3 concatenates 4 coordinate and 2 shape embeddings to the hidden size.
+    "layoutlmv3": Quirk("4*coordinate_size + 2*shape_size must equal hidden_size", config={"coordinate_size": 8, "shape_size": 16}),
     "big_bird": Quirk("block sparse attention needs whole blocks", config={"attention_type": "original_full"}),
 }
 

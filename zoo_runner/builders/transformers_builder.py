@@ -176,7 +176,7 @@ class TransformersBuilder:
 
         def make(shape: dict, seed: int) -> dict[str, torch.Tensor]:
             try:
-                inputs = inputs_mod.make_inputs(model, config, shape, seed, is_enc_dec, kinds)
+                inputs = inputs_mod.make_inputs(model, config, shape, seed, is_enc_dec, kinds, quirk.extra_inputs if quirk else ())
             except KeyError as exc:
                 raise NotSupported("no_inputs", f"{architecture}: {exc.args[0]}") from exc
             if tokenizer is not None and "input_ids" in inputs:
