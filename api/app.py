@@ -1,8 +1,6 @@
 """The FastAPI application: REST API under /api/v1 and the dashboard pages."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -27,11 +25,11 @@ def create_app() -> FastAPI:
     async def _db_down(request: Request, exc: DatabaseUnavailable) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
+    from dashboards.pages import HERE as DASHBOARDS
     from dashboards.pages import router as pages_router
 
-    import dashboards
-
-    app.mount("/static", StaticFiles(directory=Path(dashboards.__file__).parent / "static"), name="static")
+    # (not dashboards.__file__: a stale editable install can make the package a namespace one)
+    app.mount("/static", StaticFiles(directory=DASHBOARDS / "static"), name="static")
     app.include_router(pages_router)
     app.add_middleware(ETag)
     app.add_middleware(RateLimit)  # outermost: a throttled request costs nothing else

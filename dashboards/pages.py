@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from api.deps import SessionDep, check_week
+from api.deps import WEEK_PATTERN, SessionDep, check_week
 from db import queries
 from db.models import Model
 from zoo_runner.statuses import ALL_STATUSES, PASSING
@@ -36,7 +36,7 @@ def num(x: Any) -> str:
 
 templates.globals.update(pct=pct, num=num, api=api, quote=quote, CHART_JS=CHART_JS, STATUS_COLORS=STATUS_COLORS, versions=_versions)
 router = APIRouter(include_in_schema=False)
-WEEK = Query(None, pattern=r"^\d{4}-W\d{2}$")
+WEEK = Query(None, pattern=WEEK_PATTERN)
 
 
 def _render(name: str, **ctx) -> HTMLResponse:

@@ -83,6 +83,8 @@ class Result(Base):
         UniqueConstraint("model_id", "revision", "backend", "tier", "harness_version", "week", name="uq_result_key"),
         Index("ix_results_scope", "backend", "tier", "week", "status"),
         Index("ix_results_model_time", "model_id", "started_at"),
+        Index("ix_results_started_at", "started_at"),  # 0002: newest result (data version, default scope)
+        Index("ix_results_week_scope", "week", "backend", "tier"),  # 0002: the backends/tiers of a week, newest week
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     model_id: Mapped[str] = mapped_column(String(255), index=True)
@@ -111,7 +113,7 @@ class Result(Base):
     harness_version: Mapped[str] = mapped_column(String(16))
     attempts: Mapped[int] = mapped_column(Integer, default=1)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
-    task_id: Mapped[str | None] = mapped_column(String(64))
+    task_id: Mapped[str | None] = mapped_column(String(64), index=True)  # 0003: a redelivered task finds its row
 
 
 class Report(Base):
@@ -126,3 +128,51 @@ class Report(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     data: Mapped[dict[str, Any]] = mapped_column(JSONType)
     markdown: Mapped[str] = mapped_column(Text)
+
+
+class Sweep(Base):
+    """One scheduled sweep (the daily top-K refresh or the weekly full sweep) of one backend and
+    tier; unique per period, so a second beat, or the same sweep delivered twice, does nothing."""
+
+    __tablename__ = "sweeps"
+    __table_args__ = (UniqueConstraint("kind", "period", "backend", "tier", name="uq_sweep_period"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))  # daily | weekly
+    period: Mapped[str] = mapped_column(String(16))  # 2025-03-14 | 2025-W11
+    backend: Mapped[str] = mapped_column(String(128))
+    tier: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    candidates: Mapped[int] = mapped_column(Integer, default=0)
+    enqueued: Mapped[int] = mapped_column(Integer, default=0)
+    deduplicated: Mapped[int] = mapped_column(Integer, default=0)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
+    host: Mapped[str | None] = mapped_column(String(255))
+
+
+class TaskAttempt(Base):
+    """Deliveries of one Celery task: redeliveries after a dead worker count, and after
+    ``ZOO_MAX_ATTEMPTS`` the task is stored as a permanent failure instead of tried again."""
+
+    __tablename__ = "task_attempts"
+    task_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model_id: Mapped[str] = mapped_column(String(255))
+    backend: Mapped[str] = mapped_column(String(128))
+    tier: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    first_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    gave_up: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class ModelPlan(Base):
+    """The plan-time fingerprint of a model at a revision and tier: the scheduler groups models
+    that share one before it enqueues them (fingerprint dedup), without asking the Hub again."""
+
+    __tablename__ = "model_plans"
+    model_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    tier: Mapped[str] = mapped_column(String(16), primary_key=True)
+    sha: Mapped[str] = mapped_column(String(64), default="")
+    fingerprint: Mapped[str | None] = mapped_column(String(64), index=True)
+    computed_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -40,15 +40,19 @@ def result_dict(r: Result) -> dict[str, Any]:
 
 
 def latest_results(session: Session, model_id: str) -> list[Result]:
-    """The latest result per (backend, tier) for one model."""
-    rows = session.scalars(select(Result).where(Result.model_id == model_id).order_by(Result.started_at.desc(), Result.id.desc())).all()
+    """The latest result per (backend, tier) for one model (newest first). Picks the ids from
+    light columns, then loads only those rows whole."""
+    keys = session.execute(select(Result.id, Result.backend, Result.tier).where(Result.model_id == model_id).order_by(Result.started_at.desc(), Result.id.desc())).all()
     seen: set[tuple[str, str]] = set()
-    out = []
-    for r in rows:
-        if (r.backend, r.tier) not in seen:
-            seen.add((r.backend, r.tier))
-            out.append(r)
-    return out
+    ids = []
+    for rid, backend, tier in keys:
+        if (backend, tier) not in seen:
+            seen.add((backend, tier))
+            ids.append(rid)
+    if not ids:
+        return []
+    rows = {r.id: r for r in session.scalars(select(Result).where(Result.id.in_(ids)))}
+    return [rows[i] for i in ids]
 
 
 def history(session: Session, model_id: str, limit: int = 500) -> list[Result]:
@@ -239,16 +243,21 @@ def clear_cache() -> None:
         _CACHE.clear()
 
 
+def week_monday(week: str) -> _dt.date:
+    """The Monday of ISO week ``YYYY-Www``; W53 of a 52-week year is the week after W52."""
+    year, w = (int(x) for x in week.split("-W"))
+    try:
+        return _dt.date.fromisocalendar(year, w, 1)
+    except ValueError:
+        return _dt.date.fromisocalendar(year, 52, 1) + _dt.timedelta(weeks=w - 52)
+
+
 def previous_week(week: str) -> str:
-    year, w = week.split("-W")
-    monday = _dt.date.fromisocalendar(int(year), int(w), 1)
-    return iso_week(monday - _dt.timedelta(days=7))
+    return iso_week(week_monday(week) - _dt.timedelta(days=7))
 
 
 def week_minus(week: str, n: int) -> str:
-    year, w = week.split("-W")
-    monday = _dt.date.fromisocalendar(int(year), int(w), 1)
-    return iso_week(monday - _dt.timedelta(weeks=n))
+    return iso_week(week_monday(week) - _dt.timedelta(weeks=n))
 
 
 def _latest_in_scope(backend: str, tier: str, week: str, *cols):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -140,7 +141,7 @@ def store_result(session: Session, result: dict[str, Any], run_id: int | None = 
     row.device, row.dtype = result.get("device"), result.get("dtype")
     row.status, row.reason = result["status"], result.get("reason")
     row.fingerprint, row.library, row.architecture, row.task = result.get("fingerprint"), result.get("library"), result.get("architecture"), result.get("task")
-    row.metrics = result.get("metrics") or {}
+    row.metrics = {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in (result.get("metrics") or {}).items()}
     row.fallback_ops = result.get("fallback_ops") or []
     row.op_census = result.get("op_census") or {}
     row.error = error
@@ -180,3 +181,109 @@ def shared_result(session: Session, fingerprint: str, req: Any) -> dict[str, Any
     out.update(model_id=req.model_id, revision=req.revision, repro=req.repro(), started_at=utcnow().isoformat(timespec="seconds"), duration_s=0.0)
     out["details"] = {**(row.details or {}), "deduplicated_from": row.model_id}
     return out
+
+
+# ---------------------------------------------------------------- the fleet: sweeps, attempts, plans
+
+
+def _upsert_insert(session: Session, table):
+    """The dialect's INSERT, which has ``on_conflict_do_*`` on PostgreSQL and SQLite."""
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(table)
+
+
+def claim_sweep(session: Session, kind: str, period: str, backend: str, tier: str, host: str | None = None, stale_after_s: float | None = 3600.0) -> int | None:
+    """Claim the sweep of ``kind`` for ``period`` (an ISO week, a day): the new sweep's id, or
+    None when it was already claimed (by another beat, or an earlier delivery of the same task).
+    Committed at once, so that the claim is visible to every other process."""
+    from .models import Sweep
+
+    stmt = (
+        _upsert_insert(session, Sweep.__table__)
+        .values(kind=kind, period=period, backend=backend, tier=tier, started_at=utcnow(), candidates=0, enqueued=0, deduplicated=0, host=host)
+        .on_conflict_do_nothing(index_elements=["kind", "period", "backend", "tier"])
+        .returning(Sweep.__table__.c.id)
+    )
+    sweep_id = session.execute(stmt).scalar()
+    if sweep_id is None and stale_after_s:
+        # claimed, never finished, and long ago: its sweeper died; take it over (one taker wins)
+        from sqlalchemy import update
+
+        old = session.execute(select(Sweep.id, Sweep.started_at).where(Sweep.kind == kind, Sweep.period == period, Sweep.backend == backend, Sweep.tier == tier, Sweep.finished_at.is_(None))).first()
+        started = old and (old.started_at if old.started_at.tzinfo else old.started_at.replace(tzinfo=dt.timezone.utc))
+        if old is not None and (utcnow() - started).total_seconds() > stale_after_s:
+            res = session.execute(update(Sweep).where(Sweep.id == old.id, Sweep.started_at == old.started_at, Sweep.finished_at.is_(None)).values(started_at=utcnow(), host=host))
+            if res.rowcount == 1:
+                sweep_id = old.id
+    session.commit()
+    return sweep_id
+
+
+def release_sweep(session: Session, sweep_id: int) -> None:
+    """Drop an unfinished claim (its sweep failed), so that the next attempt may claim it."""
+    from sqlalchemy import delete
+
+    from .models import Sweep
+
+    session.execute(delete(Sweep).where(Sweep.id == sweep_id, Sweep.finished_at.is_(None)))
+
+
+def finish_sweep(session: Session, sweep_id: int, candidates: int, enqueued: int, deduplicated: int, run_id: int | None) -> None:
+    from .models import Sweep
+
+    sweep = session.get(Sweep, sweep_id)
+    if sweep is not None:
+        sweep.candidates, sweep.enqueued, sweep.deduplicated, sweep.run_id = candidates, enqueued, deduplicated, run_id
+        sweep.finished_at = utcnow()
+
+
+def record_attempt(session: Session, task_id: str, model_id: str, backend: str, tier: str) -> int:
+    """Count one more delivery of ``task_id`` (committed at once); returns the deliveries so far."""
+    from .models import TaskAttempt
+
+    table = TaskAttempt.__table__
+    now = utcnow()
+    stmt = _upsert_insert(session, table).values(task_id=task_id, model_id=model_id, backend=backend, tier=tier, attempts=1, first_at=now, last_at=now, gave_up=False)
+    stmt = stmt.on_conflict_do_update(index_elements=["task_id"], set_={"attempts": table.c.attempts + 1, "last_at": now}).returning(table.c.attempts)
+    attempts = int(session.execute(stmt).scalar() or 1)
+    session.commit()
+    return attempts
+
+
+def note_attempt_error(session: Session, task_id: str, error: str, gave_up: bool = False) -> None:
+    from .models import TaskAttempt
+
+    row = session.get(TaskAttempt, task_id)
+    if row is not None:
+        row.last_error = error[-4000:]
+        row.gave_up = row.gave_up or gave_up
+
+
+def models_stored_by_task(session: Session, task_id: str) -> dict[str, str]:
+    """Model id -> status of the rows this task already stored (a redelivered task skips them)."""
+    return {m: st for m, st in session.execute(select(Result.model_id, Result.status).where(Result.task_id == task_id))}
+
+
+def cached_plans(session: Session, model_ids: list[str], tier: str) -> dict[str, tuple[str, str | None]]:
+    """Model id -> (sha, fingerprint) of the plans cached for ``tier``."""
+    from .models import ModelPlan
+
+    out: dict[str, tuple[str, str | None]] = {}
+    for i in range(0, len(model_ids), CHUNK):
+        part = model_ids[i : i + CHUNK]
+        for p in session.scalars(select(ModelPlan).where(ModelPlan.tier == tier, ModelPlan.model_id.in_(part))):
+            out[p.model_id] = (p.sha, p.fingerprint)
+    return out
+
+
+def store_plan(session: Session, model_id: str, tier: str, sha: str | None, fingerprint: str | None) -> None:
+    from .models import ModelPlan
+
+    table = ModelPlan.__table__
+    values = dict(model_id=model_id, tier=tier, sha=sha or "", fingerprint=fingerprint, computed_at=utcnow())
+    stmt = _upsert_insert(session, table).values(**values)
+    stmt = stmt.on_conflict_do_update(index_elements=["model_id", "tier"], set_={k: values[k] for k in ("sha", "fingerprint", "computed_at")})
+    session.execute(stmt)

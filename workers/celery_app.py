@@ -3,19 +3,72 @@
 Reliability settings: late acks (a task is acknowledged only after its row is stored), prefetch
 of one, and tasks rejected back to the queue when their worker dies. The model itself always runs
 in a child process, so a model crash is a result row, never a lost or looping task.
+
+Redelivery on Redis: an unacknowledged message stays in the broker's ``unacked`` hash; when its
+worker dies (``kill -9``, a lost machine) another worker puts it back on its queue once it is
+older than the visibility timeout. So the visibility timeout must exceed the longest a task can
+run (the hard time limit) plus a margin, or a task still running is delivered a second time:
+the worker refuses to start otherwise (``check_visibility``).
+
+Environment (all optional):
+
+- ``ZOO_TASK_TIME_LIMIT`` (s, default 3600): hard limit of one task; the model's own timeout is
+  clamped below it.
+- ``ZOO_VISIBILITY_TIMEOUT`` (s, default hard limit + 600): how long an unacknowledged message
+  waits before it is redelivered.
+- ``ZOO_VISIBILITY_MARGIN`` (s, default 60): what the visibility timeout must exceed the hard
+  limit by.
+- ``ZOO_SOFT_SHUTDOWN_TIMEOUT`` (s, default 30): on SIGTERM a worker lets a running task finish
+  for this long, then stops it and puts its message back on the queue (cold shutdown).
+- ``ZOO_MAX_ATTEMPTS`` (default 3): deliveries of one task before it is stored as a permanent
+  failure instead of being tried again.
 """
 from __future__ import annotations
 
+import logging
 import os
+import sys
 
-from celery import Celery
+from celery import Celery, signals
 
-HARD_TIME_LIMIT_S = int(os.environ.get("ZOO_TASK_TIME_LIMIT", "3600"))
-VISIBILITY_TIMEOUT_S = int(os.environ.get("ZOO_VISIBILITY_TIMEOUT", str(HARD_TIME_LIMIT_S + 600)))
+log = logging.getLogger(__name__)
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(float(raw))
+    except ValueError:
+        print(f"zoo: error: {name}={raw!r} is not a number of seconds", file=sys.stderr)
+        raise SystemExit(2)
+
+
+HARD_TIME_LIMIT_S = _env_int("ZOO_TASK_TIME_LIMIT", 3600)
+VISIBILITY_TIMEOUT_S = _env_int("ZOO_VISIBILITY_TIMEOUT", HARD_TIME_LIMIT_S + 600)
+VISIBILITY_MARGIN_S = _env_int("ZOO_VISIBILITY_MARGIN", 60)
+SOFT_SHUTDOWN_S = _env_int("ZOO_SOFT_SHUTDOWN_TIMEOUT", 30)
+MAX_ATTEMPTS = max(1, _env_int("ZOO_MAX_ATTEMPTS", 3))
+# How often a worker sweeps the broker for messages abandoned by dead workers.
+RESTORE_INTERVAL_S = max(1, min(60, VISIBILITY_TIMEOUT_S // 10))
+
+SCHEDULER_QUEUE = "scheduler"  # beat's own tasks (sweeps, refreshes, reports): no accelerator needed
 
 
 def broker_url() -> str:
     return os.environ.get("ZOO_BROKER_URL", "redis://127.0.0.1:6379/0")
+
+
+def transport_options() -> dict:
+    return {
+        "visibility_timeout": VISIBILITY_TIMEOUT_S,
+        "unacked_restore_interval": RESTORE_INTERVAL_S,
+        "unacked_restore_throttle": 1,
+        "socket_timeout": 30,
+        "socket_connect_timeout": 10,
+        "health_check_interval": 10,
+    }
 
 
 def make_app() -> Celery:
@@ -29,9 +82,19 @@ def make_app() -> Celery:
         task_serializer="json",
         accept_content=["json"],
         task_default_queue="cpu",
-        broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_S},
+        task_routes={
+            "zoo.weekly_sweep": {"queue": SCHEDULER_QUEUE},
+            "zoo.refresh": {"queue": SCHEDULER_QUEUE},
+            "zoo.weekly_report": {"queue": SCHEDULER_QUEUE},
+        },
+        broker_transport_options=transport_options(),
         broker_connection_retry_on_startup=True,
+        broker_connection_max_retries=None,  # a restarted broker is waited for, not given up on
+        worker_soft_shutdown_timeout=float(SOFT_SHUTDOWN_S),
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         worker_hijack_root_logger=False,
+        beat_scheduler="workers.schedules:LeaderScheduler",
+        beat_max_loop_interval=10,
         enable_utc=True,
         timezone="UTC",
     )
@@ -47,3 +110,41 @@ app = make_app()
 def queue_for(backend: str) -> str:
     """Work for a device kind goes to that kind's queue: a Trainium worker takes only neuron work."""
     return backend.split("+", 1)[0].split("@", 1)[0] or "cpu"
+
+
+# ---------------------------------------------------------------- worker startup
+
+
+def visibility_problem(conf=None) -> str | None:
+    """One line saying why this configuration would redeliver running tasks, or None."""
+    conf = conf or app.conf
+    url = str(conf.broker_url or broker_url())
+    if not url.startswith(("redis", "rediss", "sqs", "sentinel")):
+        return None  # AMQP redelivers on connection loss, not on a timer
+    vt = (conf.broker_transport_options or {}).get("visibility_timeout", 3600)
+    limit = conf.task_time_limit or 0
+    if not limit:
+        return f"the broker's visibility timeout ({vt} s) needs a hard task time limit below it: set ZOO_TASK_TIME_LIMIT"
+    if vt <= limit + VISIBILITY_MARGIN_S:
+        return (
+            f"the broker's visibility timeout ({vt} s) must exceed the hard task time limit ({limit} s) plus a margin "
+            f"({VISIBILITY_MARGIN_S} s), or running tasks are delivered twice: raise ZOO_VISIBILITY_TIMEOUT or lower ZOO_TASK_TIME_LIMIT"
+        )
+    return None
+
+
+@signals.worker_init.connect
+def _check_on_worker_init(sender=None, **_):
+    problem = visibility_problem(getattr(sender, "app", app).conf)
+    if problem:
+        print(f"zoo: error: {problem}", file=sys.stderr, flush=True)
+        os._exit(2)  # before the pool starts: nothing to clean up, and no traceback
+
+
+@signals.worker_process_init.connect
+def _allow_model_processes(**_):
+    """Pool processes are daemonic, and daemonic processes may not start children; the model
+    process (forked from Zoo's forkserver) is one, and is reaped by its parent, so lift that."""
+    import multiprocessing
+
+    multiprocessing.current_process()._config["daemon"] = False  # type: ignore[attr-defined]

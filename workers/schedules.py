@@ -1,18 +1,113 @@
-"""Celery beat: a daily top-K refresh and the weekly report."""
+"""Celery beat: a daily top-K refresh, a weekly full sweep and the weekly report; one beat acts.
+
+Any number of ``zoo beat`` processes may run (one per machine, for availability); they elect a
+leader through a Redis lock on the broker (``SET NX PX``, renewed on every tick, released on exit)
+and only the leader sends due tasks. A standby takes over within ``ZOO_BEAT_LOCK_TTL`` seconds of
+the leader's death. The sweeps are idempotent on their own too: each is claimed once per period
+in the database (``zoo.scheduler.run_sweep``), so a sweep sent twice still runs once.
+
+Environment: ``ZOO_SCHEDULE_BACKENDS`` (comma-separated backend specs, default ``cpu``),
+``ZOO_DAILY_TOP_K`` (default 100), ``ZOO_SCHEDULE_TIER`` (default tiny), ``ZOO_BEAT_LOCK_TTL``
+(seconds, default 30), and for tests and demos ``ZOO_BEAT_SWEEP_EVERY_S`` (send the weekly sweep
+every N seconds instead of Mondays 00:30 UTC).
+"""
 from __future__ import annotations
 
+import datetime as dt
+import logging
 import os
+import socket
+import uuid
 
+from celery.beat import PersistentScheduler
 from celery.schedules import crontab
+
+log = logging.getLogger(__name__)
+
+LOCK_KEY = "zoo:beat:leader"
+_EXTEND = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('del', KEYS[1])
+end
+return 0
+"""
+
+
+def _backends() -> list[str]:
+    raw = os.environ.get("ZOO_SCHEDULE_BACKENDS") or os.environ.get("ZOO_SCHEDULE_BACKEND") or "cpu"
+    return [b.strip() for b in raw.split(",") if b.strip()]
 
 
 def beat_schedule() -> dict:
-    backend = os.environ.get("ZOO_SCHEDULE_BACKEND", "cpu")
+    backends = _backends()
+    tier = os.environ.get("ZOO_SCHEDULE_TIER", "tiny")
+    every = os.environ.get("ZOO_BEAT_SWEEP_EVERY_S")
+    weekly = dt.timedelta(seconds=float(every)) if every else crontab(day_of_week="mon", hour=0, minute=30)
     return {
         "daily-top-k": {
             "task": "zoo.refresh",
             "schedule": crontab(hour=2, minute=0),
-            "kwargs": {"top": int(os.environ.get("ZOO_DAILY_TOP_K", "100")), "backend": backend},
+            "kwargs": {"top": int(os.environ.get("ZOO_DAILY_TOP_K", "100")), "backends": backends, "tier": tier},
         },
+        "weekly-sweep": {"task": "zoo.weekly_sweep", "schedule": weekly, "kwargs": {"backends": backends, "tier": tier}},
         "weekly-report": {"task": "zoo.weekly_report", "schedule": crontab(day_of_week="mon", hour=6, minute=0)},
     }
+
+
+class LeaderScheduler(PersistentScheduler):
+    """A PersistentScheduler that sends due tasks only while it holds the leader lock."""
+
+    def __init__(self, *args, **kwargs):
+        self.lock_ttl_s = max(3.0, float(os.environ.get("ZOO_BEAT_LOCK_TTL", "30")))
+        self.node = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.is_leader = False
+        self._redis = None
+        super().__init__(*args, **kwargs)
+
+    def _client(self):
+        url = str(self.app.conf.broker_url or "")
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            return None
+        if self._redis is None:
+            import redis
+
+            self._redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        return self._redis
+
+    def hold_lock(self) -> bool:
+        client = self._client()
+        if client is None:  # no Redis to elect on: a single beat is assumed
+            return True
+        import redis
+
+        ttl_ms = int(self.lock_ttl_s * 1000)
+        try:
+            got = bool(client.set(LOCK_KEY, self.node, nx=True, px=ttl_ms)) or client.eval(_EXTEND, 1, LOCK_KEY, self.node, ttl_ms) == 1
+        except redis.RedisError as exc:
+            if self.is_leader:
+                log.warning("beat %s: the broker is unreachable (%s): standing by", self.node, exc)
+            got = False
+        if got != self.is_leader:
+            log.warning("beat %s: %s", self.node, "leader: sending due tasks" if got else "standby: another beat is the leader")
+        self.is_leader = got
+        return got
+
+    def tick(self, *args, **kwargs):
+        if not self.hold_lock():
+            return min(self.lock_ttl_s / 3, self.max_interval)
+        return min(super().tick(*args, **kwargs), self.lock_ttl_s / 3)
+
+    def close(self):
+        try:
+            client = self._client()
+            if client is not None and self.is_leader:
+                client.eval(_RELEASE, 1, LOCK_KEY, self.node)
+        except Exception:  # the broker is gone: the lock expires by itself
+            pass
+        super().close()

@@ -1,34 +1,109 @@
-"""Celery tasks."""
+"""Celery tasks.
+
+``zoo.validate`` is safe to deliver more than once: a delivery whose rows are already stored
+(its worker died between storing and acknowledging) only acknowledges; rows are upserted on
+(model, revision, backend, tier, harness version, week) anyway. Every delivery is counted, and
+after ``ZOO_MAX_ATTEMPTS`` the task is stored as a permanent failure instead of tried again, so
+a task that kills its worker cannot loop forever.
+"""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from zoo_runner.exceptions import ZooError
+from zoo_runner.exceptions import DatabaseUnavailable, ZooError
 from zoo_runner.request import ValidationRequest, empty_result, error_info
 
-from .celery_app import app
+from .celery_app import HARD_TIME_LIMIT_S, MAX_ATTEMPTS, app
 
 log = logging.getLogger(__name__)
 
+# What a task needs besides the model's own run: the Hub, the database, the fan-out.
+TASK_OVERHEAD_S = max(5, min(120, HARD_TIME_LIMIT_S // 5))
 
-@app.task(name="zoo.validate", bind=True)
-def validate_task(self, request: dict, run_id: int | None = None) -> str:
-    """Validate one model and store its row; returns its status."""
-    from .execute import run_validation, validate_and_store
 
-    req = ValidationRequest.from_dict(request)
+def _store(result: dict[str, Any], run_id: int | None, task_id: str | None) -> None:
+    from db.repository import store_result
+    from db.session import session_scope
+
+    with session_scope() as s:
+        store_result(s, result, run_id=run_id, task_id=task_id)
+
+
+def _failure_row(req: ValidationRequest, status: str, type_: str, message: str, attempts: int, tb: str | None = None) -> dict[str, Any]:
+    result = empty_result(req)
+    result.update(status=status, error=error_info(type_=type_, message=message, tb=tb), duration_s=0.0)
+    result["details"].update(permanent_failure=True, attempts=attempts)
+    return result
+
+
+def _requests(request: dict, followers: list[str] | None) -> list[ValidationRequest]:
+    lead = ValidationRequest.from_dict(request)
+    lead.timeout_s = min(lead.timeout_s, max(1.0, HARD_TIME_LIMIT_S - TASK_OVERHEAD_S))
+    out = [lead]
+    for mid in followers or []:
+        out.append(ValidationRequest(model_id=mid, backend=lead.backend, tier=lead.tier, seed=lead.seed, timeout_s=lead.timeout_s, memory_gb=lead.memory_gb))
+    return out
+
+
+@app.task(name="zoo.validate", bind=True, max_retries=None)
+def validate_task(self, request: dict, run_id: int | None = None, followers: list[str] | None = None) -> str:
+    """Validate one model (and the models sharing its fingerprint) and store a row for each;
+    returns the first model's status."""
+    from db import repository
+    from db.session import session_scope
+
+    from .execute import validate_and_store
+
+    reqs = _requests(request, followers)
+    task_id = self.request.id
     try:
-        return validate_and_store(req, run_id=run_id, task_id=self.request.id)["status"]
-    except ZooError as exc:
-        # an unknown model or an unreachable Hub still leaves a row, so nobody waits forever
-        from db.repository import store_result
-        from db.session import session_scope
-
-        result = empty_result(req)
-        result.update(status="reference_error", error=error_info(exc), duration_s=0.0)
         with session_scope() as s:
-            store_result(s, result, run_id=run_id, task_id=self.request.id)
-        return result["status"]
+            done = repository.models_stored_by_task(s, task_id) if task_id else {}
+        todo = [r for r in reqs if r.model_id not in done]
+        if not todo:
+            log.info("task %s: its %d row(s) are stored already (delivered again after its worker died before the ack)", task_id, len(reqs))
+            return done[reqs[0].model_id]
+        attempts = 1
+        if task_id:
+            with session_scope() as s:
+                attempts = repository.record_attempt(s, task_id, reqs[0].model_id, reqs[0].backend, reqs[0].tier)
+    except DatabaseUnavailable as exc:
+        # nothing can be stored now: try again later rather than lose the task
+        raise self.retry(exc=exc, countdown=min(300, 15 * (self.request.retries + 1)))
+
+    if attempts > MAX_ATTEMPTS:
+        msg = f"gave up after {MAX_ATTEMPTS} deliveries: the worker running this task died each time (killed, out of memory, or past the hard time limit of {HARD_TIME_LIMIT_S} s)"
+        log.error("task %s (%s): %s", task_id, reqs[0].model_id, msg)
+        for r in todo:
+            _store(_failure_row(r, "crash", "WorkerLost", msg, attempts - 1), run_id, task_id)
+        with session_scope() as s:
+            repository.note_attempt_error(s, task_id, msg, gave_up=True)
+        return "crash"
+
+    status = done.get(reqs[0].model_id)
+    for r in todo:
+        try:
+            res = validate_and_store(r, run_id=run_id, task_id=task_id)
+        except DatabaseUnavailable as exc:
+            raise self.retry(exc=exc, countdown=min(300, 15 * attempts))
+        except ZooError as exc:
+            # an unknown model or an unreachable Hub still leaves a row, so nobody waits forever
+            res = empty_result(r)
+            res.update(status="reference_error", error=error_info(exc), duration_s=0.0)
+            _store(res, run_id, task_id)
+        except Exception as exc:  # a bug of Zoo's: retried, then stored as Zoo's own failure
+            info = error_info(exc)
+            with session_scope() as s:
+                repository.note_attempt_error(s, task_id, info["traceback"] or str(exc), gave_up=attempts >= MAX_ATTEMPTS)
+            if attempts < MAX_ATTEMPTS:
+                log.warning("task %s (%s), attempt %d of %d: %s; retrying", task_id, r.model_id, attempts, MAX_ATTEMPTS, info["signature"])
+                raise self.retry(exc=exc, countdown=min(300, 10 * attempts))
+            res = _failure_row(r, "reference_error", type(exc).__name__, f"gave up after {attempts} attempts: {exc}", attempts, info["traceback"])
+            _store(res, run_id, task_id)
+        if status is None:
+            status = res["status"]
+    return status or "unknown"
 
 
 @app.task(name="zoo.weekly_report")
@@ -39,8 +114,18 @@ def weekly_report_task(week: str | None = None) -> str:
 
 
 @app.task(name="zoo.refresh")
-def refresh_task(top: int = 100, backend: str = "cpu", tier: str = "tiny") -> int:
-    """Daily top-K refresh: sync the catalog's top K and enqueue them."""
-    from zoo.jobs import enqueue_top
+def refresh_task(top: int = 100, backend: str | None = None, tier: str = "tiny", backends: list[str] | None = None, sync: bool = True) -> list[dict]:
+    """Daily top-K refresh: sync the catalog, then enqueue the K models most in need of a run
+    (download weight x staleness, with triggers), once per day and backend."""
+    from zoo.scheduler import run_sweep, schedule_backends
 
-    return enqueue_top(top=top, backend=backend, tier=tier)
+    return [run_sweep("daily", b, tier, top=top, sync=sync) for b in (backends or ([backend] if backend else schedule_backends()))]
+
+
+@app.task(name="zoo.weekly_sweep")
+def weekly_sweep_task(backends: list[str] | None = None, tier: str = "tiny", sync: bool = True) -> list[dict]:
+    """Weekly full sweep: every catalog model without a result this ISO week, once per week and
+    backend however often it is delivered (two beats, a redelivery)."""
+    from zoo.scheduler import run_sweep, schedule_backends
+
+    return [run_sweep("weekly", b, tier, sync=sync) for b in (backends or schedule_backends())]

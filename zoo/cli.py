@@ -82,7 +82,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         with session_scope() as s:
             store_result(s, result)
     if args.json:
-        print(json.dumps(result, indent=2, default=str))
+        print(json.dumps(result, indent=2, default=str, allow_nan=False))
     else:
         print(render.result_line(result))
         print(f"repro: {result['repro']}")

@@ -23,13 +23,13 @@ BUDGETS: dict[str, tuple[float, float]] = {
 MIN_COSINE = {"float32": 0.99999, "float64": 0.99999, "float16": 0.999, "bfloat16": 0.99}
 
 
-def flatten(obj: Any, prefix: str = "out") -> Iterator[tuple[str, torch.Tensor]]:
+def flatten(obj: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
     """Every tensor in a (nested) model output, with a path name. Caches and None are skipped."""
     if isinstance(obj, torch.Tensor):
-        yield prefix, obj
+        yield prefix or "output", obj
     elif isinstance(obj, dict):  # ModelOutput is an OrderedDict
         for k, v in obj.items():
-            yield from flatten(v, f"{prefix}.{k}")
+            yield from flatten(v, f"{prefix}.{k}" if prefix else str(k))
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
             yield from flatten(v, f"{prefix}[{i}]")
@@ -53,12 +53,14 @@ def _finite(x: float) -> float:
     return x if math.isfinite(x) else float("inf")
 
 
-def compare(target: Any, ref32: Any, ref64: Any, dtype: str = "float32", tolerance_factor: float = 1.0, result: Comparison | None = None) -> Comparison:
+def compare(target: Any, ref32: Any, ref64: Any, dtype: str = "float32", tolerance_factor: float = 1.0, result: Comparison | None = None, label: str = "") -> Comparison:
     res = result or Comparison()
     factor, floor = BUDGETS.get(dtype, BUDGETS["float32"])
     factor *= tolerance_factor
     floor *= tolerance_factor
     t_items, r_items, d_items = dict(flatten(target)), dict(flatten(ref32)), dict(flatten(ref64))
+    if label:
+        t_items, r_items, d_items = ({f"{label}: {k}": v for k, v in d.items()} for d in (t_items, r_items, d_items))
     if set(t_items) != set(r_items):
         res.fail(f"output structure differs: target {sorted(t_items)[:5]} vs reference {sorted(r_items)[:5]}")
         return res
@@ -78,12 +80,14 @@ def compare(target: Any, ref32: Any, ref64: Any, dtype: str = "float32", toleran
         ref_nan, tgt_nan = torch.isnan(r64), torch.isnan(t64)
         if not torch.equal(ref_nan, tgt_nan):
             res.fail(f"{name}: NaN where the reference has none ({int((tgt_nan & ~ref_nan).sum())} values)")
-            res.max_abs_diff = float("inf")
+            res.max_abs_diff = res.rmse_ratio = float("inf")
+            res.cosine = float("nan")
             continue
         ref_inf, tgt_inf = torch.isinf(r64), torch.isinf(t64)
         if not torch.equal(ref_inf, tgt_inf) or not torch.equal(r64[ref_inf], t64[tgt_inf]):
             res.fail(f"{name}: Inf differs from the reference")
-            res.max_abs_diff = float("inf")
+            res.max_abs_diff = res.rmse_ratio = float("inf")
+            res.cosine = float("nan")
             continue
         finite = torch.isfinite(r64)
         if not finite.any():
@@ -102,7 +106,8 @@ def compare(target: Any, ref32: Any, ref64: Any, dtype: str = "float32", toleran
         res.max_abs_diff = max(res.max_abs_diff, _finite(max_abs))
         res.max_rel_diff = max(res.max_rel_diff, _finite(float(rel.max())))
         res.rmse_ratio = max(res.rmse_ratio, _finite(ratio))
-        res.cosine = min(res.cosine, cos)
+        if not math.isnan(res.cosine):  # NaN (a NaN/Inf mismatch elsewhere) stays
+            res.cosine = min(res.cosine, cos)
         max_budget = max(factor * float((r32f - r64f).abs().max()), 10 * floor * float(r64f.abs().max()), 1e-30)
         if err_target > budget:
             res.fail(f"{name}: RMSE {err_target:.3g} exceeds budget {budget:.3g} (scale {scale:.3g})")

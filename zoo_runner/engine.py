@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import statistics
 import time
 from collections import Counter
@@ -91,6 +92,14 @@ def _detach_cpu(obj: Any) -> Any:
     from .compare import flatten
 
     return {k: v.detach().to("cpu") for k, v in flatten(obj)}
+
+
+def finite_metrics(metrics: dict[str, Any]) -> list[str]:
+    """JSON has no Inf/NaN: such metrics become null and are named in the returned list."""
+    bad = [k for k, v in metrics.items() if isinstance(v, float) and not math.isfinite(v)]
+    for k in bad:
+        metrics[k] = None
+    return bad
 
 
 def _timed(fn: Callable[[], Any], runs: int = TIMING_RUNS, sync: Callable[[], None] | None = None) -> float:
@@ -238,9 +247,12 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     # 4. compare
     stage("compare")
     cmp = Comparison()
-    for out, r32, r64 in zip(outs, ref32, ref64):
-        compare(out, r32, r64, dtype=spec.dtype, tolerance_factor=built.tolerance_factor, result=cmp)
-    metrics.update(max_abs_diff=cmp.max_abs_diff, max_rel_diff=cmp.max_rel_diff, rmse_ratio=round(cmp.rmse_ratio, 4), cosine=cmp.cosine)
+    for i, (out, r32, r64) in enumerate(zip(outs, ref32, ref64)):
+        compare(out, r32, r64, dtype=spec.dtype, tolerance_factor=built.tolerance_factor, result=cmp, label=f"input {i}")
+    metrics.update(max_abs_diff=cmp.max_abs_diff, max_rel_diff=cmp.max_rel_diff, rmse_ratio=round(cmp.rmse_ratio, 4) if math.isfinite(cmp.rmse_ratio) else cmp.rmse_ratio, cosine=cmp.cosine)
+    nonfinite = finite_metrics(metrics)
+    if nonfinite:
+        result["details"]["nonfinite_metrics"] = nonfinite
     if not cmp.ok:
         result.update(status=Status.MISMATCH.value, error=error_info(type_="Mismatch", message="; ".join(cmp.problems[:5])))
     elif result["fallback_ops"]:

@@ -5,7 +5,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Query
 
-from api.deps import Format, ScopeDep, SessionDep, check_week
+from api.deps import WEEK_PATTERN, Format, ScopeDep, SessionDep, check_week
 from api.pagination import csv_response
 from api.schemas import FailurePage, OpGapPage, TransitionPage
 from db import queries
@@ -57,7 +57,7 @@ def failures(
 def regressions(
     session: SessionDep,
     scope: ScopeDep,
-    since: str | None = Query(None, pattern=r"^\d{4}-W\d{2}$", description="compare with this week (default: the week before `week`)"),
+    since: str | None = Query(None, pattern=WEEK_PATTERN, description="compare with this week (default: the week before `week`)"),
     direction: Literal["regressed", "fixed"] = Query("regressed", description="regressed: passing then, failing now; fixed: the reverse"),
     limit: int = Query(200, ge=1, le=5000),
     format: Format = "json",

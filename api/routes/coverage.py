@@ -6,7 +6,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Query
 
-from api.deps import Format, ScopeDep, SessionDep, check_week
+from api.deps import WEEK_PATTERN, Format, ScopeDep, SessionDep, check_week
 from api.pagination import csv_response
 from api.schemas import BackendsOut, CoverageGroup, CoverageGrouped, CoverageHistory, CoverageOut
 from db import queries
@@ -43,7 +43,7 @@ def coverage_history(
     backend: str | None = Query(None, max_length=128, description="one backend (default: all)"),
     tier: Literal["census", "tiny", "full"] | None = Query(None, description="one tier (default: all)"),
     weeks: int = Query(12, ge=1, le=104, description="how many weeks back from `until`"),
-    until: str | None = Query(None, pattern=r"^\d{4}-W\d{2}$", description="last week (default: the newest with results)"),
+    until: str | None = Query(None, pattern=WEEK_PATTERN, description="last week (default: the newest with results)"),
     format: Format = "json",
 ):
     """One point per week and (backend, tier): the same numbers as `GET /coverage` for that scope
@@ -55,7 +55,7 @@ def coverage_history(
 
 
 @router.get("/backends", response_model=BackendsOut, responses=CSV, summary="Every backend and tier of a week, side by side")
-def backends(session: SessionDep, week: str | None = Query(None, pattern=r"^\d{4}-W\d{2}$"), format: Format = "json"):
+def backends(session: SessionDep, week: str | None = Query(None, pattern=WEEK_PATTERN), format: Format = "json"):
     """`GET /coverage` for each (backend, tier) with results in the week (default: the newest)."""
     week = check_week(week) or queries.newest_week(session)
     pairs = queries.scopes(session, week)

@@ -27,7 +27,7 @@ def _latest_status(session, ids: list[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-@router.get("/models", response_model=ModelPage, responses={200: {"content": {"text/csv": {}}}})
+@router.get("/models", response_model=ModelPage, responses={200: {"content": {"text/csv": {}}}, 400: {"description": "invalid cursor"}})
 def list_models(
     session: SessionDep,
     search: str | None = Query(None, max_length=200, description="substring of the model id"),
@@ -65,7 +65,7 @@ def list_models(
     return ModelPage(items=items, total=total, next_cursor=nxt)
 
 
-@router.get("/models/{model_id:path}/results", response_model=ResultPage, responses={200: {"content": {"text/csv": {}}}})
+@router.get("/models/{model_id:path}/results", response_model=ResultPage, responses={200: {"content": {"text/csv": {}}}, 404: {"description": "unknown model"}})
 def model_results(session: SessionDep, model_id: str, limit: int = Query(200, ge=1, le=2000), format: Literal["json", "csv"] = "json"):
     if session.get(Model, model_id) is None and not queries.history(session, model_id, 1):
         raise HTTPException(404, detail=f"unknown model {model_id}")
@@ -75,7 +75,7 @@ def model_results(session: SessionDep, model_id: str, limit: int = Query(200, ge
     return ResultPage(items=[ResultOut(**r) for r in rows], total=len(rows))
 
 
-@router.get("/models/{model_id:path}", response_model=ModelDetail)
+@router.get("/models/{model_id:path}", response_model=ModelDetail, responses={404: {"description": "unknown model"}})
 def model_detail(session: SessionDep, model_id: str) -> ModelDetail:
     m = session.get(Model, model_id)
     latest = queries.latest_results(session, model_id)

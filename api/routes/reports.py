@@ -7,7 +7,7 @@ from fastapi import APIRouter, HTTPException, Path, Query
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import select
 
-from api.deps import Format, SessionDep, check_week
+from api.deps import WEEK_PATTERN, Format, SessionDep, check_week
 from api.pagination import csv_response
 from db.models import Report, Result
 
@@ -49,7 +49,7 @@ def find_or_build(session, week: str, backend: str | None, tier: str | None) -> 
 @router.get("/reports/{week}", responses={200: {"content": {"text/markdown": {}}}, 404: {"description": "no report and no results for this week"}}, summary="The weekly coverage report")
 def get_report(
     session: SessionDep,
-    week: str = Path(pattern=r"^\d{4}-W\d{2}$"),
+    week: str = Path(pattern=WEEK_PATTERN),
     backend: str | None = Query(None, max_length=128),
     tier: Literal["census", "tiny", "full"] | None = None,
     format: Literal["json", "md"] = "json",

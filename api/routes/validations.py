@@ -23,7 +23,7 @@ def _auth(request: Request, key: str | None = Depends(api_key_header), cred: HTT
     response_model=ValidationAccepted,
     status_code=202,
     dependencies=[Depends(_auth)],
-    responses={401: {"description": "no API key"}, 403: {"description": "wrong API key"}, 503: {"description": "broker unreachable"}},
+    responses={400: {"description": "malformed JSON body"}, 401: {"description": "no API key"}, 403: {"description": "wrong API key"}, 503: {"description": "broker unreachable"}},
     summary="Queue validations of models on a backend",
 )
 def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAccepted:
