@@ -77,11 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _lib(e) -> str:
+def _lib(e, r) -> str:
+    if r.get("reason") == "no_pytorch_weights":  # decided from the repo's files, whatever its tags
+        return "gguf/onnx/mlx-only"
     if e.library in ("transformers", "sentence-transformers", "timm", "diffusers", "open_clip"):
         return e.library
-    fmts = {t for t in e.tags if t in NO_PYTORCH}
-    return "gguf/onnx/mlx-only" if fmts else (e.library or "other")
+    return e.library or "other"
 
 
 def render(rows, wall: float, args) -> str:
@@ -97,7 +98,8 @@ def render(rows, wall: float, args) -> str:
         valid = r["status"] not in ("reference_error", "unsupported")
         if not valid and r["status"] == "reference_error":
             errors[((r.get("error") or {}).get("message") or "")[:90]] += 1
-        for key in ([_lib(e)] + (["(all but gguf/onnx/mlx-only)"] if _lib(e) != "gguf/onnx/mlx-only" else []) + (["transformers+ST, no custom_code"] if _lib(e) in ("transformers", "sentence-transformers") and not e.custom_code else [])):
+        lib = _lib(e, r)
+        for key in ([lib] + (["(all but gguf/onnx/mlx-only)"] if lib != "gguf/onnx/mlx-only" else []) + (["transformers+ST, no custom_code"] if lib in ("transformers", "sentence-transformers") and not e.custom_code else [])):
             b = by_lib[key]
             b[0] += 1
             b[2] += e.downloads

@@ -49,6 +49,9 @@ QUIRKS: dict[str, Quirk] = {
     "vilt": Quirk("text and image inputs together", extra_inputs=("pixel_values",)),
     # LayoutLMv3 concatenates 4 coordinate and 2 shape embeddings to the hidden size.
     "layoutlmv3": Quirk("4*coordinate_size + 2*shape_size must equal hidden_size", config={"coordinate_size": 8, "shape_size": 16}),
+    # EfficientNet's default resolution (600 px) makes even a shrunk model take minutes on CPU.
+    "efficientnet": Quirk("default image_size 600 and B7 scaling are too slow for a tiny model", config={"image_size": 64, "width_coefficient": 0.5, "depth_coefficient": 0.5, "hidden_dim": 640}),
+    "align": Quirk("EfficientNet vision tower at 600 px is too slow for a tiny model", config={"vision_config.image_size": 64}),
     "big_bird": Quirk("block sparse attention needs whole blocks", config={"attention_type": "original_full"}),
 }
 

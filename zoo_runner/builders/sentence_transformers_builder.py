@@ -75,6 +75,13 @@ class SentenceTransformersBuilder:
 
     def plan(self, request: Any):
         plan = self._tf.plan(request, base_model=True)
+        if getattr(plan.config, "is_encoder_decoder", False):
+            # sentence encoders on encoder-decoder checkpoints (sentence-t5) run the encoder alone
+            import transformers
+
+            encoder_cls = getattr(transformers, plan.cls.__name__.replace("Model", "EncoderModel"), None)
+            if encoder_cls is not None:
+                plan.cls, plan.architecture = encoder_cls, encoder_cls.__name__
         mode, normalize = pooling_setup(getattr(request, "extras", None))
         plan.graph_extras = {"_pooling": mode, "_normalize": normalize}
         return plan
