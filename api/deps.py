@@ -1,11 +1,10 @@
 """Typed dependencies shared by the routes."""
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import Annotated, Iterator, Literal
 
-from fastapi import Depends, HTTPException, Query
+from fastapi import Depends, Query
 from sqlalchemy.orm import Session
 
 from db.session import session_scope
@@ -34,7 +33,7 @@ class Scope:
     week: str | None
 
 
-def scope(
+async def scope(
     backend: str | None = Query(None, max_length=128, description="backend spec (default: that of the newest result)"),
     tier: Literal["census", "tiny", "full"] | None = Query(None, description="tier (default: that of the newest result)"),
     week: str | None = Query(None, pattern=WEEK_PATTERN, description="ISO week YYYY-Www (default: the newest with results)"),

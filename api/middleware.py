@@ -118,3 +118,22 @@ class ETag:
             await send(message)
 
         await self.app(scope, receive, wrapped)
+
+
+class NoNul:
+    """A NUL character can be in no stored value, and PostgreSQL refuses it in a query parameter:
+    it is turned into U+FFFD (also in no stored value) in the path and query, so a lookup with it
+    finds nothing, on SQLite and PostgreSQL alike, instead of failing."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            qs = scope.get("query_string") or b""
+            path = scope.get("path") or ""
+            if b"%00" in qs or b"\x00" in qs or "\x00" in path:
+                scope = dict(scope)
+                scope["query_string"] = qs.replace(b"%00", b"%EF%BF%BD").replace(b"\x00", b"%EF%BF%BD")
+                scope["path"] = path.replace("\x00", "\ufffd")
+        await self.app(scope, receive, send)

@@ -20,7 +20,6 @@ from db import queries
 from db.models import Report
 from db.repository import iso_week
 from db.session import session_scope
-from zoo_runner.statuses import PASSING
 
 CHART_JS = "chart-4.5.1.umd.min.js"
 STATIC = Path(__file__).parent / "static"

@@ -13,7 +13,6 @@ executemany in chunks.
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import random
 from typing import Any, Callable, Iterable
@@ -113,7 +112,7 @@ def seed(models: int = 200, weeks: int = 8, backends: list[str] | None = None, s
     with session_scope():  # migrate
         pass
     pg = engine.dialect.name == "postgresql"
-    model_rows, entry_rows = [], []
+    model_rows = []
     libs = dict(LIBS)
     for i, mid in enumerate(ids):
         task, mtype, arch = TASKS[i % len(TASKS)]
@@ -198,8 +197,8 @@ def seed(models: int = 200, weeks: int = 8, backends: list[str] | None = None, s
             total += len(rows)
             if progress:
                 progress(len(rows))
-    if pg:
-        with engine.begin() as conn:
-            conn.exec_driver_sql("ANALYZE results")
-            conn.exec_driver_sql("ANALYZE snapshot_entries")
+    if pg:  # statistics for the planner, and the visibility map for index-only scans
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE results")
+            conn.exec_driver_sql("VACUUM ANALYZE snapshot_entries")
     return total

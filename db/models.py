@@ -85,6 +85,7 @@ class Result(Base):
         Index("ix_results_model_time", "model_id", "started_at"),
         Index("ix_results_started_at", "started_at"),  # 0002: newest result (data version, default scope)
         Index("ix_results_week_scope", "week", "backend", "tier"),  # 0002: the backends/tiers of a week, newest week
+        Index("ix_results_model_latest", "model_id", "backend", "tier", "started_at", "id"),  # 0002: latest per backend/tier, index-only
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     model_id: Mapped[str] = mapped_column(String(255), index=True)

@@ -40,19 +40,15 @@ def result_dict(r: Result) -> dict[str, Any]:
 
 
 def latest_results(session: Session, model_id: str) -> list[Result]:
-    """The latest result per (backend, tier) for one model (newest first). Picks the ids from
-    light columns, then loads only those rows whole."""
-    keys = session.execute(select(Result.id, Result.backend, Result.tier).where(Result.model_id == model_id).order_by(Result.started_at.desc(), Result.id.desc())).all()
-    seen: set[tuple[str, str]] = set()
-    ids = []
-    for rid, backend, tier in keys:
-        if (backend, tier) not in seen:
-            seen.add((backend, tier))
-            ids.append(rid)
-    if not ids:
-        return []
-    rows = {r.id: r for r in session.scalars(select(Result).where(Result.id.in_(ids)))}
-    return [rows[i] for i in ids]
+    """The latest result per (backend, tier) for one model, newest first: one query that ranks
+    the model's rows on their index and loads only the winners whole."""
+    ranked = (
+        select(Result.id.label("rid"), func.row_number().over(partition_by=(Result.backend, Result.tier), order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
+        .where(Result.model_id == model_id)
+        .subquery()
+    )
+    q = select(Result).join(ranked, Result.id == ranked.c.rid).where(ranked.c.rn == 1).order_by(Result.started_at.desc(), Result.id.desc())
+    return list(session.scalars(q))
 
 
 def history(session: Session, model_id: str, limit: int = 500) -> list[Result]:
@@ -187,7 +183,7 @@ import time as _time
 from collections import OrderedDict as _OrderedDict
 from functools import wraps as _wraps
 
-from sqlalchemy import and_, distinct, literal
+from sqlalchemy import and_
 
 from .models import Report
 from .repository import iso_week
@@ -203,10 +199,12 @@ _CACHE_MAX = 512
 
 def data_version(session: Session) -> tuple:
     """Changes whenever a result or a catalog snapshot is written (cheap: index lookups only)."""
-    r = session.execute(select(func.max(Result.id), func.max(Result.started_at))).one()
-    s = session.execute(select(func.max(Snapshot.id), func.max(Snapshot.taken_at))).one()
-    rep = session.execute(select(func.max(Report.id), func.max(Report.created_at))).one()
-    return (str(session.get_bind().url), *[str(x) for x in (*r, *s, *rep)])
+    row = session.execute(select(
+        select(func.max(Result.id)).scalar_subquery(), select(func.max(Result.started_at)).scalar_subquery(),
+        select(func.max(Snapshot.id)).scalar_subquery(), select(func.max(Snapshot.taken_at)).scalar_subquery(),
+        select(func.max(Report.id)).scalar_subquery(), select(func.max(Report.created_at)).scalar_subquery(),
+    )).one()
+    return (str(session.get_bind().url), *[str(x) for x in row])
 
 
 def cached(fn):

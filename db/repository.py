@@ -50,36 +50,84 @@ def _chunks(items: Iterable[CatalogEntry], n: int) -> Iterator[list[CatalogEntry
 
 
 def store_snapshot(session: Session, entries: Iterable[CatalogEntry], source: str, taken_at: dt.datetime | None = None, progress=None) -> Snapshot:
-    """Store a dated snapshot, upserting models; streamed in chunks, duplicates ignored."""
+    """Store a dated snapshot, upserting models; streamed in chunks, duplicates ignored.
+
+    On PostgreSQL and SQLite each chunk is one multi-row ``INSERT .. ON CONFLICT DO UPDATE`` of
+    the models and one multi-row insert of the snapshot's entries (100k entries in seconds)."""
     snap = Snapshot(source=source, taken_at=taken_at or utcnow())
     session.add(snap)
     session.flush()
+    bulk = session.get_bind().dialect.name in ("postgresql", "sqlite")
     seen: set[str] = set()
     rank = 0
     total = 0
     now = utcnow()
-    for chunk in _chunks(entries, CHUNK):
+    for chunk in _chunks(entries, CHUNK if not bulk else BULK_CHUNK):
         chunk = [e for e in chunk if e.model_id not in seen and not seen.add(e.model_id)]
-        ids = [e.model_id for e in chunk]
-        existing = {m.id: m for m in session.scalars(select(Model).where(Model.id.in_(ids)))}
-        for e in chunk:
-            m = existing.get(e.model_id)
-            if m is None:
-                m = Model(id=e.model_id, first_seen=now)
-                session.add(m)
-            m.library, m.model_type, m.task = e.library, e.model_type, e.task
-            m.tags, m.custom_code, m.gated, m.sha, m.parameters = e.tags, e.custom_code, e.gated, e.sha or m.sha, e.parameters
-            m.downloads, m.last_seen = e.downloads, now
-        session.flush()
+        if bulk:
+            _upsert_models(session, chunk, now)
+        else:
+            _merge_models(session, chunk, now)
+        rows = []
         for e in chunk:
             rank += 1
             total += e.downloads
-            session.add(SnapshotEntry(snapshot_id=snap.id, model_id=e.model_id, downloads=e.downloads, rank=rank))
-        session.flush()
+            rows.append({"snapshot_id": snap.id, "model_id": e.model_id, "downloads": e.downloads, "rank": rank})
+        if rows:
+            session.execute(SnapshotEntry.__table__.insert(), rows)
         if progress:
             progress(len(chunk))
     snap.n_models, snap.total_downloads = rank, total
+    session.flush()
     return snap
+
+
+BULK_CHUNK = 5000
+
+
+def _upsert_models(session: Session, chunk: list[CatalogEntry], now: dt.datetime) -> None:
+    if not chunk:
+        return
+    table = Model.__table__
+    stmt = _upsert_insert(session, table)
+    ex = stmt.excluded
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["id"],
+        set_={
+            "library": ex.library,
+            "model_type": ex.model_type,
+            "task": ex.task,
+            "tags": ex.tags,
+            "custom_code": ex.custom_code,
+            "gated": ex.gated,
+            "sha": func.coalesce(ex.sha, table.c.sha),
+            "parameters": ex.parameters,
+            "downloads": ex.downloads,
+            "last_seen": ex.last_seen,
+        },
+    )
+    session.execute(
+        stmt,
+        [
+            {"id": e.model_id, "library": e.library, "model_type": e.model_type, "task": e.task, "tags": e.tags, "custom_code": e.custom_code, "gated": e.gated, "sha": e.sha, "parameters": e.parameters, "downloads": e.downloads, "first_seen": now, "last_seen": now}
+            for e in chunk
+        ],
+    )
+
+
+def _merge_models(session: Session, chunk: list[CatalogEntry], now: dt.datetime) -> None:
+    """The portable path (other databases): ORM objects."""
+    ids = [e.model_id for e in chunk]
+    existing = {m.id: m for m in session.scalars(select(Model).where(Model.id.in_(ids)))}
+    for e in chunk:
+        m = existing.get(e.model_id)
+        if m is None:
+            m = Model(id=e.model_id, first_seen=now)
+            session.add(m)
+        m.library, m.model_type, m.task = e.library, e.model_type, e.task
+        m.tags, m.custom_code, m.gated, m.sha, m.parameters = e.tags, e.custom_code, e.gated, e.sha or m.sha, e.parameters
+        m.downloads, m.last_seen = e.downloads, now
+    session.flush()
 
 
 def latest_snapshot(session: Session) -> Snapshot | None:

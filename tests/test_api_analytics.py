@@ -229,3 +229,9 @@ def test_openapi_lists_analytics_endpoints(client):
     paths = client.get("/openapi.json").json()["paths"]
     for p in ["/api/v1/coverage", "/api/v1/coverage/history", "/api/v1/ops/gaps", "/api/v1/failures", "/api/v1/regressions", "/api/v1/backends", "/api/v1/reports/{week}", "/api/v1/validations"]:
         assert p in paths
+
+
+def test_nul_bytes_find_nothing_instead_of_failing(client):
+    assert client.get("/api/v1/failures", params={"backend": "\x00"}).json()["items"] == []
+    assert client.get("/api/v1/models", params={"search": "m\x001"}).json()["total"] == 0
+    assert client.get("/api/v1/models/org%00m1").status_code == 404

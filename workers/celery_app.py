@@ -141,10 +141,66 @@ def _check_on_worker_init(sender=None, **_):
         os._exit(2)  # before the pool starts: nothing to clean up, and no traceback
 
 
-@signals.worker_process_init.connect
-def _allow_model_processes(**_):
-    """Pool processes are daemonic, and daemonic processes may not start children; the model
-    process (forked from Zoo's forkserver) is one, and is reaped by its parent, so lift that."""
-    import multiprocessing
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (Linux /proc), children first."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read().decode("utf-8", "replace")
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
-    multiprocessing.current_process()._config["daemon"] = False  # type: ignore[attr-defined]
+
+def kill_descendants(pid: int | None = None, sig: int | None = None) -> int:
+    import signal as _signal
+
+    sig = _signal.SIGKILL if sig is None else sig
+    n = 0
+    for child in descendants(pid or os.getpid()):
+        try:
+            os.kill(child, sig)
+            n += 1
+        except OSError:
+            pass
+    return n
+
+
+@signals.worker_process_init.connect
+def _pool_process_init(**_):
+    """In each pool process: allow model processes, and take them down with the task.
+
+    Pool processes are daemonic, and daemonic processes may not start children; the model
+    process (forked from Zoo's forkserver) is one, and is reaped by its parent, so lift that
+    (and give the process an authkey multiprocessing can send to its forkserver).
+    When a task is cancelled (SIGTERM: a cold shutdown puts its message back on the queue), the
+    model process and the forkserver would outlive it, the model in a session of its own: kill
+    them first.
+    """
+    import multiprocessing
+    import signal as _signal
+
+    me = multiprocessing.current_process()
+    me._config["daemon"] = False  # type: ignore[attr-defined]
+    # billiard's authkey type refuses to be pickled by multiprocessing's forkserver: rewrap it
+    me._config["authkey"] = multiprocessing.process.AuthenticationString(bytes(me.authkey))  # type: ignore[attr-defined]
+
+    def _on_term(signum, frame):
+        kill_descendants()
+        os._exit(128 + signum)
+
+    _signal.signal(_signal.SIGTERM, _on_term)

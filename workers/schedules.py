@@ -67,6 +67,7 @@ class LeaderScheduler(PersistentScheduler):
         self.lock_ttl_s = max(3.0, float(os.environ.get("ZOO_BEAT_LOCK_TTL", "30")))
         self.node = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.is_leader = False
+        self._announced = False
         self._redis = None
         super().__init__(*args, **kwargs)
 
@@ -93,7 +94,8 @@ class LeaderScheduler(PersistentScheduler):
             if self.is_leader:
                 log.warning("beat %s: the broker is unreachable (%s): standing by", self.node, exc)
             got = False
-        if got != self.is_leader:
+        if got != self.is_leader or not self._announced:
+            self._announced = True
             log.warning("beat %s: %s", self.node, "leader: sending due tasks" if got else "standby: another beat is the leader")
         self.is_leader = got
         return got

@@ -110,8 +110,16 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from workers.celery_app import app
+    # SIGTERM (docker stop, a spot reclaim, systemd) stops a running task after the soft shutdown
+    # timeout and puts its message back on the queue at once, instead of waiting out the task or
+    # leaving it to the visibility timeout. Must be set before billiard is imported.
+    if "billiard.common" not in sys.modules:
+        os.environ.setdefault("REMAP_SIGTERM", "SIGQUIT")
+    from workers.celery_app import app, visibility_problem
 
+    problem = visibility_problem()
+    if problem:
+        raise ZooError(problem)
     argv = ["worker", "--loglevel", args.loglevel, "--queues", args.queues, "--concurrency", str(args.concurrency), "--pool", "prefork"]
     if args.hostname:
         argv += ["--hostname", args.hostname]
@@ -122,7 +130,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_beat(args: argparse.Namespace) -> int:
     from workers.celery_app import app
 
-    app.start(["beat", "--loglevel", args.loglevel])
+    argv = ["beat", "--loglevel", args.loglevel]
+    if args.schedule_file:
+        argv += ["--schedule", args.schedule_file]
+    app.start(argv)
     return 0
 
 
@@ -205,13 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("action", choices=["upgrade"], help="upgrade: apply all migrations")
 
     w = add("worker", cmd_worker, "Run a Celery worker (needs ZOO_BROKER_URL).")
-    w.add_argument("--queues", default="cpu", help="comma-separated queues, one per device kind (default cpu)")
+    w.add_argument("--queues", default="cpu,scheduler", help="comma-separated queues: one per device kind (cpu, cuda, neuron, ...) and 'scheduler' for beat's sweeps (default cpu,scheduler)")
     w.add_argument("--concurrency", type=_positive_int, default=1, help="parallel tasks (default 1: one model per accelerator)")
     w.add_argument("--hostname", help="worker node name")
     w.add_argument("--loglevel", default="info")
 
-    b = add("beat", cmd_beat, "Run Celery beat (daily top-K refresh, weekly report).")
+    b = add("beat", cmd_beat, "Run Celery beat (daily top-K refresh, weekly full sweep, weekly report); several beats elect one leader.")
     b.add_argument("--loglevel", default="info")
+    b.add_argument("--schedule-file", metavar="PATH", help="where beat keeps its last-run times (default ./celerybeat-schedule)")
 
     sv = add("serve", cmd_serve, "Serve the REST API and the dashboard.")
     sv.add_argument("--port", type=_positive_int, default=8000)

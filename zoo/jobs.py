@@ -13,7 +13,7 @@ from tqdm import tqdm
 from db import queries, repository
 from db.session import session_scope
 from zoo_runner.backends import BackendSpec, check_backend, load_plugins
-from zoo_runner.exceptions import BrokerUnavailable, ZooError
+from zoo_runner.exceptions import ZooError
 from zoo_runner.request import ValidationRequest, empty_result, error_info
 
 from . import catalog
@@ -89,22 +89,10 @@ def run_inprocess(model_ids: list[str], backend: str, tier: str, run_id: int, ti
 
 
 def enqueue(model_ids: list[str], backend: str, tier: str, run_id: int | None, timeout: float) -> list[str]:
-    from kombu.exceptions import OperationalError
+    """One validation task per model on the backend's queue, published in pipelined batches."""
+    from .scheduler import Candidate, Group, enqueue_groups
 
-    from workers.celery_app import app, queue_for
-    from workers.tasks import validate_task
-
-    queue = queue_for(backend)
-    ids = []
-    try:
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=2, timeout=5)
-            for mid in model_ids:
-                r = validate_task.apply_async(args=[_request(mid, backend, tier, timeout).to_dict(), run_id], queue=queue, connection=conn)
-                ids.append(r.id)
-    except (OperationalError, OSError) as exc:
-        raise BrokerUnavailable(f"broker {_redact_broker()} is unreachable: {exc}") from exc
-    return ids
+    return enqueue_groups([Group(Candidate(model_id=mid, downloads=0, weight=0.0)) for mid in model_ids], backend, tier, run_id, timeout)
 
 
 def _redact_broker() -> str:

@@ -20,7 +20,9 @@ The daily refresh takes the K best-scoring models that are due (a trigger, or a 
 ``MIN_AGE_DAYS`` old); the weekly sweep takes every model without a result this ISO week (or with
 a trigger). Models that share a plan-time fingerprint are grouped before they are enqueued: one
 task validates the group's best-scoring model and fans the result out to the others (each still
-gets its own row; ``workers.execute`` re-checks the fingerprint of each).
+gets its own row; ``workers.execute`` re-checks the fingerprint of each). Fingerprints are cached
+per model, tier and commit (``model_plans``); planning the uncached ones is bounded by
+``ZOO_PLAN_BUDGET_S`` (default 1800 s) per sweep, and models left unplanned are enqueued alone.
 """
 from __future__ import annotations
 
@@ -236,8 +238,54 @@ def group_by_fingerprint(cands: Iterable[Candidate]) -> list[Group]:
 # ---------------------------------------------------------------- enqueue
 
 
-def enqueue_groups(groups: list[Group], backend: str, tier: str, run_id: int | None, timeout: float = 600.0, batch: int = 1000, queue: str | None = None) -> list[str]:
-    """Publish one validation task per group, pipelined (``batch`` messages per Redis round trip)."""
+def _task_args(g: Group, backend: str, tier: str, run_id: int | None, timeout: float) -> tuple[list, dict]:
+    # only what differs from ValidationRequest's defaults: small messages, cheap to build
+    req = {"model_id": g.leader.model_id, "backend": backend, "tier": tier, "timeout_s": float(timeout)}
+    return [req, run_id], ({"followers": [f.model_id for f in g.followers]} if g.followers else {})
+
+
+_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+
+def redis_messages(app, task_name: str, queue: str, payloads: Iterable[tuple[list, dict]]):
+    """(task id, raw broker message) for each (args, kwargs): the very envelope kombu's Redis
+    transport writes for ``apply_async`` (Celery's protocol 2, JSON body), built without its
+    per-message overhead. The header's time limit is left empty: the worker's own applies."""
+    import base64
+    import json
+    import uuid
+
+    template = dict(app.amqp.as_task_v2("0", task_name, args=[], kwargs={}, argsrepr="", kwargsrepr="", time_limit=None, soft_time_limit=None, ignore_result=True, origin=f"gen{os.getpid()}@{socket.gethostname()}").headers)
+    reply_to = app.thread_oid
+    dumps, b64 = json.dumps, base64.b64encode
+    for args, kwargs in payloads:
+        tid = str(uuid.uuid4())
+        headers = dict(template, id=tid, root_id=tid, argsrepr=repr(args), kwargsrepr=repr(kwargs))
+        body = b64(dumps([args, kwargs, _EMBED]).encode()).decode()
+        msg = {
+            "body": body,
+            "content-encoding": "utf-8",
+            "content-type": "application/json",
+            "headers": headers,
+            "properties": {
+                "correlation_id": tid,
+                "reply_to": reply_to,
+                "delivery_mode": 2,
+                "delivery_info": {"exchange": "", "routing_key": queue},
+                "priority": 0,
+                "body_encoding": "base64",
+                "delivery_tag": str(uuid.uuid4()),
+            },
+        }
+        yield tid, dumps(msg)
+
+
+def enqueue_groups(groups: list[Group], backend: str, tier: str, run_id: int | None, timeout: float = 600.0, batch: int = 2000, queue: str | None = None) -> list[str]:
+    """Publish one validation task per group on the backend's queue.
+
+    On Redis the first goes through Celery (declaring the queue) and the rest are written as the
+    same messages in pipelined ``LPUSH`` batches (``batch`` per round trip); on other brokers each
+    goes through ``apply_async`` in a kombu publish batch."""
     from kombu.exceptions import OperationalError
 
     from workers.celery_app import app, queue_for
@@ -246,15 +294,27 @@ def enqueue_groups(groups: list[Group], backend: str, tier: str, run_id: int | N
 
     queue = queue or queue_for(backend)
     ids: list[str] = []
+    if not groups:
+        return ids
     try:
-        with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=2, timeout=5)
-            with app.producer_or_acquire() as producer, producer.batch(max_size=batch):
-                for g in groups:
-                    req = ValidationRequest(model_id=g.leader.model_id, backend=backend, tier=tier, timeout_s=timeout).to_dict()
-                    kwargs = {"followers": [f.model_id for f in g.followers]} if g.followers else {}
-                    r = validate_task.apply_async(args=[req, run_id], kwargs=kwargs, queue=queue, producer=producer)
-                    ids.append(r.id)
+        with app.producer_or_acquire() as producer:
+            producer.connection.ensure_connection(max_retries=2, timeout=5)
+            args, kwargs = _task_args(groups[0], backend, tier, run_id, timeout)
+            ids.append(validate_task.apply_async(args=args, kwargs=kwargs, queue=queue, producer=producer, time_limit=None, soft_time_limit=None).id)
+            rest = (_task_args(g, backend, tier, run_id, timeout) for g in groups[1:])
+            if producer.connection.transport.driver_type == "redis":
+                with producer.channel.conn_or_acquire() as client:
+                    pipe = client.pipeline(transaction=False)
+                    for tid, raw in redis_messages(app, validate_task.name, queue, rest):
+                        pipe.lpush(queue, raw)
+                        ids.append(tid)
+                        if len(pipe) >= batch:
+                            pipe.execute()
+                    pipe.execute()
+            else:
+                with producer.batch(max_size=batch):
+                    for args, kwargs in rest:
+                        ids.append(validate_task.apply_async(args=args, kwargs=kwargs, queue=queue, producer=producer, time_limit=None, soft_time_limit=None).id)
     except (OperationalError, OSError) as exc:
         from zoo.jobs import _redact_broker
 
@@ -275,6 +335,8 @@ def run_sweep(kind: str, backend: str, tier: str = "tiny", top: int | None = Non
         raise ValueError(f"unknown sweep kind {kind!r}")
     now = now or dt.datetime.now(dt.timezone.utc)
     period = period_of(kind, now)
+    if plan_budget_s is None:  # first sweeps of a big catalog: plan what fits, the rest runs alone
+        plan_budget_s = float(os.environ.get("ZOO_PLAN_BUDGET_S", "1800"))
     with session_scope() as s:
         sweep_id = repository.claim_sweep(s, kind, period, backend, tier, host=f"{socket.gethostname()}:{os.getpid()}")
     if sweep_id is None:

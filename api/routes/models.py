@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Query
-from sqlalchemy import func, or_, select
+from sqlalchemy import func, select
 
 from api.deps import SessionDep
 from api.pagination import csv_response, decode_cursor, encode_cursor

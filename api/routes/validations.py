@@ -14,7 +14,7 @@ from db import repository
 router = APIRouter(tags=["validations"])
 
 
-def _auth(request: Request, key: str | None = Depends(api_key_header), cred: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+async def _auth(request: Request, key: str | None = Depends(api_key_header), cred: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
     require_api_key(request, key, cred)
 
 
