@@ -222,7 +222,7 @@ def test_two_beats_one_leader_and_one_weekly_sweep(fleet):
     proc = run_zoo(["sync", "--builtin"], fleet.env, fleet.tmp, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     n_models = int(proc.stdout.split("stored ")[1].split()[0])
-    beat_env = {**fleet.env, "ZOO_BEAT_SWEEP_EVERY_S": "2", "ZOO_BEAT_LOCK_TTL": "6", "ZOO_SCHEDULE_BACKENDS": "cpu"}
+    beat_env = {**fleet.env, "ZOO_BEAT_SWEEP_EVERY_S": "2", "ZOO_BEAT_LOCK_TTL": "15", "ZOO_SCHEDULE_BACKENDS": "cpu"}
     b1 = fleet.start("beat1", "beat", env=beat_env, cwd=fleet.tmp / "b1")
     b2 = fleet.start("beat2", "beat", env=beat_env, cwd=fleet.tmp / "b2")
     w = fleet.worker("wsched", queues="scheduler")  # sweeps run here; the validations wait in `cpu`

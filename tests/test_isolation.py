@@ -50,3 +50,43 @@ def test_model_process_gets_no_secrets_and_runs_offline(monkeypatch):
     env = child_env()
     assert "HF_TOKEN" not in env and "ZOO_DATABASE_URL" not in env and "ZOO_BROKER_URL" not in env
     assert env["HF_HUB_OFFLINE"] == "1"
+
+
+REQUESTER = """
+import sys
+from zoo_runner.launcher import run_isolated
+from zoo_runner.request import ValidationRequest
+if __name__ == "__main__":
+    run_isolated(ValidationRequest("arch:BertModel", backend="cpu+zoo_test_hang", timeout_s=600))
+"""
+
+
+def test_model_process_dies_with_its_requester(tmp_path):
+    """A worker killed with -9 leaves no model process running on (forked models are the
+    forkserver's children, so they watch their requester)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "requester.py"
+    script.write_text(REQUESTER)
+    pidfile = tmp_path / "model.pid"
+    env = {**os.environ, "ZOO_TEST_PIDFILE": str(pidfile), "PYTHONPATH": str(ROOT)}
+    requester = subprocess.Popen([sys.executable, str(script)], env=env, cwd=tmp_path)
+    deadline = time.monotonic() + 240
+    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert pidfile.exists(), "the model never started"
+    model_pid = int(pidfile.read_text())
+    os.kill(requester.pid, signal.SIGKILL)
+    requester.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(model_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
+    os.kill(model_pid, signal.SIGKILL)
+    raise AssertionError("the model process outlived its requester")

@@ -90,12 +90,29 @@ def _forkserver_context():
         return ctx
 
 
-def _forked_child(req_path: str, out_path: str, stage_path: str, stderr_path: str, memory_bytes: int) -> None:
+def _watch_requester(pid: int, interval_s: float = 1.0) -> None:
+    """A forked model process is the forkserver's child, not its requester's: if the requester
+    (a worker killed with -9, say) disappears, nobody would stop the model. It stops itself."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="zoo-requester-watch", daemon=True).start()
+
+
+def _forked_child(req_path: str, out_path: str, stage_path: str, stderr_path: str, memory_bytes: int, requester: int = 0) -> None:
     """Runs in the forked model process."""
     fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 2)
     os.dup2(fd, 1)
     _limit_memory(memory_bytes)
+    if requester:
+        _watch_requester(requester)
     from .child import main
 
     main(["child", req_path, out_path, stage_path])
@@ -103,7 +120,7 @@ def _forked_child(req_path: str, out_path: str, stage_path: str, stderr_path: st
 
 def _run_forked(cmd_paths: tuple[str, str, str, str], memory_bytes: int, timeout_s: float) -> tuple[int, bool]:
     ctx = _forkserver_context()
-    proc = ctx.Process(target=_forked_child, args=(*cmd_paths, memory_bytes), daemon=False)
+    proc = ctx.Process(target=_forked_child, args=(*cmd_paths, memory_bytes, os.getpid()), daemon=False)
     proc.start()
     proc.join(timeout_s)
     timed_out = proc.is_alive()

@@ -19,6 +19,10 @@ def zoo_test_segfault(gm, example_inputs):
 
 @register_backend
 def zoo_test_hang(gm, example_inputs):
+    pidfile = os.environ.get("ZOO_TEST_PIDFILE")
+    if pidfile:  # lets a test find this model process
+        with open(pidfile, "w") as f:
+            f.write(str(os.getpid()))
     while True:
         time.sleep(1)
 
