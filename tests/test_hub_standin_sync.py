@@ -178,6 +178,28 @@ def test_sync_top_1000_twice_through_the_standin(hub, tmp_path):
     finally:
         s.close()
         engine.dispose()
+    # the API serves that catalog: total 999, ordered by downloads, across cursor pages
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from db import session as dbs
+
+    url = f"sqlite:///{tmp_path / 'zoo.db'}"
+    old = os.environ.get("ZOO_DATABASE_URL")
+    os.environ["ZOO_DATABASE_URL"] = url
+    dbs._READY.discard(url)
+    try:
+        client = TestClient(create_app())
+        page = client.get("/api/v1/models", params={"sort": "-downloads", "limit": 1000}).json()
+        assert page["total"] == 999 and len(page["items"]) == 999
+        api_downloads = [m["downloads"] for m in page["items"]]
+        assert api_downloads == sorted(api_downloads, reverse=True)
+        assert page["items"][0]["model_id"] == rows[0]["model_id"]
+    finally:
+        if old is None:
+            os.environ.pop("ZOO_DATABASE_URL", None)
+        else:
+            os.environ["ZOO_DATABASE_URL"] = old
 
 
 def test_sync_from_another_csv_with_shuffled_downloads(tmp_path):
