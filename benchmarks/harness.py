@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     import huggingface_hub.constants as c
 
     c.ENDPOINT, c.HF_HUB_OFFLINE, c.HF_HUB_CACHE = base, False, str(work / "hf")
+    c.HUGGINGFACE_CO_URL_TEMPLATE = base + "/{repo_id}/resolve/{revision}/{filename}"
 
     from zoo import catalog
     from zoo_runner.exceptions import ZooError

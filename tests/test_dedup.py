@@ -25,6 +25,8 @@ def twin_hub(tmp_path, monkeypatch):
     import huggingface_hub.constants as c
 
     monkeypatch.setattr(c, "ENDPOINT", base)
+    # computed from ENDPOINT when huggingface_hub was first imported (maybe by an earlier test)
+    monkeypatch.setattr(c, "HUGGINGFACE_CO_URL_TEMPLATE", base + "/{repo_id}/resolve/{revision}/{filename}")
     monkeypatch.setattr(c, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path / "hf"))
     yield base
