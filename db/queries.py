@@ -135,22 +135,9 @@ def coverage(session: Session, backend: str | None = None, tier: str | None = No
         .where(ranked.c.rn == 1)
         .group_by(ranked.c.status)
     )
-    counts = {s: 0 for s in ALL_STATUSES}
+    cov.status_counts = {s: 0 for s in ALL_STATUSES}
     for status, n, dl in session.execute(q):
-        n, dl = int(n), int(dl)
-        counts[status] = n
-        cov.attempted += n
-        cov.attempted_downloads += dl
-        if status not in NO_VALID_REFERENCE:
-            cov.valid_reference += n
-            cov.valid_reference_downloads += dl
-        if status in PASSING:
-            cov.passing += n
-            cov.passing_downloads += dl
-        if status == "pass":
-            cov.strict += n
-            cov.strict_downloads += dl
-    cov.status_counts = counts
+        _accumulate(cov, status, n, dl)
     return cov
 
 
