@@ -37,6 +37,19 @@ def need_service(name: str, host: str, port: int) -> None:
         pytest.skip(f"{name} at {host}:{port} is not running")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def reference_cache_dir(tmp_path_factory):
+    """CPU references cached for this test session only (never the user's ~/.cache)."""
+    path = tmp_path_factory.mktemp("reference-cache")
+    old = os.environ.get("ZOO_REFERENCE_CACHE")
+    os.environ["ZOO_REFERENCE_CACHE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("ZOO_REFERENCE_CACHE", None)
+    else:
+        os.environ["ZOO_REFERENCE_CACHE"] = old
+
+
 @pytest.fixture(scope="session")
 def pg_server_url():
     """A fresh PostgreSQL database for this test session, dropped at the end."""
@@ -114,6 +127,8 @@ def child_env(**extra: str) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
+    if "ZOO_REFERENCE_CACHE" in os.environ:  # the session's private reference cache (below)
+        env["ZOO_REFERENCE_CACHE"] = os.environ["ZOO_REFERENCE_CACHE"]
     env.update(extra)
     return env
 

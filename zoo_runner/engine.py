@@ -160,21 +160,10 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     model = built.model
     result["details"]["parameters"] = sum(p.numel() for p in model.parameters())
 
-    # 2. CPU references: fp32 (with the op census) and fp64
+    # 2. CPU references: fp32 (with the op census) and fp64, from the reference cache when unchanged
     stage("reference")
     try:
-        census = OpCensus()
-        ref32 = []
-        with torch.no_grad():
-            for i, x in enumerate(all_inputs):
-                if i == 0:
-                    with census:
-                        ref32.append(_detach_cpu(model(**x)))
-                else:
-                    ref32.append(_detach_cpu(model(**x)))
-            metrics["reference_ms"] = round(_timed(lambda: model(**all_inputs[0])), 3)
-            ref64 = _reference64(model, all_inputs, ref32, result)
-        result["op_census"] = dict(sorted(census.counts.items()))
+        ref32, ref64 = _references(req, model, all_inputs, result)
     except Exception as exc:
         result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
         return result
@@ -260,6 +249,45 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     else:
         result["status"] = Status.PASS.value
     return result
+
+
+def _references(req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+    """The fp32 and fp64 CPU references; computed, or loaded from the reference cache."""
+    from . import reference_cache as rc
+    from .request import HARNESS_VERSION
+
+    root = req.reference_cache if req.reference_cache is not None else rc.configured_dir()
+    cache = rc.ReferenceCache(root) if root else None
+    key = None
+    if cache is not None:
+        key = rc.reference_key(model_id=req.model_id, revision=req.revision, tier=req.tier, seed=req.seed, fingerprint=result.get("fingerprint"), versions=result["versions"], harness=HARNESS_VERSION, model=model, inputs=all_inputs)
+        hit = cache.load(key) if key else None
+        if hit is not None:
+            result["op_census"] = dict(sorted(hit.op_census.items()))
+            result["metrics"]["reference_ms"] = hit.reference_ms
+            if hit.reference64_note:
+                result["details"]["reference64"] = hit.reference64_note
+            result["details"]["reference_cache"] = "hit"
+            return hit.ref32, hit.ref64
+    census = OpCensus()
+    ref32 = []
+    with torch.no_grad():
+        for i, x in enumerate(all_inputs):
+            if i == 0:
+                with census:
+                    ref32.append(_detach_cpu(model(**x)))
+            else:
+                ref32.append(_detach_cpu(model(**x)))
+        reference_ms = round(_timed(lambda: model(**all_inputs[0])), 3)
+        ref64 = _reference64(model, all_inputs, ref32, result)
+    result["metrics"]["reference_ms"] = reference_ms
+    result["op_census"] = dict(sorted(census.counts.items()))
+    if cache is None or key is None:
+        result["details"]["reference_cache"] = "off" if cache is None else "not cacheable"
+    else:
+        stored = cache.store(key, rc.CachedReference(ref32, ref64, result["op_census"], reference_ms, result["details"].get("reference64")))
+        result["details"]["reference_cache"] = "stored" if stored else "store failed"
+    return ref32, ref64
 
 
 def _reference64(model: torch.nn.Module, all_inputs: list[dict], ref32: list[dict], result: dict[str, Any]) -> list[dict]:

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import reference_cache
 from .request import ValidationRequest, empty_result, error_info
 from .statuses import Status
 
@@ -152,6 +153,8 @@ def run_isolated(req: ValidationRequest, python: str | None = None) -> dict[str,
     t0 = time.perf_counter()
     if req.plugins is None:
         req.plugins = os.environ.get("ZOO_PLUGINS", "")
+    if req.reference_cache is None:
+        req.reference_cache = reference_cache.configured_dir() or ""
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp:
         tmpdir = Path(tmp)
         paths = tuple(str(tmpdir / n) for n in ("request.json", "result.json", "stage", "stderr"))

@@ -26,6 +26,7 @@ class ValidationRequest:
     task: str | None = None
     extras: dict[str, Any] | None = None  # small JSON files a builder needs (modules.json, pooling config)
     plugins: str | None = None  # ZOO_PLUGINS as the parent saw it (the forkserver may be older)
+    reference_cache: str | None = None  # CPU reference cache directory ("" = off); set by the parent
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
