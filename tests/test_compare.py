@@ -72,3 +72,17 @@ def test_bf16_budget_accepts_bf16_rounding_but_not_a_real_error():
     assert compare({"o": bf}, {"o": ref32}, {"o": ref64}, dtype="bfloat16").ok
     assert not compare({"o": bf}, {"o": ref32}, {"o": ref64}, dtype="float32").ok
     assert not compare({"o": (ref32 * 1.2).to(torch.bfloat16).float()}, {"o": ref32}, {"o": ref64}, dtype="bfloat16").ok
+
+
+def test_references_of_different_shapes_fail_without_raising():
+    """A random model can give fp32 and fp64 references of different lengths: a verdict, not a crash."""
+    r32 = {"waveform": torch.ones(1, 4096)}
+    r64 = {"waveform": torch.ones(1, 4608, dtype=torch.float64)}
+    res = compare({"waveform": torch.ones(1, 4096)}, r32, r64)
+    assert not res.ok and "non-deterministic" in res.problems[0]
+
+
+def test_a_number_where_the_reference_has_nan_is_named_as_such():
+    ref = torch.tensor([1.0, float("nan")])
+    res = compare({"y": torch.tensor([1.0, 2.0])}, {"y": ref}, {"y": ref.double()})
+    assert not res.ok and "where the reference has NaN (1 values)" in res.problems[0]

@@ -57,3 +57,29 @@ def test_census_tier_records_ops_without_a_target_run():
 def test_unknown_architecture_is_bad_input():
     with pytest.raises(UnknownModel):
         validate_here(ValidationRequest("arch:NoSuchModelAnywhere", backend="cpu"))
+
+
+def test_a_model_that_draws_random_numbers_gets_the_same_draws_as_its_reference(monkeypatch):
+    """ViLT samples image patches at random unless its quirk turns that off: with the row removed,
+    the forward is random, and the seeded reference and target runs still agree on CPU."""
+    from zoo_runner import quirks
+
+    monkeypatch.setitem(quirks.QUIRKS, "vilt", quirks.Quirk("test: sampling left on", extra_inputs=("pixel_values",)))
+    r = validate_here(ValidationRequest("arch:ViltModel", backend="cpu", reference_cache=""))
+    assert r["status"] == "pass", r["error"]
+
+
+def test_an_fp64_reference_with_nan_where_fp32_is_finite_is_not_used():
+    import torch
+
+    from zoo_runner.engine import _reference64
+
+    class Fp64Bug(torch.nn.Module):  # like a mask built from float32's min, which overflows in fp64 code paths
+        def forward(self, x):
+            return {"y": x * float("nan") if x.dtype == torch.float64 else x * 2}
+
+    inputs = [{"x": torch.ones(3)}]
+    ref32 = [{"y": torch.full((3,), 2.0)}]
+    details: dict = {"details": {}}
+    assert _reference64(Fp64Bug(), inputs, ref32, details) is ref32
+    assert "unusable" in details["details"]["reference64"]

@@ -143,7 +143,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from db.session import ensure_schema
 
     ensure_schema()
-    uvicorn.run("api.app:create_app", factory=True, host=args.host, port=args.port, log_level="info")
+    uvicorn.run("api.app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers, log_level="info")
     return 0
 
 
@@ -228,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv = add("serve", cmd_serve, "Serve the REST API and the dashboard.")
     sv.add_argument("--port", type=_positive_int, default=8000)
     sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--workers", type=_positive_int, default=1, help="server processes (default 1; about one per core serves the most requests)")
 
     rp = add("report", cmd_report, "Write the weekly coverage report.")
     rp.add_argument("--week", help="ISO week YYYY-Www (default: this week, else the newest with results)")

@@ -75,11 +75,15 @@ def compare(target: Any, ref32: Any, ref64: Any, dtype: str = "float32", toleran
                 res.fail(f"{name}: integer/boolean output differs")
             continue
         r64 = d_items.get(name, ref).detach().to(torch.float64)
+        if r64.shape != ref.shape:  # fp32 and fp64 references disagree: the model itself is random
+            res.fail(f"{name}: the fp64 reference has shape {tuple(r64.shape)}, the fp32 one {tuple(ref.shape)} (non-deterministic model)")
+            continue
         t64 = tgt.to(torch.float64)
         r32 = ref.to(torch.float64)
         ref_nan, tgt_nan = torch.isnan(r64), torch.isnan(t64)
         if not torch.equal(ref_nan, tgt_nan):
-            res.fail(f"{name}: NaN where the reference has none ({int((tgt_nan & ~ref_nan).sum())} values)")
+            extra, missing = int((tgt_nan & ~ref_nan).sum()), int((ref_nan & ~tgt_nan).sum())
+            res.fail(f"{name}: NaN where the reference has none ({extra} values)" if extra else f"{name}: a number where the reference has NaN ({missing} values)")
             res.max_abs_diff = res.rmse_ratio = float("inf")
             res.cosine = float("nan")
             continue

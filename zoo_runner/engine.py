@@ -202,6 +202,7 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
                 phase = "compile" if spec.compiler else "runtime"
                 t0 = time.perf_counter()
                 try:
+                    torch.manual_seed(req.seed + i)  # a model that draws random numbers draws the reference's
                     out = runner(**xt)
                 except Exception as exc:
                     if spec.compiler and _is_compile_error(exc):
@@ -236,8 +237,13 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     # 4. compare
     stage("compare")
     cmp = Comparison()
-    for i, (out, r32, r64) in enumerate(zip(outs, ref32, ref64)):
-        compare(out, r32, r64, dtype=spec.dtype, tolerance_factor=built.tolerance_factor, result=cmp, label=f"input {i}")
+    try:
+        for i, (out, r32, r64) in enumerate(zip(outs, ref32, ref64)):
+            compare(out, r32, r64, dtype=spec.dtype, tolerance_factor=built.tolerance_factor, result=cmp, label=f"input {i}")
+    except Exception as exc:  # a comparison Zoo cannot make is Zoo's failure, never the backend's
+        result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
+        result["details"]["stage"] = "compare"
+        return result
     metrics.update(max_abs_diff=cmp.max_abs_diff, max_rel_diff=cmp.max_rel_diff, rmse_ratio=round(cmp.rmse_ratio, 4) if math.isfinite(cmp.rmse_ratio) else cmp.rmse_ratio, cosine=cmp.cosine)
     nonfinite = finite_metrics(metrics)
     if nonfinite:
@@ -273,13 +279,14 @@ def _references(req: ValidationRequest, model: torch.nn.Module, all_inputs: list
     ref32 = []
     with torch.no_grad():
         for i, x in enumerate(all_inputs):
+            torch.manual_seed(req.seed + i)  # the same random draws (if any) as the target's run
             if i == 0:
                 with census:
                     ref32.append(_detach_cpu(model(**x)))
             else:
                 ref32.append(_detach_cpu(model(**x)))
         reference_ms = round(_timed(lambda: model(**all_inputs[0])), 3)
-        ref64 = _reference64(model, all_inputs, ref32, result)
+        ref64 = _reference64(model, all_inputs, ref32, result, req.seed)
     result["metrics"]["reference_ms"] = reference_ms
     result["op_census"] = dict(sorted(census.counts.items()))
     if cache is None or key is None:
@@ -290,14 +297,24 @@ def _references(req: ValidationRequest, model: torch.nn.Module, all_inputs: list
     return ref32, ref64
 
 
-def _reference64(model: torch.nn.Module, all_inputs: list[dict], ref32: list[dict], result: dict[str, Any]) -> list[dict]:
+def _reference64(model: torch.nn.Module, all_inputs: list[dict], ref32: list[dict], result: dict[str, Any], seed: int = 0) -> list[dict]:
     """fp64 CPU outputs; where an op has no fp64 kernel, the fp32 reference stands in (recorded)."""
     try:
         model64 = copy.deepcopy(model).to(torch.float64)
-        return [_detach_cpu(model64(**_to(x, None, torch.float64))) for x in all_inputs]
+        outs = []
+        for i, x in enumerate(all_inputs):
+            torch.manual_seed(seed + i)
+            outs.append(_detach_cpu(model64(**_to(x, None, torch.float64))))
     except Exception as exc:
         result["details"]["reference64"] = f"unavailable, fp32 reference used: {type(exc).__name__}: {str(exc)[:200]}"
         return ref32
+    for o64, o32 in zip(outs, ref32):  # fp64 is the more exact run: non-finite where fp32 is finite means a dtype bug in the model
+        for k, t32 in o32.items():
+            t64 = o64.get(k)
+            if t64 is None or t64.shape != t32.shape or (t32.is_floating_point() and bool((~torch.isfinite(t64) & torch.isfinite(t32)).any())):
+                result["details"]["reference64"] = f"unusable ({k} is not finite or differs in shape in fp64), fp32 reference used"
+                return ref32
+    return outs
 
 
 def _predicted_fallbacks(spec: backends.BackendSpec, result: dict[str, Any]) -> list[str]:

@@ -46,7 +46,10 @@ QUIRKS: dict[str, Quirk] = {
     # GPT-Neo lists its attention pattern per layer group; it must add up to the shrunk depth.
     "gpt_neo": Quirk("attention_types must cover num_layers", config={"attention_types": [[["global", "local"], 1]], "attention_layers": ["global", "local"]}),
     # ViLT is a text+image model whose config has no vision sub-config: it needs pixels too.
-    "vilt": Quirk("text and image inputs together", extra_inputs=("pixel_values",)),
+    # ViLT samples max_image_length patches at random in its forward; -1 keeps every patch.
+    "vilt": Quirk("text and image inputs together; random patch sampling off", config={"max_image_length": -1}, extra_inputs=("pixel_values",)),
+    # VITS draws noise for its latents and durations: zero noise makes the forward deterministic.
+    "vits": Quirk("noise in latents and durations makes outputs random", config={"noise_scale": 0.0, "noise_scale_duration": 0.0}),
     # LayoutLMv3 concatenates 4 coordinate and 2 shape embeddings to the hidden size.
     "layoutlmv3": Quirk("4*coordinate_size + 2*shape_size must equal hidden_size", config={"coordinate_size": 8, "shape_size": 16}),
     # EfficientNet's default resolution (600 px) makes even a shrunk model take minutes on CPU.
