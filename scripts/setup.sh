@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
-# Create .venv and install Zoo into it. `scripts/setup.sh dev` adds the test dependencies.
+# Create .venv and install Zoo into it.
+#   bash scripts/setup.sh            Zoo with a CPU build of torch
+#   bash scripts/setup.sh dev        + the test dependencies
+#   bash scripts/setup.sh dev timm   + timm models (timm needs torchvision, which here comes only
+#                                      with torch==2.14.1 + torchvision==0.29.1: a 5.5 GB CUDA build)
 # torch is installed first (CPU build by default) so nothing pulls a larger build; override with
 # ZOO_TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" or similar.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
+extras=()
+torch_spec="${ZOO_TORCH:-torch==2.13.0}"
+for arg in "$@"; do
+  case "$arg" in
+    dev|timm|diffusers|neuron) extras+=("$arg") ;;
+    *) echo "setup.sh: unknown extra '$arg' (dev, timm, diffusers, neuron)" >&2; exit 2 ;;
+  esac
+  if [ "$arg" = timm ] && [ -z "${ZOO_TORCH:-}" ]; then
+    torch_spec="torch==2.14.1 torchvision==0.29.1"
+  fi
+done
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 # shellcheck disable=SC2086
-.venv/bin/python -m pip install -q ${ZOO_TORCH:-torch==2.13.0}
-if [ "${1:-}" = "dev" ]; then
-  .venv/bin/python -m pip install -q -e ".[dev]"
-else
-  .venv/bin/python -m pip install -q -e .
+.venv/bin/python -m pip install -q $torch_spec
+spec="."
+if [ "${#extras[@]}" -gt 0 ]; then
+  spec=".[$(IFS=,; echo "${extras[*]}")]"
 fi
+.venv/bin/python -m pip install -q -e "$spec"
 echo "zoo installed in .venv ($(.venv/bin/zoo --help >/dev/null && echo ok))" >&2

@@ -293,7 +293,7 @@ class HubData:
             except (OSError, ValueError):
                 return None
             return cfg if full else {k: cfg[k] for k in ("architectures", "model_type") if k in cfg}
-        if "timm" in tags and "transformers" not in tags:
+        if self.library_name(tags) == "timm":  # timm's own format, even where transformers is tagged too
             return {"architecture": row["id"].split("/")[-1].split(".")[0], "num_classes": 1000}
         if not any(lib in tags for lib in ("transformers", "sentence-transformers")):
             return None
