@@ -83,3 +83,13 @@ def test_an_fp64_reference_with_nan_where_fp32_is_finite_is_not_used():
     details: dict = {"details": {}}
     assert _reference64(Fp64Bug(), inputs, ref32, details) is ref32
     assert "unusable" in details["details"]["reference64"]
+
+
+@pytest.mark.parametrize("arch", ["LlavaForConditionalGeneration", "Qwen2VLForConditionalGeneration"])
+def test_vision_language_models_get_one_image_token_per_image_embedding(arch):
+    """The text holds as many image placeholders as the vision tower makes embeddings (576 for
+    LLaVA's 336 px CLIP tower, 4 for a 4x4-patch Qwen2-VL grid after its 2x2 merge)."""
+    r = validate_here(ValidationRequest(f"arch:{arch}", backend="cpu", reference_cache=""))
+    assert r["status"] == "pass", r["error"]
+    first = r["details"]["input_shapes"][0]
+    assert first["input_ids"][1] > 16 and first["attention_mask"] == first["input_ids"]

@@ -6,12 +6,15 @@ normalized view of the config, so one table serves every architecture.
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 DEFAULT_SHAPES = ({"batch": 2, "seq": 16}, {"batch": 1, "seq": 11})
+PATCH_GRID = (1, 4, 4)  # one image of 4x4 patches per row (a multiple of every spatial merge size in use)
+IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
 
 
 @dataclass
@@ -26,6 +29,8 @@ class ConfigView:
     audio_frames: int
     decoder_vocab_size: int
     num_patches: int
+    patch_size: int = 16
+    temporal_patch_size: int = 1
 
     @classmethod
     def of(cls, config: Any) -> "ConfigView":
@@ -53,6 +58,8 @@ class ConfigView:
             audio_frames=2 * max_src,
             decoder_vocab_size=first([text, config], ["decoder_vocab_size", "vocab_size"], vocab),
             num_patches=(first([vision, config], ["image_size"], 224) // first([vision, config], ["patch_size"], 16)) ** 2,
+            patch_size=first([vision, config], ["patch_size"], 16),
+            temporal_patch_size=first([vision], ["temporal_patch_size"], 1),
         )
 
 
@@ -82,6 +89,9 @@ GENERATORS: dict[str, Gen] = {
     "input_values": lambda v, s, g: torch.randn(s["batch"], 400 * s["seq"], generator=g),
     "input_features": lambda v, s, g: torch.randn(s["batch"], v.num_mel_bins, v.audio_frames, generator=g),
     "spectrogram": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], v.num_mel_bins, generator=g),
+    # Qwen2-VL-style vision towers take images as rows of flattened patches plus a (t, h, w) grid per image
+    "flat_patches": lambda v, s, g: torch.randn(s["batch"] * math.prod(PATCH_GRID), v.num_channels * v.temporal_patch_size * v.patch_size**2, generator=g),
+    "image_grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
     # random masking (MAE-style) takes its noise as an input so both runs mask the same patches
     "noise": lambda v, s, g: torch.rand(s["batch"], v.num_patches, generator=g),
 }
@@ -124,7 +134,65 @@ def make_inputs(model: torch.nn.Module, config: Any, shape: dict, seed: int, is_
     out = {name: GENERATORS[kinds.get(name, name)](view, shape, gen) for name in wanted}
     if "input_ids" in out and "input_ids" not in kinds:
         _end_with_eos(out, config)
+    _insert_image_tokens(model, config, out, params)
     return out
+
+
+def _image_token_id(config: Any) -> int | None:
+    for key in IMAGE_TOKEN_KEYS:
+        v = getattr(config, key, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            return v
+    return None
+
+
+def _features_per_image(feats: Any, images: int) -> list[int] | None:
+    """How many embeddings the vision tower made for each image, from get_image_features' output."""
+    for attr in ("pooler_output", "last_hidden_state"):
+        v = getattr(feats, attr, None) if not isinstance(feats, (torch.Tensor, list, tuple)) else None
+        if v is not None:
+            feats = v
+            break
+    if isinstance(feats, (list, tuple)) and feats and all(isinstance(t, torch.Tensor) for t in feats):
+        if len(feats) == images:
+            return [int(t.shape[0]) if t.ndim == 2 else int(t.shape[-2]) for t in feats]
+        feats = torch.cat([t.reshape(-1, t.shape[-1]) for t in feats])
+    if isinstance(feats, torch.Tensor):
+        if feats.ndim == 3 and feats.shape[0] == images:
+            return [int(feats.shape[1])] * images
+        if feats.ndim == 2 and feats.shape[0] % images == 0:
+            return [int(feats.shape[0]) // images] * images
+    return None
+
+
+def _insert_image_tokens(model: torch.nn.Module, config: Any, out: dict[str, torch.Tensor], params: dict[str, Any]) -> None:
+    """Vision-language models replace image placeholder tokens in the text by image embeddings, one
+    per embedding. Count the embeddings the vision tower makes for these pixels and put that many
+    placeholders (between the vision start/end tokens, where the config has them) before each row's
+    text, as the model's processor would."""
+    tok = _image_token_id(config)
+    ids = out.get("input_ids")
+    if tok is None or ids is None or "pixel_values" not in out or not hasattr(model, "get_image_features") or bool((ids == tok).any()):
+        return
+    image_params = inspect.signature(model.get_image_features).parameters
+    kwargs = {k: v for k, v in out.items() if k in image_params and k not in ("input_ids", "attention_mask", "token_type_ids")}
+    with torch.no_grad():
+        feats = model.get_image_features(**kwargs)
+    counts = _features_per_image(feats, ids.shape[0])
+    if not counts or len(set(counts)) != 1:
+        return
+    prefix = [tok] * counts[0]
+    start, end = getattr(config, "vision_start_token_id", None), getattr(config, "vision_end_token_id", None)
+    if isinstance(start, int) and isinstance(end, int):
+        prefix = [start, *prefix, end]
+    head = torch.tensor(prefix, dtype=ids.dtype).expand(ids.shape[0], -1)
+    out["input_ids"] = torch.cat([head, ids], dim=1)
+    for name, fill in (("attention_mask", 1), ("token_type_ids", 0)):
+        if name in out:
+            t = out[name]
+            out[name] = torch.cat([torch.full((t.shape[0], len(prefix)), fill, dtype=t.dtype), t], dim=1)
+    if "mm_token_type_ids" in params:  # which tokens are image (1) and which text (0), as processors return it
+        out["mm_token_type_ids"] = (out["input_ids"] == tok).to(torch.int32)
 
 
 def _end_with_eos(inputs: dict[str, torch.Tensor], config: Any) -> None:

@@ -55,6 +55,9 @@ QUIRKS: dict[str, Quirk] = {
     # EfficientNet's default resolution (600 px) makes even a shrunk model take minutes on CPU.
     "efficientnet": Quirk("default image_size 600 and B7 scaling are too slow for a tiny model", config={"image_size": 64, "width_coefficient": 0.5, "depth_coefficient": 0.5, "hidden_dim": 640}),
     "align": Quirk("EfficientNet vision tower at 600 px is too slow for a tiny model", config={"vision_config.image_size": 64}),
+    # Qwen2-VL's vision tower takes rows of flattened patches and a (t, h, w) grid per image.
+    "qwen2_vl": Quirk("images as flattened patches with their grid; the modeling code's default mrope_section (16, 24, 24) needs head_dim 128, so the tiny one (head_dim 16) is set", config={"text_config.rope_parameters.mrope_section": [2, 3, 3]}, input_kinds={"pixel_values": "flat_patches"}, extra_inputs=("image_grid_thw",)),
+    "qwen2_5_vl": Quirk("images as flattened patches with their grid; the modeling code's default mrope_section (16, 24, 24) needs head_dim 128, so the tiny one (head_dim 16) is set", config={"text_config.rope_parameters.mrope_section": [2, 3, 3]}, input_kinds={"pixel_values": "flat_patches"}, extra_inputs=("image_grid_thw",)),
     "big_bird": Quirk("block sparse attention needs whole blocks", config={"attention_type": "original_full"}),
 }
 

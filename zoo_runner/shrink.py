@@ -74,7 +74,31 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
             if key in cfg:
                 cfg[key] = None
     _fix_constraints(cfg)
+    _fix_vision_language(cfg)
     return cfg
+
+
+SPECIAL_TOKENS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index", "vision_start_token_id", "vision_end_token_id")
+VISION_OUT_WIDTH = ("projection_dim", "out_hidden_size")  # what a VLM's vision tower hands the text model
+
+
+def _fix_vision_language(cfg: dict[str, Any]) -> None:
+    """A vision-language model puts image embeddings where its image tokens are: the vision tower's
+    output width must be the text width, and every special token id below the text vocabulary."""
+    vision, text = cfg.get("vision_config"), cfg.get("text_config")
+    if not isinstance(vision, dict) or not isinstance(text, dict):
+        return
+    ids = [cfg[k] for k in SPECIAL_TOKENS if _is_int(cfg.get(k)) and cfg[k] >= 0]
+    if not ids:
+        return
+    width = next((text[k] for k in ("hidden_size", "d_model", "n_embd") if _is_int(text.get(k))), None)
+    if width:
+        for node in (vision, cfg):
+            for key in VISION_OUT_WIDTH:
+                if _is_int(node.get(key)):
+                    node[key] = width
+    if _is_int(text.get("vocab_size")) and text["vocab_size"] <= max(ids):
+        text["vocab_size"] = max(ids) + 1
 
 
 def _largest_divisor_at_most(n: int, cap: int) -> int:
