@@ -24,7 +24,8 @@ Repos are synthetic, derived from the tags: a stable fake commit sha (sha1 of th
 models; ``{"model_type": ..., "architectures": [...]}`` with the class transformers maps that
 model type and task to), one weights file (``model.safetensors`` if tagged ``safetensors``, else
 ``pytorch_model.bin`` if tagged ``pytorch``, else ``model.gguf`` / ``onnx/model.onnx`` for those
-tags), ``modules.json`` for sentence-transformers. Synthetic weights carry no tensors (an empty
+tags), ``modules.json`` for sentence-transformers, ``model_index.json`` and ``<component>/config.json``
+for diffusers pipelines named by a ``diffusers:<Pipeline>`` tag (:data:`DIFFUSERS_PIPELINES`). Synthetic weights carry no tensors (an empty
 safetensors file; an empty ``.bin``): they exist for listings and policy, not for loading.
 
 Real repos can be served instead: ``repos_dir`` is a folder holding ``org/name/<files>`` (or a
@@ -73,6 +74,27 @@ LIST_FULL = LIST_DEFAULT + ["author", "sha", "lastModified", "gated", "disabled"
 NOT_LIBRARIES = {"safetensors", "pytorch", "PyTorch", "tf", "jax", "rust", "onnx", "coreml", "openvino", "tensorboard", "region:us", "text-to-speech"}
 CONFIG_LIBRARIES = ("transformers", "sentence-transformers", "timm")
 FAKE_DATE = "2025-03-01T00:00:00.000Z"
+# diffusers pipelines (from a repo's ``diffusers:<Pipeline>`` tag): the components' configs as the
+# real repos of each family publish them (the keys that matter for the graph).
+_SD_VAE = {"_class_name": "AutoencoderKL", "in_channels": 3, "out_channels": 3, "latent_channels": 4, "block_out_channels": [128, 256, 512, 512], "down_block_types": ["DownEncoderBlock2D"] * 4, "up_block_types": ["UpDecoderBlock2D"] * 4, "layers_per_block": 2, "norm_num_groups": 32, "sample_size": 512, "scaling_factor": 0.18215}
+_SD_UNET = {"_class_name": "UNet2DConditionModel", "in_channels": 4, "out_channels": 4, "sample_size": 64, "cross_attention_dim": 768, "attention_head_dim": 8, "block_out_channels": [320, 640, 1280, 1280], "layers_per_block": 2, "norm_num_groups": 32, "down_block_types": ["CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"], "up_block_types": ["UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"]}
+_SDXL_UNET = {**_SD_UNET, "sample_size": 128, "cross_attention_dim": 2048, "attention_head_dim": [5, 10, 20], "block_out_channels": [320, 640, 1280], "transformer_layers_per_block": [1, 2, 10], "use_linear_projection": True, "addition_embed_type": "text_time", "addition_time_embed_dim": 256, "projection_class_embeddings_input_dim": 2816, "down_block_types": ["DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"], "up_block_types": ["CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"]}
+_FLUX = {"_class_name": "FluxTransformer2DModel", "in_channels": 64, "num_layers": 19, "num_single_layers": 38, "attention_head_dim": 128, "num_attention_heads": 24, "joint_attention_dim": 4096, "pooled_projection_dim": 768, "guidance_embeds": True, "axes_dims_rope": [16, 56, 56]}
+_SD3 = {"_class_name": "SD3Transformer2DModel", "sample_size": 128, "patch_size": 2, "in_channels": 16, "out_channels": 16, "num_layers": 24, "attention_head_dim": 64, "num_attention_heads": 24, "joint_attention_dim": 4096, "caption_projection_dim": 1536, "pooled_projection_dim": 2048, "pos_embed_max_size": 192}
+_LATENT16_VAE = {**_SD_VAE, "latent_channels": 16, "scaling_factor": 0.3611}
+DIFFUSERS_PIPELINES: dict[str, dict[str, dict]] = {
+    "StableDiffusionPipeline": {"unet": _SD_UNET, "vae": _SD_VAE},
+    "StableDiffusionImg2ImgPipeline": {"unet": _SD_UNET, "vae": _SD_VAE},
+    "StableDiffusionInpaintPipeline": {"unet": {**_SD_UNET, "in_channels": 9}, "vae": _SD_VAE},
+    "LatentConsistencyModelPipeline": {"unet": {**_SD_UNET, "time_cond_proj_dim": 256}, "vae": _SD_VAE},
+    "MarigoldNormalsPipeline": {"unet": {**_SD_UNET, "in_channels": 8, "cross_attention_dim": 1024, "attention_head_dim": [5, 10, 20, 20], "use_linear_projection": True}, "vae": _SD_VAE},
+    "StableDiffusionXLPipeline": {"unet": _SDXL_UNET, "vae": _SD_VAE},
+    "StableDiffusionXLImg2ImgPipeline": {"unet": _SDXL_UNET, "vae": _SD_VAE},
+    "StableDiffusionXLInpaintPipeline": {"unet": {**_SDXL_UNET, "in_channels": 9}, "vae": _SD_VAE},
+    "FluxPipeline": {"transformer": _FLUX, "vae": _LATENT16_VAE},
+    "StableDiffusion3Pipeline": {"transformer": _SD3, "vae": _LATENT16_VAE},
+}
+
 GITATTRIBUTES = b"*.bin filter=lfs diff=lfs merge=lfs -text\n*.safetensors filter=lfs diff=lfs merge=lfs -text\n*.gguf filter=lfs diff=lfs merge=lfs -text\n*.onnx filter=lfs diff=lfs merge=lfs -text\n"
 # An empty safetensors file: an 8-byte little-endian header length, then a JSON header with no tensors.
 _ST_HEADER = json.dumps({"__metadata__": {"format": "pt", "standin": "synthetic"}}).encode()
@@ -337,6 +359,14 @@ class HubData:
             cfg = self.config(row)
             if cfg is not None:
                 out["config.json"] = (json.dumps(cfg, indent=2) + "\n").encode()
+            pipeline = next((t.split(":", 1)[1] for t in tags if t.startswith("diffusers:")), None)
+            if pipeline in DIFFUSERS_PIPELINES:
+                components = DIFFUSERS_PIPELINES[pipeline]
+                index: dict[str, Any] = {"_class_name": pipeline, "_diffusers_version": "0.32.0"}
+                for name, comp in components.items():
+                    index[name] = ["diffusers", comp["_class_name"]]
+                    out[f"{name}/config.json"] = (json.dumps(comp, indent=2) + "\n").encode()
+                out["model_index.json"] = (json.dumps(index, indent=2) + "\n").encode()
             if "sentence-transformers" in tags:
                 out["modules.json"] = json.dumps([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}], indent=2).encode()
             if "safetensors" in tags:

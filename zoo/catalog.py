@@ -19,7 +19,7 @@ HUB_FIELDS = ["downloads", "pipeline_tag", "library_name", "tags", "gated", "sha
 
 
 def _model_type(tags: list[str]) -> str | None:
-    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # a real module: no lazy-import race with other threads
 
     for t in tags:
         if t in CONFIG_MAPPING:

@@ -105,10 +105,10 @@ def check_policy(facts: HubFacts, tier: str, allow_remote_code: bool = False) ->
         raise NotSupported("library_unsupported", f"{facts.model_id} has no config.json")
 
 
-def fetch_config(model_id: str, revision: str | None) -> dict[str, Any]:
+def fetch_config(model_id: str, revision: str | None, filename: str = "config.json") -> dict[str, Any]:
     from huggingface_hub import hf_hub_download
 
-    path = hf_hub_download(model_id, "config.json", revision=revision)
+    path = hf_hub_download(model_id, filename, revision=revision)
     with open(path) as f:
         return json.load(f)
 
@@ -116,12 +116,12 @@ def fetch_config(model_id: str, revision: str | None) -> dict[str, Any]:
 EXTRA_JSON = ("modules.json", "1_Pooling/config.json", "config_sentence_transformers.json")
 
 
-def fetch_extras(model_id: str, revision: str | None, files: list[str], files_dir: str | None) -> dict[str, Any]:
-    """Small JSON files some builders read (sentence-transformers pooling), from the repo."""
+def fetch_extras(model_id: str, revision: str | None, files: list[str], files_dir: str | None, wanted: tuple[str, ...] | list[str] = EXTRA_JSON) -> dict[str, Any]:
+    """Small JSON files some builders read (sentence-transformers pooling, diffusers components), from the repo."""
     from huggingface_hub import hf_hub_download
 
     out: dict[str, Any] = {}
-    for name in EXTRA_JSON:
+    for name in wanted:
         if name not in files:
             continue
         path = os.path.join(files_dir, name) if files_dir else hf_hub_download(model_id, name, revision=revision)
@@ -140,6 +140,15 @@ def fetch_files(model_id: str, revision: str | None, patterns: list[str]) -> str
 
 
 FULL_TIER_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*", "sentencepiece*", "modules.json", "1_Pooling/*", "2_Normalize/*"]
+
+
+def _builder_or_none(library: str | None) -> Any:
+    from .builders import get_builder
+
+    try:
+        return get_builder(library or "transformers")
+    except NotSupported:
+        return None  # no builder: the model process says library_unsupported
 
 
 def prepare(req: ValidationRequest) -> ValidationRequest:
@@ -161,17 +170,20 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     req.library = req.library or facts.library or "transformers"
     req.task = req.task or facts.task
     check_policy(facts, req.tier)
+    builder = _builder_or_none(req.library)
+    config_file = getattr(builder, "config_file", "config.json")  # diffusers: model_index.json
     errors = _hub_errors()
     try:
         if req.tier == "full":
             req.files_dir = fetch_files(req.model_id, req.revision, FULL_TIER_PATTERNS)
-            with open(os.path.join(req.files_dir, "config.json")) as f:
+            with open(os.path.join(req.files_dir, config_file)) as f:
                 req.config = json.load(f)
         else:
-            req.config = fetch_config(req.model_id, req.revision)
-        req.extras = fetch_extras(req.model_id, req.revision, facts.files, req.files_dir)
-    except errors.EntryNotFoundError as exc:
-        raise NotSupported("library_unsupported", f"{req.model_id} has no config.json") from exc
+            req.config = fetch_config(req.model_id, req.revision, config_file)
+        wanted = list(EXTRA_JSON) + (list(builder.extra_files(req.config)) if hasattr(builder, "extra_files") else [])
+        req.extras = fetch_extras(req.model_id, req.revision, facts.files, req.files_dir, wanted)
+    except (errors.EntryNotFoundError, FileNotFoundError) as exc:
+        raise NotSupported("library_unsupported", f"{req.model_id} has no {config_file}") from exc
     except (OSError, errors.HfHubHTTPError) as exc:
         raise HubUnreachable(f"could not fetch files of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}") from exc
     req.config_source = f"hub:{req.model_id}@{(req.revision or '')[:12]}"

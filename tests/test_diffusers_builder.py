@@ -1,0 +1,71 @@
+"""The diffusers builder: a pipeline's denoiser and VAE decoder, from model_index.json and the
+components' configs, shrunk with their block layout kept; through the Hub stand-in as users run it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import SHARED_CSV
+from tests.hub_standin import DIFFUSERS_PIPELINES, start_standin
+from zoo_runner.builders.diffusers_builder import shrink_component
+from zoo_runner.engine import validate_here
+from zoo_runner.request import ValidationRequest
+
+pytest.importorskip("diffusers", reason="diffusers is in the dev extra")
+
+
+def _req(pipeline: str, backend: str = "cpu", **kw) -> ValidationRequest:
+    comps = DIFFUSERS_PIPELINES[pipeline]
+    index = {"_class_name": pipeline, **{n: ["diffusers", c["_class_name"]] for n, c in comps.items()}}
+    extras = {f"{n}/config.json": c for n, c in comps.items()}
+    return ValidationRequest(f"test/{pipeline}", backend=backend, library="diffusers", config=index, extras=extras, config_source="test", reference_cache="", **kw)
+
+
+def test_shrinking_keeps_the_block_layout_and_the_couplings():
+    sdxl = shrink_component(DIFFUSERS_PIPELINES["StableDiffusionXLPipeline"]["unet"])
+    assert sdxl["down_block_types"] == DIFFUSERS_PIPELINES["StableDiffusionXLPipeline"]["unet"]["down_block_types"]
+    assert len(sdxl["block_out_channels"]) == 3 and max(sdxl["block_out_channels"]) <= 64
+    assert sdxl["projection_class_embeddings_input_dim"] == 6 * sdxl["addition_time_embed_dim"] + sdxl["cross_attention_dim"]
+    flux = shrink_component(DIFFUSERS_PIPELINES["FluxPipeline"]["transformer"])
+    assert sum(flux["axes_dims_rope"]) == flux["attention_head_dim"] and flux["num_layers"] == flux["num_single_layers"] == 1
+    assert shrink_component(DIFFUSERS_PIPELINES["StableDiffusionInpaintPipeline"]["unet"])["in_channels"] == 9
+
+
+@pytest.mark.parametrize("pipeline", ["StableDiffusionPipeline", "StableDiffusionXLPipeline", "FluxPipeline", "StableDiffusion3Pipeline", "LatentConsistencyModelPipeline"])
+def test_pipelines_validate_denoiser_and_decoder(pipeline):
+    r = validate_here(_req(pipeline))
+    assert r["status"] == "pass", r["error"]
+    assert r["library"] == "diffusers" and r["architecture"].endswith("+AutoencoderKL")
+    shapes = r["details"]["input_shapes"]
+    assert len(shapes) == 2 and shapes[0] != shapes[1] and "latents" in shapes[0]
+    assert r["details"]["parameters"] < 20_000_000  # shrunk, not the real multi-billion denoiser
+
+
+def test_a_backend_bug_in_a_denoiser_is_a_mismatch(monkeypatch):
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    r = validate_here(_req("StableDiffusionPipeline", backend="cpu+zoo_bug_drop_bias", plugins="tests.plugins.buggy_backends"))
+    assert r["status"] == "mismatch", r
+
+
+def test_a_component_outside_diffusers_is_refused():
+    req = ValidationRequest("org/custom", backend="cpu", library="diffusers", config={"unet": ["my_package", "MyUNet"]}, reference_cache="")
+    r = validate_here(req)
+    assert r["status"] == "unsupported" and r["reason"] == "remote_code"
+
+
+@pytest.fixture(scope="module")
+def hub():
+    base, stop = start_standin(str(SHARED_CSV))
+    yield base
+    stop()
+
+
+def test_a_hub_pipeline_through_the_stand_in(zoo, hub, tmp_path):
+    proc = zoo(["validate", "stable-diffusion-v1-5/stable-diffusion-v1-5", "--backend", "cpu", "--json"], HF_ENDPOINT=hub, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert r["status"] == "pass", r["error"]
+    assert r["architecture"] == "UNet2DConditionModel+AutoencoderKL" and r["task"] == "text-to-image"

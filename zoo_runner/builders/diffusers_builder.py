@@ -1,0 +1,254 @@
+"""diffusers pipelines (the ``diffusers`` extra): the pipeline's denoiser and its VAE decoder.
+
+A diffusers repo is a folder of components named in ``model_index.json``
+(``"unet": ["diffusers", "UNet2DConditionModel"]``), each with its own ``<name>/config.json``.
+Zoo validates what runs on the accelerator for every image: one denoising step of the denoiser
+(``unet`` or ``transformer``) and the VAE decode of a latent, together as one module. Text encoders
+are transformers models, validated as such. Only classes of the diffusers package itself are built
+(never a repo's own code).
+
+Tiny configs keep each component's block layout (block types, their count, the latent channels,
+additional embeddings) and shrink widths, depths and heads, as diffusers' own tests build tiny
+models. Inputs come from the denoiser's forward signature, keyed by input name.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..exceptions import NotSupported
+from .base import Built
+
+DENOISERS = ("unet", "transformer")  # model_index.json component names, in order of preference
+DECODER = "vae"
+CONFIG_FILE = "model_index.json"
+TEXT_LEN = (8, 6)  # text tokens per shape
+SHAPES = ({"batch": 1, "size": 16, "text": TEXT_LEN[0]}, {"batch": 2, "size": 24, "text": TEXT_LEN[1]})
+WIDTH = 32
+HEAD_DIM = 8
+GROUPS = 8
+
+
+def component_files(model_index: dict[str, Any]) -> list[str]:
+    """The component configs a plan reads (fetched by the parent with the model index)."""
+    return [f"{name}/config.json" for name in (*DENOISERS, DECODER) if isinstance(model_index.get(name), list)]
+
+
+def _list_or_int(value: Any, n_value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [n_value] * len(value)
+    return n_value
+
+
+def shrink_component(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A tiny config with the same block layout: widths, depths and heads shrunk, couplings kept."""
+    cfg = {k: v for k, v in cfg.items() if not k.startswith("_")}
+    if isinstance(cfg.get("block_out_channels"), (list, tuple)):
+        n = len(cfg["block_out_channels"])
+        cfg["block_out_channels"] = [WIDTH * min(i + 1, 2) for i in range(n)]
+    if "norm_num_groups" in cfg and cfg["norm_num_groups"]:
+        cfg["norm_num_groups"] = GROUPS
+    for key in ("layers_per_block",):
+        if key in cfg and cfg[key]:
+            cfg[key] = _list_or_int(cfg[key], 1)
+    if "transformer_layers_per_block" in cfg:
+        cfg["transformer_layers_per_block"] = _list_or_int(cfg["transformer_layers_per_block"], 1)
+    if "cross_attention_dim" in cfg and cfg["cross_attention_dim"]:
+        cfg["cross_attention_dim"] = _list_or_int(cfg["cross_attention_dim"], WIDTH)
+    rope = cfg.get("axes_dims_rope")
+    if isinstance(rope, (list, tuple)):  # rotary axes must add up to the head dim
+        head_dim = 16
+        cfg["axes_dims_rope"] = [4, 6, 6] if len(rope) == 3 else [head_dim // len(rope)] * len(rope)
+        cfg["attention_head_dim"] = head_dim
+    elif "attention_head_dim" in cfg and cfg["attention_head_dim"]:
+        cfg["attention_head_dim"] = _list_or_int(cfg["attention_head_dim"], HEAD_DIM)
+    if cfg.get("num_attention_heads"):
+        cfg["num_attention_heads"] = _list_or_int(cfg["num_attention_heads"], 2)
+    for key in ("num_layers", "num_single_layers"):
+        if isinstance(cfg.get(key), int) and cfg[key] > 0:
+            cfg[key] = 1
+    for key in ("joint_attention_dim", "pooled_projection_dim"):
+        if cfg.get(key):
+            cfg[key] = WIDTH
+    if cfg.get("caption_projection_dim"):  # SD3: the projected caption is the transformer's width
+        cfg["caption_projection_dim"] = cfg.get("num_attention_heads", 2) * cfg.get("attention_head_dim", HEAD_DIM)
+    if cfg.get("addition_embed_type") == "text_time":  # SDXL: pooled text + 6 time ids, each embedded
+        cfg["addition_time_embed_dim"] = HEAD_DIM
+        cfg["projection_class_embeddings_input_dim"] = 6 * HEAD_DIM + WIDTH
+    if cfg.get("time_cond_proj_dim"):
+        cfg["time_cond_proj_dim"] = WIDTH
+    if cfg.get("dual_attention_layers"):
+        cfg["dual_attention_layers"] = [0]
+    if "sample_size" in cfg:
+        cfg["sample_size"] = 32
+    return cfg
+
+
+def _with_defaults(class_name: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The component's config over its class defaults (a partial config shrinks as a full one)."""
+    try:
+        import diffusers
+    except ImportError:
+        return dict(cfg)
+    cls = getattr(diffusers, class_name, None)
+    if cls is None:
+        return dict(cfg)
+    defaults = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items() if k != "self" and p.default is not inspect.Parameter.empty}
+    return {**defaults, **cfg}
+
+
+@dataclass
+class DiffusersPlan:
+    pipeline: str
+    denoiser_name: str
+    denoiser_class: str
+    decoder_class: str | None
+    denoiser_config: dict[str, Any]
+    decoder_config: dict[str, Any] | None
+    config_source: str
+    shapes: list[dict] = field(default_factory=lambda: [dict(s) for s in SHAPES])
+
+    @property
+    def architecture(self) -> str:
+        return self.denoiser_class + (f"+{self.decoder_class}" if self.decoder_class else "")
+
+    def fingerprint(self, library: str, tier: str) -> str:
+        from ..fingerprint import fingerprint
+
+        return fingerprint(library, self.architecture, {"denoiser": self.denoiser_config, "decoder": self.decoder_config}, tier, self.shapes)
+
+
+class DenoiseAndDecode(nn.Module):
+    """One denoising step and one VAE decode: what a diffusion pipeline runs on the accelerator."""
+
+    def __init__(self, denoiser: nn.Module, decoder: nn.Module | None) -> None:
+        super().__init__()
+        self.denoiser, self.decoder = denoiser, decoder
+        self._params = set(inspect.signature(denoiser.forward).parameters)
+
+    def forward(self, latents: torch.Tensor | None = None, text_embeds: torch.Tensor | None = None, time_ids: torch.Tensor | None = None, **inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+        kwargs = {k: v for k, v in inputs.items() if k in self._params}
+        if text_embeds is not None and time_ids is not None:
+            kwargs["added_cond_kwargs"] = {"text_embeds": text_embeds, "time_ids": time_ids}
+        out = {"denoised": self.denoiser(**kwargs, return_dict=False)[0]}
+        if self.decoder is not None and latents is not None:
+            out["decoded"] = self.decoder.decode(latents, return_dict=False)[0]
+        return out
+
+
+class DiffusersBuilder:
+    library = "diffusers"
+    config_file = CONFIG_FILE
+
+    def extra_files(self, model_index: dict[str, Any]) -> list[str]:
+        return component_files(model_index)
+
+    def plan(self, request: Any) -> DiffusersPlan:
+        index = dict(request.config or {})
+        extras = request.extras or {}
+        name = next((n for n in DENOISERS if isinstance(index.get(n), list)), None)
+        if name is None:
+            raise NotSupported("library_unsupported", f"{request.model_id}: model_index.json names no unet or transformer")
+        lib, cls = (index[name] + [None, None])[:2]
+        if lib != "diffusers" or not isinstance(cls, str):
+            raise NotSupported("remote_code", f"{request.model_id}: its {name} is {lib}.{cls}, not a diffusers class")
+        dec = index.get(DECODER)
+        dec_cls = dec[1] if isinstance(dec, list) and len(dec) == 2 and dec[0] == "diffusers" else None
+        den_cfg = _with_defaults(cls, extras.get(f"{name}/config.json") or {})
+        dec_cfg = _with_defaults(dec_cls, extras.get(f"{DECODER}/config.json") or {}) if dec_cls else None
+        if request.tier != "full":
+            den_cfg = shrink_component(den_cfg)
+            dec_cfg = shrink_component(dec_cfg) if dec_cfg is not None else None
+        return DiffusersPlan(
+            pipeline=str(index.get("_class_name") or "pipeline"),
+            denoiser_name=name,
+            denoiser_class=cls,
+            decoder_class=dec_cls,
+            denoiser_config=den_cfg,
+            decoder_config=dec_cfg,
+            config_source=request.config_source or f"hub:{request.model_id}",
+        )
+
+    def build(self, request: Any, plan: DiffusersPlan | None = None) -> Built:
+        try:
+            import diffusers
+        except ImportError as exc:
+            raise NotSupported("library_unsupported", f"diffusers pipelines need the diffusers extra (pip install 'zoo[diffusers]'): {exc}") from exc
+        plan = plan or self.plan(request)
+        den_cls = getattr(diffusers, plan.denoiser_class, None)
+        dec_cls = getattr(diffusers, plan.decoder_class, None) if plan.decoder_class else None
+        if den_cls is None or (plan.decoder_class and dec_cls is None):
+            raise NotSupported("library_unsupported", f"diffusers {diffusers.__version__} has no {plan.architecture}")
+        if request.tier == "full":
+            root = request.files_dir or ""
+            denoiser = den_cls.from_pretrained(root, subfolder=plan.denoiser_name, use_safetensors=True)
+            decoder = dec_cls.from_pretrained(root, subfolder=DECODER, use_safetensors=True) if dec_cls else None
+        else:
+            from ..weights import init_weights
+
+            denoiser = den_cls.from_config(plan.denoiser_config)
+            decoder = dec_cls.from_config(plan.decoder_config) if dec_cls else None
+            init_weights(denoiser, request.seed)
+            if decoder is not None:
+                init_weights(decoder, request.seed + 1)
+        model = DenoiseAndDecode(denoiser.float(), decoder.float() if decoder is not None else None).eval()
+        den_config, dec_config = dict(denoiser.config), dict(decoder.config) if decoder is not None else None
+        params = set(inspect.signature(denoiser.forward).parameters)
+
+        def make(shape: dict, seed: int) -> dict[str, torch.Tensor]:
+            return make_inputs(den_config, dec_config, params, shape, seed)
+
+        return Built(
+            model=model,
+            config={"denoiser": den_config, "decoder": dec_config},
+            config_dict={"denoiser": den_config, "decoder": dec_config},
+            library=self.library,
+            architecture=plan.architecture,
+            task=request.task or "text-to-image",
+            config_source=plan.config_source,
+            make_inputs=make,
+            shapes=plan.shapes,
+        )
+
+
+def make_inputs(den: dict[str, Any], dec: dict[str, Any] | None, params: set[str], shape: dict, seed: int) -> dict[str, torch.Tensor]:
+    """Inputs for one denoising step (keyed by the denoiser's input names) and one decode."""
+    g = torch.Generator().manual_seed(seed)
+    b, s, t = shape["batch"], shape["size"], shape["text"]
+    cross = den.get("cross_attention_dim") or den.get("joint_attention_dim") or WIDTH
+    cross = cross[0] if isinstance(cross, (list, tuple)) else cross
+    in_ch = den.get("in_channels") or 4
+    out: dict[str, torch.Tensor] = {}
+    if "sample" in params:  # UNets: a latent image
+        out["sample"] = torch.randn(b, in_ch, s, s, generator=g)
+    elif "hidden_states" in params:
+        if "img_ids" in params:  # Flux: 2x2-packed latent tokens with their (0, row, col) ids
+            h = s // 2
+            out["hidden_states"] = torch.randn(b, h * h, in_ch, generator=g)
+            rows, cols = torch.meshgrid(torch.arange(h), torch.arange(h), indexing="ij")
+            out["img_ids"] = torch.stack([torch.zeros_like(rows), rows, cols], dim=-1).reshape(-1, 3).float()
+            out["txt_ids"] = torch.zeros(t, 3)
+        else:  # SD3-style patchified transformers take the latent image
+            out["hidden_states"] = torch.randn(b, in_ch, s, s, generator=g)
+    out["timestep"] = torch.linspace(0.2, 0.8, b) if "img_ids" in params else torch.linspace(100, 900, b)
+    if "encoder_hidden_states" in params:
+        out["encoder_hidden_states"] = torch.randn(b, t, cross, generator=g)
+    if "pooled_projections" in params and den.get("pooled_projection_dim"):
+        out["pooled_projections"] = torch.randn(b, den["pooled_projection_dim"], generator=g)
+    if "guidance" in params and den.get("guidance_embeds"):
+        out["guidance"] = torch.full((b,), 3.5)
+    if den.get("addition_embed_type") == "text_time":
+        n_time = den.get("addition_time_embed_dim") or HEAD_DIM
+        out["text_embeds"] = torch.randn(b, den["projection_class_embeddings_input_dim"] - 6 * n_time, generator=g)
+        out["time_ids"] = torch.tensor([[s * 8.0, s * 8.0, 0.0, 0.0, s * 8.0, s * 8.0]]).expand(b, -1).clone()
+    if "timestep_cond" in params and den.get("time_cond_proj_dim"):
+        out["timestep_cond"] = torch.randn(b, den["time_cond_proj_dim"], generator=g)
+    if dec is not None:
+        down = 2 ** (len(dec.get("block_out_channels") or [1]) - 1)
+        out["latents"] = torch.randn(b, dec.get("latent_channels") or 4, max(s // down, 2), max(s // down, 2), generator=g)
+    return out
+
