@@ -43,3 +43,20 @@ def test_real_default_configs_still_build_after_shrinking():
         cls = CONFIG_MAPPING[model_type]
         shrunk = shrink_dict(cls().to_dict())
         cls.from_dict(shrunk)  # raises on violated constraints
+
+
+def test_every_per_layer_list_follows_the_depth_and_per_layer_ffn_widths_shrink():
+    cfg = shrink_dict({"num_hidden_layers": 35, "hidden_size": 2048, "num_attention_heads": 8, "intermediate_size": [16384] * 35, "activation_sparsity_pattern": [0.95] * 10 + [0.0] * 25, "layers_block_type": ["mamba", "hybrid"] * 17 + ["mamba"]})
+    assert cfg["intermediate_size"] == [128, 128]
+    assert cfg["activation_sparsity_pattern"] == [0.95, 0.95] and cfg["layers_block_type"] == ["mamba", "hybrid"]
+
+
+def test_mamba_heads_times_head_dim_equal_expand_times_width():
+    cfg = shrink_dict({"hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 40, "mamba_n_heads": 128, "mamba_d_head": 64, "mamba_expand": 2, "mamba_n_groups": 1})
+    assert cfg["mamba_n_heads"] * cfg["mamba_d_head"] == cfg["mamba_expand"] * cfg["hidden_size"]
+
+
+def test_vision_language_widths_meet_and_special_tokens_stay_in_the_vocabulary():
+    cfg = shrink_dict({"image_token_index": 32000, "projection_dim": 2048, "text_config": {"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "num_attention_heads": 32}, "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "num_attention_heads": 16, "projection_dim": 2048}})
+    assert cfg["vision_config"]["projection_dim"] == cfg["projection_dim"] == cfg["text_config"]["hidden_size"] == 64
+    assert cfg["text_config"]["vocab_size"] > 32000

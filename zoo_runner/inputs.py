@@ -91,6 +91,7 @@ GENERATORS: dict[str, Gen] = {
     "spectrogram": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], v.num_mel_bins, generator=g),
     # Qwen2-VL-style vision towers take images as rows of flattened patches plus a (t, h, w) grid per image
     "flat_patches": lambda v, s, g: torch.randn(s["batch"] * math.prod(PATCH_GRID), v.num_channels * v.temporal_patch_size * v.patch_size**2, generator=g),
+    "image_sizes": lambda v, s, g: torch.tensor([[v.image_size, v.image_size]] * s["batch"]),
     "image_grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
     # random masking (MAE-style) takes its noise as an input so both runs mask the same patches
     "noise": lambda v, s, g: torch.rand(s["batch"], v.num_patches, generator=g),
@@ -125,6 +126,8 @@ def make_inputs(model: torch.nn.Module, config: Any, shape: dict, seed: int, is_
         elif name in OPTIONAL_WANTED and (name != "decoder_input_ids" or is_encoder_decoder):
             wanted.append(name)
     wanted += [name for name in extra if name in params and name not in wanted]
+    if "pixel_values" in wanted and "image_sizes" in params and "image_sizes" not in wanted and _image_features_need(model, "image_sizes"):
+        wanted.append("image_sizes")  # (height, width) of each image, as image processors return it
     if "input_ids" not in wanted:
         wanted = [w for w in wanted if w not in ("attention_mask", "token_type_ids")]
     kinds = kinds or {}
@@ -136,6 +139,15 @@ def make_inputs(model: torch.nn.Module, config: Any, shape: dict, seed: int, is_
         _end_with_eos(out, config)
     _insert_image_tokens(model, config, out, params)
     return out
+
+
+def _image_features_need(model: torch.nn.Module, name: str) -> bool:
+    """True where the model's vision path takes ``name`` as a required argument."""
+    fn = getattr(model, "get_image_features", None)
+    if fn is None:
+        return False
+    p = inspect.signature(fn).parameters.get(name)
+    return p is not None and p.default is inspect.Parameter.empty
 
 
 def _image_token_id(config: Any) -> int | None:

@@ -19,7 +19,7 @@ KV_HEADS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_gr
 HEAD_DIM = {"head_dim", "d_kv", "kv_channels", "attention_head_size", "d_head"}
 FFN = {"intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "n_inner", "moe_intermediate_size", "shared_expert_intermediate_size"}
 EXPERTS = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"}
-EXPERTS_PER_TOKEN = {"num_experts_per_tok", "top_k", "moe_topk"}
+EXPERTS_PER_TOKEN = {"num_experts_per_tok", "top_k", "moe_topk", "moe_k"}
 WIDTH_LISTS = {"hidden_sizes", "conv_dim", "embed_dims", "channels", "filter_sizes"}
 DEPTH_LISTS = {"depths", "layers_per_block", "num_blocks_per_stage"}
 
@@ -47,6 +47,7 @@ def _is_int(v: Any) -> bool:
 
 def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     """Shrink one config level (and its nested config dicts) in place; returns it."""
+    layers_before = next((cfg[k] for k in LAYERS if _is_int(cfg.get(k)) and cfg[k] > 0), None)
     for key, value in list(cfg.items()):
         if isinstance(value, dict) and ("model_type" in value or key.endswith("_config") or key in ("encoder", "decoder")):
             shrink_dict(value)
@@ -68,6 +69,13 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
                 cfg[key] = _shrink_list(value, 16)
             elif key in DEPTH_LISTS:
                 cfg[key] = [min(v, 1) for v in value]
+    # per-layer lists (layer types, per-layer FFN widths, hybrid block kinds) follow the depth
+    layers_after = next((cfg[k] for k in LAYERS if _is_int(cfg.get(k)) and cfg[k] > 0), None)
+    if layers_before and layers_after and layers_after < layers_before:
+        for key, value in list(cfg.items()):
+            if isinstance(value, list) and len(value) == layers_before:
+                value = value[:layers_after]
+                cfg[key] = [min(v, TINY_FFN) for v in value] if key in FFN and all(_is_int(v) for v in value) else value
     # backbones that expose stages by name or index must not point past the shrunk depth
     if any(k in cfg for k in LAYERS | DEPTH_LISTS):
         for key in ("out_features", "out_indices", "_out_features", "_out_indices"):
@@ -139,6 +147,17 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
     for key in ("max_window_layers",):
         if layers and _is_int(cfg.get(key)):
             cfg[key] = min(cfg[key], layers)
+    for key in ("moe_layer_end_index",):
+        if layers and _is_int(cfg.get(key)):
+            cfg[key] = min(cfg[key], layers - 1)
+    # Mamba-2 mixers: heads x head dim must equal expand x hidden size
+    if width_key and all(_is_int(cfg.get(k)) for k in ("mamba_n_heads", "mamba_d_head", "mamba_expand")):
+        inner = cfg["mamba_expand"] * cfg[width_key]
+        if inner % cfg["mamba_d_head"]:
+            cfg["mamba_d_head"] = _largest_divisor_at_most(inner, cfg["mamba_d_head"])
+        cfg["mamba_n_heads"] = inner // cfg["mamba_d_head"]
+        if _is_int(cfg.get("mamba_n_groups")) and cfg["mamba_n_heads"] % cfg["mamba_n_groups"]:
+            cfg["mamba_n_groups"] = math.gcd(cfg["mamba_n_heads"], cfg["mamba_n_groups"])
     # rotary sections (mrope) must sum to half the head dim
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
     if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
