@@ -6,10 +6,12 @@ their absence is a failure.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -154,3 +156,39 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serving(env: dict[str, str], cwd: Path):
+    """`zoo serve` as users run it, on a free port; yields its base URL once /healthz answers."""
+    import httpx
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "zoo.cli", "serve", "--port", str(port)], env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                if httpx.get(f"{base}/api/v1/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.25)
+        else:
+            pytest.fail("zoo serve did not come up")
+        yield base
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's chromium, driven by Playwright (browser downloads fail here)
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

@@ -4,16 +4,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 
-from tests.conftest import child_env, free_port
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-
+from tests.conftest import child_env, serving
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
@@ -23,21 +18,8 @@ def served(tmp_path_factory):
     for args in (["sync", "--builtin"], ["validate", "arch:BertModel", "--backend", "cpu"], ["validate", "arch:GPT2LMHeadModel", "--backend", "cpu", "--tier", "census"]):
         proc = subprocess.run([sys.executable, "-m", "zoo.cli", *args], env=env, cwd=tmp, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "zoo.cli", "serve", "--port", str(port)], env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            if httpx.get(f"{base}/api/v1/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.25)
-    else:
-        server.kill()
-        pytest.fail("zoo serve did not come up")
-    yield base, env, tmp
-    server.terminate()
-    server.wait(10)
+    with serving(env, tmp) as base:
+        yield base, env, tmp
 
 
 def test_api_returns_latest_result_for_arch_model(served):
@@ -47,15 +29,6 @@ def test_api_returns_latest_result_for_arch_model(served):
     r = latest[("cpu", "tiny")]
     assert r["status"] == "pass" and r["fingerprint"] and r["repro"].startswith("zoo validate arch:BertModel")
     assert body["downloads"] > 0  # catalog facts come with it
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def _page(browser, url):

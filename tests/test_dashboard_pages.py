@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 
-from tests.conftest import child_env, free_port
+from tests.conftest import child_env, serving
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 pytestmark = pytest.mark.browser
 
 
@@ -33,30 +30,8 @@ def seeded(tmp_path_factory):
     proc = subprocess.run([sys.executable, "-m", "zoo.cli", "seed", "--models", "300", "--weeks", "6"], env=env, cwd=tmp, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "seeded 5400 results" in proc.stdout
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "zoo.cli", "serve", "--port", str(port)], env=env, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            if httpx.get(f"{base}/api/v1/healthz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.25)
-    else:
-        server.kill()
-        pytest.fail("zoo serve did not come up")
-    yield Served(base, env, tmp)
-    server.terminate()
-    server.wait(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+    with serving(env, tmp) as base:
+        yield Served(base, env, tmp)
 
 
 def open_page(browser, url, charts: int = 1):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 HARNESS_VERSION = "2"  # 2: seeded forwards, fp64 reference checked against fp32, reference cache
