@@ -10,8 +10,8 @@ COPY workers ./workers
 COPY api ./api
 COPY db ./db
 COPY dashboards ./dashboards
-RUN pip install --no-cache-dir . && useradd --create-home zoo && mkdir -p /home/zoo/.cache/huggingface && chown -R zoo /home/zoo/.cache
+RUN pip install --no-cache-dir . && useradd --create-home zoo && mkdir -p /home/zoo/.cache/huggingface /home/zoo/.cache/zoo/references && chown -R zoo /home/zoo/.cache
 USER zoo
-ENV HF_HOME=/home/zoo/.cache/huggingface
+ENV HF_HOME=/home/zoo/.cache/huggingface ZOO_REFERENCE_CACHE=/home/zoo/.cache/zoo/references
 EXPOSE 8000
 CMD ["zoo", "serve", "--host", "0.0.0.0", "--port", "8000"]
