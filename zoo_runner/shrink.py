@@ -69,11 +69,13 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
                 cfg[key] = _shrink_list(value, 16)
             elif key in DEPTH_LISTS:
                 cfg[key] = [min(v, 1) for v in value]
-    # per-layer lists (layer types, per-layer FFN widths, hybrid block kinds) follow the depth
+    # per-layer lists (layer types, per-layer FFN widths, hybrid block kinds, sparsity) follow the
+    # depth; integer lists other than FFN widths are stage lists (depths, heads) and stay as they are
     layers_after = next((cfg[k] for k in LAYERS if _is_int(cfg.get(k)) and cfg[k] > 0), None)
     if layers_before and layers_after and layers_after < layers_before:
         for key, value in list(cfg.items()):
-            if isinstance(value, list) and len(value) == layers_before:
+            per_layer = key in FFN or all(isinstance(v, str) for v in value) or all(isinstance(v, float) for v in value) if isinstance(value, list) and value else False
+            if per_layer and len(value) == layers_before:
                 value = value[:layers_after]
                 cfg[key] = [min(v, TINY_FFN) for v in value] if key in FFN and all(_is_int(v) for v in value) else value
     # backbones that expose stages by name or index must not point past the shrunk depth
@@ -153,6 +155,8 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
     # Mamba-2 mixers: heads x head dim must equal expand x hidden size
     if width_key and all(_is_int(cfg.get(k)) for k in ("mamba_n_heads", "mamba_d_head", "mamba_expand")):
         inner = cfg["mamba_expand"] * cfg[width_key]
+        if _is_int(cfg.get("mamba_d_ssm")):  # an explicit inner width (Falcon-H1) shrinks with the model
+            cfg["mamba_d_ssm"] = inner
         if inner % cfg["mamba_d_head"]:
             cfg["mamba_d_head"] = _largest_divisor_at_most(inner, cfg["mamba_d_head"])
         cfg["mamba_n_heads"] = inner // cfg["mamba_d_head"]
