@@ -86,6 +86,18 @@ def _lib(e, r) -> str:
     return e.library or "other"
 
 
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = []
+    for dist in ("torch", "transformers", "timm", "diffusers"):
+        try:
+            parts.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            parts.append(f"{dist} not installed")
+    return "packages: " + ", ".join(parts)
+
+
 def render(rows, wall: float, args) -> str:
     by_lib = collections.defaultdict(lambda: [0, 0, 0, 0])  # attempted, valid, dl attempted, dl valid
     statuses = collections.Counter()
@@ -114,7 +126,7 @@ def render(rows, wall: float, args) -> str:
             durations.append(dt)
             slow.append((dt, e.model_id, r.get("architecture")))
     n = len(rows)
-    out = [f"Harness benchmark — tier {args.tier}, backend {args.backend}, {n} models from {Path(args.csv).name}, {args.jobs} jobs, wall {wall:.0f}s", ""]
+    out = [f"Harness benchmark — tier {args.tier}, backend {args.backend}, {n} models from {Path(args.csv).name}, {args.jobs} jobs, wall {wall:.0f}s", _versions(), ""]
     out.append(f"{'library':<34} {'models':>6} {'valid ref':>9} {'by count':>9} {'by downloads':>13}")
     for lib, (a, v, da, dv) in sorted(by_lib.items(), key=lambda kv: -kv[1][2]):
         out.append(f"{lib:<34} {a:>6} {v:>9} {100 * v / a if a else 0:>8.1f}% {100 * dv / da if da else 0:>12.1f}%")
