@@ -60,3 +60,12 @@ def test_vision_language_widths_meet_and_special_tokens_stay_in_the_vocabulary()
     cfg = shrink_dict({"image_token_index": 32000, "projection_dim": 2048, "text_config": {"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "num_attention_heads": 32}, "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "num_attention_heads": 16, "projection_dim": 2048}})
     assert cfg["vision_config"]["projection_dim"] == cfg["projection_dim"] == cfg["text_config"]["hidden_size"] == 64
     assert cfg["text_config"]["vocab_size"] > 32000
+
+
+def test_mamba_rules_follow_each_models_names_and_a_null_head_dim_is_made_explicit():
+    zamba = shrink_dict({"hidden_size": 2560, "num_attention_heads": 32, "num_hidden_layers": 54, "mamba_expand": 2, "n_mamba_heads": 8, "mamba_headdim": 640, "mamba_ngroups": 1})
+    assert zamba["n_mamba_heads"] * zamba["mamba_headdim"] == 2 * zamba["hidden_size"] and zamba["n_mamba_heads"] == 8
+    falcon = shrink_dict({"hidden_size": 4096, "num_attention_heads": 32, "mamba_expand": 2, "mamba_n_heads": 128, "mamba_d_head": 64, "mamba_d_ssm": 8192})
+    assert falcon["mamba_d_ssm"] == falcon["mamba_n_heads"] * falcon["mamba_d_head"] == 2 * falcon["hidden_size"]
+    hunyuan = shrink_dict({"hidden_size": 4096, "num_attention_heads": 32, "head_dim": None})
+    assert hunyuan["head_dim"] == hunyuan["hidden_size"] // hunyuan["num_attention_heads"]

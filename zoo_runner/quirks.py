@@ -62,6 +62,8 @@ QUIRKS: dict[str, Quirk] = {
     "glm4v": Quirk("images as flattened patches with their grid; default mrope_section needs head_dim 128", config={"text_config.rope_parameters.mrope_section": [2, 3, 3]}, input_kinds={"pixel_values": "flat_patches"}, extra_inputs=("image_grid_thw",)),
     # Pixtral's vision tower takes any size up to 1540 px; at 1540 px the text would hold 12,100 image tokens.
     "mistral3": Quirk("default image size 1540 px makes thousands of image tokens", config={"vision_config.image_size": 112}),
+    # Mamba-2 names its SSM heads num_heads/head_dim, which the attention rules would size: heads x head dim = expand x width.
+    "mamba2": Quirk("SSM heads x head dim must equal expand x hidden size", config={"num_heads": 8, "head_dim": 16, "n_groups": 1}),
     # DeepSeek's multi-head latent attention has its own head and rank sizes; rotary runs on qk_rope_head_dim.
     "deepseek_v3": Quirk("latent attention: its own ranks and head dims, one key/value head per query head, expert groups", config={"kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "qk_head_dim": 32, "v_head_dim": 16, "head_dim": 16, "n_group": 1, "topk_group": 1, "num_key_value_heads": 4}),
     "big_bird": Quirk("block sparse attention needs whole blocks", config={"attention_type": "original_full"}),

@@ -152,16 +152,24 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
     for key in ("moe_layer_end_index",):
         if layers and _is_int(cfg.get(key)):
             cfg[key] = min(cfg[key], layers - 1)
-    # Mamba-2 mixers: heads x head dim must equal expand x hidden size
-    if width_key and all(_is_int(cfg.get(k)) for k in ("mamba_n_heads", "mamba_d_head", "mamba_expand")):
+    # Mamba-2 mixers: heads x head dim must equal expand x hidden size (names vary by model)
+    mh = next((k for k in ("mamba_n_heads", "n_mamba_heads") if _is_int(cfg.get(k))), None)
+    md = next((k for k in ("mamba_d_head", "mamba_headdim") if _is_int(cfg.get(k))), None)
+    if width_key and mh and md and _is_int(cfg.get("mamba_expand")):
         inner = cfg["mamba_expand"] * cfg[width_key]
         if _is_int(cfg.get("mamba_d_ssm")):  # an explicit inner width (Falcon-H1) shrinks with the model
             cfg["mamba_d_ssm"] = inner
-        if inner % cfg["mamba_d_head"]:
-            cfg["mamba_d_head"] = _largest_divisor_at_most(inner, cfg["mamba_d_head"])
-        cfg["mamba_n_heads"] = inner // cfg["mamba_d_head"]
-        if _is_int(cfg.get("mamba_n_groups")) and cfg["mamba_n_heads"] % cfg["mamba_n_groups"]:
-            cfg["mamba_n_groups"] = math.gcd(cfg["mamba_n_heads"], cfg["mamba_n_groups"])
+        if inner % cfg[mh] == 0 and inner // cfg[mh] >= 2:  # keep the heads, shrink each
+            cfg[md] = inner // cfg[mh]
+        else:
+            if inner % cfg[md]:
+                cfg[md] = _largest_divisor_at_most(inner, cfg[md])
+            cfg[mh] = inner // cfg[md]
+        for groups in ("mamba_n_groups", "mamba_ngroups"):
+            if _is_int(cfg.get(groups)) and cfg[mh] % cfg[groups]:
+                cfg[groups] = math.gcd(cfg[mh], cfg[groups])
+    if "head_dim" in cfg and cfg["head_dim"] is None and width_key and heads_key:
+        cfg["head_dim"] = cfg[width_key] // cfg[heads_key]  # "derive it" made explicit: some modeling code reads it raw
     # rotary sections (mrope) must sum to half the head dim
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
     if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
