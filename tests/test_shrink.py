@@ -34,8 +34,14 @@ def test_mrope_sections_sum_to_half_head_dim():
 def test_experts_and_backbone_stages():
     cfg = shrink_dict({"num_local_experts": 8, "num_experts_per_tok": 2, "hidden_size": 4096, "num_attention_heads": 32})
     assert cfg["num_local_experts"] == 4 and cfg["num_experts_per_tok"] <= cfg["num_local_experts"]
+    # a layer-indexed backbone keeps one shrunk layer per exposed output, the neck gets as many maps
     cfg = shrink_dict({"num_hidden_layers": 12, "out_features": ["stage12"], "out_indices": [12]})
-    assert cfg["out_features"] is None and cfg["out_indices"] is None
+    assert (cfg["num_hidden_layers"], cfg["out_indices"], cfg["out_features"]) == (2, [2], ["stage2"])
+    cfg = shrink_dict({"num_hidden_layers": 24, "out_indices": [5, 11, 17, 23], "out_features": ["stage5", "stage11", "stage17", "stage23"]})
+    assert (cfg["num_hidden_layers"], cfg["out_indices"]) == (4, [1, 2, 3, 4])
+    # a stage-list backbone keeps its stages (each one shallower) and the outputs it exposes
+    cfg = shrink_dict({"num_layers": 4, "depths": [2, 2, 18, 2], "out_features": ["stage1", "stage2", "stage3", "stage4"], "out_indices": [1, 2, 3, 4], "stage_names": ["stem", "stage1", "stage2", "stage3", "stage4"]})
+    assert cfg["depths"] == [1, 1, 1, 1] and cfg["num_layers"] == 4 and cfg["out_indices"] == [1, 2, 3, 4] and len(cfg["out_features"]) == 4
 
 
 def test_real_default_configs_still_build_after_shrinking():
@@ -69,3 +75,9 @@ def test_mamba_rules_follow_each_models_names_and_a_null_head_dim_is_made_explic
     assert falcon["mamba_d_ssm"] == falcon["mamba_n_heads"] * falcon["mamba_d_head"] == 2 * falcon["hidden_size"]
     hunyuan = shrink_dict({"hidden_size": 4096, "num_attention_heads": 32, "head_dim": None})
     assert hunyuan["head_dim"] == hunyuan["hidden_size"] // hunyuan["num_attention_heads"]
+
+
+def test_dpt_style_zero_based_output_layers_stay_inside_the_shrunk_vit():
+    cfg = shrink_dict({"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "backbone_out_indices": [2, 5, 8, 11], "reassemble_hidden_size": 768})
+    assert cfg["num_hidden_layers"] == 4 and cfg["backbone_out_indices"] == [0, 1, 2, 3]
+    assert cfg["reassemble_hidden_size"] == cfg["hidden_size"]

@@ -13,7 +13,7 @@ LAYERS = {
     "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
     "num_encoder_layers", "num_decoder_layers", "num_text_layers", "num_vision_layers",
 }
-WIDTH = {"hidden_size", "d_model", "n_embd", "embed_dim", "dim", "word_embed_proj_dim", "embedding_size", "pooler_hidden_size", "projection_size"}
+WIDTH = {"hidden_size", "d_model", "n_embd", "embed_dim", "dim", "word_embed_proj_dim", "embedding_size", "pooler_hidden_size", "projection_size", "reassemble_hidden_size"}
 HEADS = {"num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "decoder_attention_heads", "n_heads"}
 KV_HEADS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"}
 HEAD_DIM = {"head_dim", "d_kv", "kv_channels", "attention_head_size", "d_head"}
@@ -48,12 +48,15 @@ def _is_int(v: Any) -> bool:
 def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     """Shrink one config level (and its nested config dicts) in place; returns it."""
     layers_before = next((cfg[k] for k in LAYERS if _is_int(cfg.get(k)) and cfg[k] > 0), None)
+    # stage-list backbones (ResNet, Swin: ``depths``) count stages, not layers, in num_layers
+    stage_based = any(isinstance(cfg.get(k), list) for k in DEPTH_LISTS)
     for key, value in list(cfg.items()):
         if isinstance(value, dict) and ("model_type" in value or key.endswith("_config") or key in ("encoder", "decoder")):
             shrink_dict(value)
         elif _is_int(value) and value > 0:
             if key in LAYERS:
-                cfg[key] = min(value, TINY_LAYERS)
+                if not stage_based:
+                    cfg[key] = min(value, TINY_LAYERS)
             elif key in WIDTH:
                 cfg[key] = min(value, TINY_WIDTH)
             elif key in HEADS:
@@ -75,14 +78,10 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     if layers_before and layers_after and layers_after < layers_before:
         for key, value in list(cfg.items()):
             per_layer = key in FFN or all(isinstance(v, str) for v in value) or all(isinstance(v, float) for v in value) if isinstance(value, list) and value else False
-            if per_layer and len(value) == layers_before:
+            if per_layer and len(value) == layers_before and key not in OUT_KEYS and key != "stage_names":
                 value = value[:layers_after]
                 cfg[key] = [min(v, TINY_FFN) for v in value] if key in FFN and all(_is_int(v) for v in value) else value
-    # backbones that expose stages by name or index must not point past the shrunk depth
-    if any(k in cfg for k in LAYERS | DEPTH_LISTS):
-        for key in ("out_features", "out_indices", "_out_features", "_out_indices"):
-            if key in cfg:
-                cfg[key] = None
+    _keep_backbone_outputs(cfg, layers_before)
     _fix_constraints(cfg)
     _fix_vision_language(cfg)
     return cfg
@@ -109,6 +108,44 @@ def _fix_vision_language(cfg: dict[str, Any]) -> None:
                     node[key] = width
     if _is_int(text.get("vocab_size")) and text["vocab_size"] <= max(ids):
         text["vocab_size"] = max(ids) + 1
+
+
+OUT_KEYS = ("out_features", "out_indices", "_out_features", "_out_indices")
+
+
+def _keep_backbone_outputs(cfg: dict[str, Any], layers_before: int | None) -> None:
+    """Backbones expose some stages (``out_indices``/``out_features``) to a neck that expects that
+    many feature maps. Stage-list backbones (ResNet, Swin: ``depths``) keep their stages when each
+    stage gets shallower, so their outputs stay. Layer-indexed backbones (ViT: ``num_hidden_layers``)
+    keep one layer per exposed output: the last ``n`` of a depth of at least ``n``."""
+    zero_based = cfg.get("backbone_out_indices")  # DPT: 0-based layer indices of its own ViT
+    if isinstance(zero_based, list) and zero_based and all(_is_int(i) for i in zero_based) and not any(k in cfg for k in DEPTH_LISTS):
+        layers_key = next((k for k in LAYERS if _is_int(cfg.get(k)) and cfg[k] > 0), None)
+        if layers_key:
+            cfg[layers_key] = max(cfg[layers_key], len(zero_based))
+            cfg["backbone_out_indices"] = list(range(cfg[layers_key] - len(zero_based), cfg[layers_key]))
+    indices = next((cfg[k] for k in ("out_indices", "_out_indices") if isinstance(cfg.get(k), (list, tuple)) and cfg[k]), None)
+    layers_key = next((k for k in LAYERS if _is_int(cfg.get(k)) and cfg[k] > 0), None)
+    if any(k in cfg for k in DEPTH_LISTS) or layers_key is None or layers_before is None:
+        return
+    if indices is None or any(not _is_int(i) for i in indices):
+        if any(cfg.get(k) is not None for k in OUT_KEYS):  # named outputs we cannot map: the default
+            for key in OUT_KEYS:
+                if key in cfg:
+                    cfg[key] = None
+        return
+    n = len(indices)
+    depth = max(cfg[layers_key], n)
+    cfg[layers_key] = depth
+    new = list(range(depth - n + 1, depth + 1))
+    for key in ("out_indices", "_out_indices"):
+        if key in cfg:
+            cfg[key] = new
+    for key in ("out_features", "_out_features"):
+        if key in cfg:
+            cfg[key] = [f"stage{i}" for i in new]
+    if isinstance(cfg.get("stage_names"), list):
+        cfg["stage_names"] = ["stem"] + [f"stage{i}" for i in range(1, depth + 1)]
 
 
 def _largest_divisor_at_most(n: int, cap: int) -> int:
