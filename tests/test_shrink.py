@@ -81,3 +81,8 @@ def test_dpt_style_zero_based_output_layers_stay_inside_the_shrunk_vit():
     cfg = shrink_dict({"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "backbone_out_indices": [2, 5, 8, 11], "reassemble_hidden_size": 768})
     assert cfg["num_hidden_layers"] == 4 and cfg["backbone_out_indices"] == [0, 1, 2, 3]
     assert cfg["reassemble_hidden_size"] == cfg["hidden_size"]
+
+
+def test_swin_stage_heads_divide_each_stage_width_in_a_nested_backbone():
+    cfg = shrink_dict({"backbone_config": {"model_type": "swin", "embed_dim": 96, "depths": [2, 2, 18, 2], "num_heads": [3, 6, 12, 24]}})["backbone_config"]
+    assert all((cfg["embed_dim"] * 2**i) % h == 0 for i, h in enumerate(cfg["num_heads"]))

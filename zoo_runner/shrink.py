@@ -156,6 +156,10 @@ def _largest_divisor_at_most(n: int, cap: int) -> int:
 
 
 def _fix_constraints(cfg: dict[str, Any]) -> None:
+    # hierarchical (Swin-style) stages double the width each stage: stage heads must divide it
+    stage_heads = cfg.get("num_heads")
+    if isinstance(stage_heads, list) and stage_heads and all(_is_int(h) for h in stage_heads) and _is_int(cfg.get("embed_dim")) and isinstance(cfg.get("depths"), list):
+        cfg["num_heads"] = [_largest_divisor_at_most(cfg["embed_dim"] * 2**i, h) for i, h in enumerate(stage_heads)]
     width_key = next((k for k in WIDTH if _is_int(cfg.get(k))), None)
     heads_key = next((k for k in HEADS if _is_int(cfg.get(k))), None)
     if width_key and heads_key:
