@@ -14,6 +14,7 @@ import pytest
 from db import repository
 from db.session import session_scope
 from tests.conftest import child_env
+from zoo_runner.request import HARNESS_VERSION
 
 NOW = dt.datetime(2025, 3, 19, 12, 0, tzinfo=dt.timezone.utc)  # a Wednesday of 2025-W12
 
@@ -22,7 +23,7 @@ def entries(*rows):
     return [repository.CatalogEntry(model_id=m, downloads=d, sha=sha, library="transformers") for m, d, sha in rows]
 
 
-def result(model_id, when, status="pass", revision=None, versions=None, harness="1", backend="cpu", tier="tiny", fingerprint=None):
+def result(model_id, when, status="pass", revision=None, versions=None, harness=HARNESS_VERSION, backend="cpu", tier="tiny", fingerprint=None):
     return {
         "model_id": model_id,
         "revision": revision,
