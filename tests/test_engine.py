@@ -93,3 +93,13 @@ def test_vision_language_models_get_one_image_token_per_image_embedding(arch):
     assert r["status"] == "pass", r["error"]
     first = r["details"]["input_shapes"][0]
     assert first["input_ids"][1] > 16 and first["attention_mask"] == first["input_ids"]
+
+
+@pytest.mark.parametrize("arch", ["OneFormerForUniversalSegmentation", "MusicgenForConditionalGeneration", "EncodecModel", "Owlv2ForObjectDetection", "SamModel", "RTDetrForObjectDetection", "DepthAnythingForDepthEstimation", "Mask2FormerForUniversalSegmentation", "Zamba2ForCausalLM", "DeepseekV3ForCausalLM"])
+def test_architectures_with_coupled_sizes_or_unusual_inputs_build_and_pass(arch):
+    """Rows of the quirks table and generic shrink rules at work: list main inputs (OneFormer),
+    per-codebook decoder ids (MusicGen), (batch, channels, samples) audio (EnCodec), widths a
+    head compares (OWLv2, SAM), backbone outputs a neck expects (RT-DETR, Depth Anything, Swin in
+    Mask2Former), Mamba-2 heads (Zamba2), latent attention (DeepSeek-V3)."""
+    r = validate_here(ValidationRequest(f"arch:{arch}", backend="cpu", reference_cache=""))
+    assert r["status"] == "pass", r["error"]

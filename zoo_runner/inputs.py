@@ -31,6 +31,9 @@ class ConfigView:
     num_patches: int
     patch_size: int = 16
     temporal_patch_size: int = 1
+    audio_channels: int = 1
+    num_codebooks: int = 1
+    task_seq_len: int = 77
 
     @classmethod
     def of(cls, config: Any) -> "ConfigView":
@@ -60,6 +63,9 @@ class ConfigView:
             num_patches=(first([vision, config], ["image_size"], 224) // first([vision, config], ["patch_size"], 16)) ** 2,
             patch_size=first([vision, config], ["patch_size"], 16),
             temporal_patch_size=first([vision], ["temporal_patch_size"], 1),
+            audio_channels=first([config], ["audio_channels"], 1),
+            num_codebooks=first([text, config], ["num_codebooks"], 1),
+            task_seq_len=first([config], ["task_seq_len"], 77),
         )
 
 
@@ -91,6 +97,12 @@ GENERATORS: dict[str, Gen] = {
     "spectrogram": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], v.num_mel_bins, generator=g),
     # Qwen2-VL-style vision towers take images as rows of flattened patches plus a (t, h, w) grid per image
     "flat_patches": lambda v, s, g: torch.randn(s["batch"] * math.prod(PATCH_GRID), v.num_channels * v.temporal_patch_size * v.patch_size**2, generator=g),
+    # audio codecs take (batch, channels, samples)
+    "waveform_channels": lambda v, s, g: torch.randn(s["batch"], v.audio_channels, 400 * s["seq"], generator=g),
+    # multi-codebook decoders (MusicGen) take one row of codes per codebook per example
+    "codebook_ids": lambda v, s, g: _ids(v.decoder_vocab_size, (s["batch"] * v.num_codebooks, s["seq"]), g),
+    # OneFormer's task prompt ("the task is semantic"), as token ids of its fixed length
+    "task_inputs": lambda v, s, g: _ids(v.vocab_size, (s["batch"], v.task_seq_len), g),
     "image_sizes": lambda v, s, g: torch.tensor([[v.image_size, v.image_size]] * s["batch"]),
     "image_grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
     # random masking (MAE-style) takes its noise as an input so both runs mask the same patches
@@ -111,9 +123,7 @@ def make_inputs(model: torch.nn.Module, config: Any, shape: dict, seed: int, is_
     gen = torch.Generator().manual_seed(seed)
     params = {p.name: p for p in forward_params(model)}
     main = getattr(model, "main_input_name", "input_ids")
-    wanted: list[str] = []
-    if main in params:
-        wanted.append(main)
+    wanted: list[str] = [m for m in (main if isinstance(main, (list, tuple)) else [main]) if m in params]
     # multimodal models (CLIP-like) take text and pixels together
     for name, sub in (("input_ids", "text_config"), ("pixel_values", "vision_config")):
         if name in params and name not in wanted and getattr(config, sub, None) is not None:

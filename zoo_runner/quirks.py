@@ -64,6 +64,18 @@ QUIRKS: dict[str, Quirk] = {
     "mistral3": Quirk("default image size 1540 px makes thousands of image tokens", config={"vision_config.image_size": 112}),
     # Mamba-2 names its SSM heads num_heads/head_dim, which the attention rules would size: heads x head dim = expand x width.
     "mamba2": Quirk("SSM heads x head dim must equal expand x hidden size", config={"num_heads": 8, "head_dim": 16, "n_groups": 1}),
+    # Audio codecs take (batch, channels, samples), not (batch, samples).
+    "encodec": Quirk("codec input is (batch, channels, samples); codebook_dim is the hidden size", config={"codebook_dim": 64}, input_kinds={"input_values": "waveform_channels"}),
+    "dac": Quirk("codec input is (batch, channels, samples)", input_kinds={"input_values": "waveform_channels"}),
+    "mimi": Quirk("codec input is (batch, channels, samples)", input_kinds={"input_values": "waveform_channels"}),
+    # MusicGen's decoder reads one row of codes per codebook.
+    "musicgen": Quirk("decoder input ids are (batch * num_codebooks, length)", input_kinds={"decoder_input_ids": "codebook_ids"}),
+    "musicgen_melody": Quirk("decoder input ids are (batch * num_codebooks, length)", input_kinds={"decoder_input_ids": "codebook_ids"}),
+    # OWL-ViT/OWLv2's class head compares image embeddings of the text width with projected text queries.
+    "owlvit": Quirk("class head width (text hidden size) must equal projection_dim; 768 px images are slow", config={"projection_dim": 64, "vision_config.image_size": 96}),
+    "owlv2": Quirk("class head width (text hidden size) must equal projection_dim; 960 px images are slow", config={"projection_dim": 64, "vision_config.image_size": 96}),
+    # SAM's vision neck hands the mask decoder embeddings of the decoder's width.
+    "sam": Quirk("vision output channels (and half of them as positional features) must match the prompt encoder and mask decoder width", config={"vision_config.output_channels": 64, "vision_config.num_pos_feats": 32}),
     # DeepSeek's multi-head latent attention has its own head and rank sizes; rotary runs on qk_rope_head_dim.
     "deepseek_v3": Quirk("latent attention: its own ranks and head dims, one key/value head per query head, expert groups", config={"kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "qk_head_dim": 32, "v_head_dim": 16, "head_dim": 16, "n_group": 1, "topk_group": 1, "num_key_value_heads": 4}),
     "big_bird": Quirk("block sparse attention needs whole blocks", config={"attention_type": "original_full"}),
