@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=300)
     p.add_argument("--out", help="also write the report here")
+    p.add_argument("--reference-cache", default="off", metavar="DIR", help="reuse CPU references from DIR (default off: every reference is computed, so times are real)")
     args = p.parse_args(argv)
+    os.environ["ZOO_REFERENCE_CACHE"] = args.reference_cache
 
     work = Path(tempfile.mkdtemp(prefix="zoo-harness-"))
     from tests.hub_standin import start_standin
