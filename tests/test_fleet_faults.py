@@ -40,20 +40,9 @@ FAST_REDELIVERY = {
 
 
 def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                stat = Path(f"/proc/{name}/stat").read_text()
-                children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(name))
-            except (OSError, ValueError, IndexError):
-                pass
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
+    from workers.celery_app import descendants as tree  # imported late: the app reads its broker URL at import
+
+    return tree(pid)
 
 
 def alive(pid: int) -> bool:

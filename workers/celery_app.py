@@ -60,6 +60,13 @@ def broker_url() -> str:
     return os.environ.get("ZOO_BROKER_URL", "redis://127.0.0.1:6379/0")
 
 
+def redacted_broker_url() -> str:
+    """The broker URL with its password masked, for messages."""
+    from kombu.utils.url import maybe_sanitize_url
+
+    return maybe_sanitize_url(broker_url())
+
+
 def transport_options() -> dict:
     return {
         "visibility_timeout": VISIBILITY_TIMEOUT_S,

@@ -95,16 +95,6 @@ def enqueue(model_ids: list[str], backend: str, tier: str, run_id: int | None, t
     return enqueue_groups([Group(Candidate(model_id=mid, downloads=0, weight=0.0)) for mid in model_ids], backend, tier, run_id, timeout)
 
 
-def _redact_broker() -> str:
-    from workers.celery_app import broker_url
-
-    url = broker_url()
-    if "@" in url:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
-
-
 def enqueue_top(top: int, backend: str, tier: str = "tiny", timeout: float = 600.0) -> int:
     ensure_catalog()
     snap_id, ids = pick_models(top)

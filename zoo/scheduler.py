@@ -316,9 +316,9 @@ def enqueue_groups(groups: list[Group], backend: str, tier: str, run_id: int | N
                     for args, kwargs in rest:
                         ids.append(validate_task.apply_async(args=args, kwargs=kwargs, queue=queue, producer=producer, time_limit=None, soft_time_limit=None).id)
     except (OperationalError, OSError) as exc:
-        from zoo.jobs import _redact_broker
+        from workers.celery_app import redacted_broker_url
 
-        raise BrokerUnavailable(f"broker {_redact_broker()} is unreachable: {exc}") from exc
+        raise BrokerUnavailable(f"broker {redacted_broker_url()} is unreachable: {exc}") from exc
     return ids
 
 

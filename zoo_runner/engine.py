@@ -5,6 +5,7 @@ time and memory budgets. Errors become statuses here; only the process dying esc
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
@@ -280,10 +281,7 @@ def _references(req: ValidationRequest, model: torch.nn.Module, all_inputs: list
     with torch.no_grad():
         for i, x in enumerate(all_inputs):
             torch.manual_seed(req.seed + i)  # the same random draws (if any) as the target's run
-            if i == 0:
-                with census:
-                    ref32.append(_detach_cpu(model(**x)))
-            else:
+            with census if i == 0 else contextlib.nullcontext():
                 ref32.append(_detach_cpu(model(**x)))
         reference_ms = round(_timed(lambda: model(**all_inputs[0])), 3)
         ref64 = _reference64(model, all_inputs, ref32, result, req.seed)

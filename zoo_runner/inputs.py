@@ -170,11 +170,8 @@ def _image_token_id(config: Any) -> int | None:
 
 def _features_per_image(feats: Any, images: int) -> list[int] | None:
     """How many embeddings the vision tower made for each image, from get_image_features' output."""
-    for attr in ("pooler_output", "last_hidden_state"):
-        v = getattr(feats, attr, None) if not isinstance(feats, (torch.Tensor, list, tuple)) else None
-        if v is not None:
-            feats = v
-            break
+    if not isinstance(feats, (torch.Tensor, list, tuple)):  # a ModelOutput: the projected features
+        feats = next((v for v in (getattr(feats, "pooler_output", None), getattr(feats, "last_hidden_state", None)) if v is not None), None)
     if isinstance(feats, (list, tuple)) and feats and all(isinstance(t, torch.Tensor) for t in feats):
         if len(feats) == images:
             return [int(t.shape[0]) if t.ndim == 2 else int(t.shape[-2]) for t in feats]

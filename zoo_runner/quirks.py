@@ -26,6 +26,16 @@ class Quirk:
 
 _RESNET_BACKBONE = {"model_type": "resnet", "depths": [1, 1, 1, 1], "hidden_sizes": [16, 32, 64, 64], "embedding_size": 16, "out_features": ["stage4"]}
 
+_FLAT_PATCH_VLM = Quirk(
+    "images as flattened patches with their grid; the modeling code's default mrope_section (16, 24, 24) needs head_dim 128, so the tiny one (head_dim 16) is set",
+    config={"text_config.rope_parameters.mrope_section": [2, 3, 3]},
+    input_kinds={"pixel_values": "flat_patches"},
+    extra_inputs=("image_grid_thw",),
+)
+_CODEC_INPUT = {"input_values": "waveform_channels"}
+_PER_CODEBOOK_DECODER = Quirk("decoder input ids are (batch * num_codebooks, length)", input_kinds={"decoder_input_ids": "codebook_ids"})
+_OWL = Quirk("class head width (text hidden size) must equal projection_dim; 768-960 px images are slow", config={"projection_dim": 64, "vision_config.image_size": 96})
+
 QUIRKS: dict[str, Quirk] = {
     # Whisper's encoder insists on 2 * max_source_positions mel frames; shrink it so inputs stay small.
     "whisper": Quirk("encoder input length must equal 2*max_source_positions", config={"max_source_positions": 64}),
@@ -55,25 +65,25 @@ QUIRKS: dict[str, Quirk] = {
     # EfficientNet's default resolution (600 px) makes even a shrunk model take minutes on CPU.
     "efficientnet": Quirk("default image_size 600 and B7 scaling are too slow for a tiny model", config={"image_size": 64, "width_coefficient": 0.5, "depth_coefficient": 0.5, "hidden_dim": 640}),
     "align": Quirk("EfficientNet vision tower at 600 px is too slow for a tiny model", config={"vision_config.image_size": 64}),
-    # Qwen2-VL's vision tower takes rows of flattened patches and a (t, h, w) grid per image.
-    "qwen2_vl": Quirk("images as flattened patches with their grid; the modeling code's default mrope_section (16, 24, 24) needs head_dim 128, so the tiny one (head_dim 16) is set", config={"text_config.rope_parameters.mrope_section": [2, 3, 3]}, input_kinds={"pixel_values": "flat_patches"}, extra_inputs=("image_grid_thw",)),
-    "qwen2_5_vl": Quirk("images as flattened patches with their grid; the modeling code's default mrope_section (16, 24, 24) needs head_dim 128, so the tiny one (head_dim 16) is set", config={"text_config.rope_parameters.mrope_section": [2, 3, 3]}, input_kinds={"pixel_values": "flat_patches"}, extra_inputs=("image_grid_thw",)),
-    "qwen3_vl": Quirk("images as flattened patches with their grid; default mrope_section needs head_dim 128", config={"text_config.rope_parameters.mrope_section": [2, 3, 3]}, input_kinds={"pixel_values": "flat_patches"}, extra_inputs=("image_grid_thw",)),
-    "glm4v": Quirk("images as flattened patches with their grid; default mrope_section needs head_dim 128", config={"text_config.rope_parameters.mrope_section": [2, 3, 3]}, input_kinds={"pixel_values": "flat_patches"}, extra_inputs=("image_grid_thw",)),
+    # Qwen2-VL-style vision towers take rows of flattened patches and a (t, h, w) grid per image.
+    "qwen2_vl": _FLAT_PATCH_VLM,
+    "qwen2_5_vl": _FLAT_PATCH_VLM,
+    "qwen3_vl": _FLAT_PATCH_VLM,
+    "glm4v": _FLAT_PATCH_VLM,
     # Pixtral's vision tower takes any size up to 1540 px; at 1540 px the text would hold 12,100 image tokens.
     "mistral3": Quirk("default image size 1540 px makes thousands of image tokens", config={"vision_config.image_size": 112}),
     # Mamba-2 names its SSM heads num_heads/head_dim, which the attention rules would size: heads x head dim = expand x width.
     "mamba2": Quirk("SSM heads x head dim must equal expand x hidden size", config={"num_heads": 8, "head_dim": 16, "n_groups": 1}),
     # Audio codecs take (batch, channels, samples), not (batch, samples).
-    "encodec": Quirk("codec input is (batch, channels, samples); codebook_dim is the hidden size", config={"codebook_dim": 64}, input_kinds={"input_values": "waveform_channels"}),
-    "dac": Quirk("codec input is (batch, channels, samples)", input_kinds={"input_values": "waveform_channels"}),
-    "mimi": Quirk("codec input is (batch, channels, samples)", input_kinds={"input_values": "waveform_channels"}),
+    "encodec": Quirk("codec input is (batch, channels, samples); codebook_dim is the hidden size", config={"codebook_dim": 64}, input_kinds=_CODEC_INPUT),
+    "dac": Quirk("codec input is (batch, channels, samples)", input_kinds=_CODEC_INPUT),
+    "mimi": Quirk("codec input is (batch, channels, samples)", input_kinds=_CODEC_INPUT),
     # MusicGen's decoder reads one row of codes per codebook.
-    "musicgen": Quirk("decoder input ids are (batch * num_codebooks, length)", input_kinds={"decoder_input_ids": "codebook_ids"}),
-    "musicgen_melody": Quirk("decoder input ids are (batch * num_codebooks, length)", input_kinds={"decoder_input_ids": "codebook_ids"}),
+    "musicgen": _PER_CODEBOOK_DECODER,
+    "musicgen_melody": _PER_CODEBOOK_DECODER,
     # OWL-ViT/OWLv2's class head compares image embeddings of the text width with projected text queries.
-    "owlvit": Quirk("class head width (text hidden size) must equal projection_dim; 768 px images are slow", config={"projection_dim": 64, "vision_config.image_size": 96}),
-    "owlv2": Quirk("class head width (text hidden size) must equal projection_dim; 960 px images are slow", config={"projection_dim": 64, "vision_config.image_size": 96}),
+    "owlvit": _OWL,
+    "owlv2": _OWL,
     # SAM's vision neck hands the mask decoder embeddings of the decoder's width.
     "sam": Quirk("vision output channels (and half of them as positional features) must match the prompt encoder and mask decoder width", config={"vision_config.output_channels": 64, "vision_config.num_pos_feats": 32}),
     # DeepSeek's multi-head latent attention has its own head and rank sizes; rotary runs on qk_rope_head_dim.

@@ -77,11 +77,11 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     layers_after = next((cfg[k] for k in LAYERS if _is_int(cfg.get(k)) and cfg[k] > 0), None)
     if layers_before and layers_after and layers_after < layers_before:
         for key, value in list(cfg.items()):
-            per_layer = key in FFN or all(isinstance(v, str) for v in value) or all(isinstance(v, float) for v in value) if isinstance(value, list) and value else False
-            if per_layer and len(value) == layers_before and key not in OUT_KEYS and key != "stage_names":
+            if _is_per_layer(key, value, layers_before):
                 value = value[:layers_after]
                 cfg[key] = [min(v, TINY_FFN) for v in value] if key in FFN and all(_is_int(v) for v in value) else value
-    _keep_backbone_outputs(cfg, layers_before)
+    if not stage_based:
+        _keep_backbone_outputs(cfg, layers_before)
     _fix_constraints(cfg)
     _fix_vision_language(cfg)
     return cfg
@@ -113,22 +113,33 @@ def _fix_vision_language(cfg: dict[str, Any]) -> None:
 OUT_KEYS = ("out_features", "out_indices", "_out_features", "_out_indices")
 
 
+def _is_per_layer(key: str, value: Any, layers: int) -> bool:
+    """One entry per layer: layer types, per-layer FFN widths, hybrid block kinds, sparsity.
+    Integer lists other than FFN widths are stage lists (depths, heads); backbone outputs and
+    stage names are kept by :func:`_keep_backbone_outputs`."""
+    if not isinstance(value, list) or len(value) != layers or key in OUT_KEYS or key == "stage_names":
+        return False
+    return key in FFN or all(isinstance(v, str) for v in value) or all(isinstance(v, float) for v in value)
+
+
+def _int_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(_is_int(i) for i in value)
+
+
 def _keep_backbone_outputs(cfg: dict[str, Any], layers_before: int | None) -> None:
-    """Backbones expose some stages (``out_indices``/``out_features``) to a neck that expects that
-    many feature maps. Stage-list backbones (ResNet, Swin: ``depths``) keep their stages when each
-    stage gets shallower, so their outputs stay. Layer-indexed backbones (ViT: ``num_hidden_layers``)
-    keep one layer per exposed output: the last ``n`` of a depth of at least ``n``."""
-    zero_based = cfg.get("backbone_out_indices")  # DPT: 0-based layer indices of its own ViT
-    if isinstance(zero_based, list) and zero_based and all(_is_int(i) for i in zero_based) and not any(k in cfg for k in DEPTH_LISTS):
-        layers_key = next((k for k in LAYERS if _is_int(cfg.get(k)) and cfg[k] > 0), None)
-        if layers_key:
-            cfg[layers_key] = max(cfg[layers_key], len(zero_based))
-            cfg["backbone_out_indices"] = list(range(cfg[layers_key] - len(zero_based), cfg[layers_key]))
-    indices = next((cfg[k] for k in ("out_indices", "_out_indices") if isinstance(cfg.get(k), (list, tuple)) and cfg[k]), None)
+    """Layer-indexed backbones (ViT: ``num_hidden_layers``) expose some layers (``out_indices``/
+    ``out_features``, DPT's 0-based ``backbone_out_indices``) to a neck that expects that many
+    feature maps: keep one layer per exposed output, the last ``n`` of a depth of at least ``n``.
+    (Stage-list backbones keep their stages, each shallower, so their outputs stay as they are.)"""
     layers_key = next((k for k in LAYERS if _is_int(cfg.get(k)) and cfg[k] > 0), None)
-    if any(k in cfg for k in DEPTH_LISTS) or layers_key is None or layers_before is None:
+    if layers_key is None or layers_before is None:
         return
-    if indices is None or any(not _is_int(i) for i in indices):
+    zero_based = cfg.get("backbone_out_indices")
+    if _int_list(zero_based):
+        cfg[layers_key] = max(cfg[layers_key], len(zero_based))
+        cfg["backbone_out_indices"] = list(range(cfg[layers_key] - len(zero_based), cfg[layers_key]))
+    indices = next((cfg[k] for k in ("out_indices", "_out_indices") if isinstance(cfg.get(k), (list, tuple)) and cfg[k]), None)
+    if indices is None or not _int_list(indices):
         if any(cfg.get(k) is not None for k in OUT_KEYS):  # named outputs we cannot map: the default
             for key in OUT_KEYS:
                 if key in cfg:

@@ -35,8 +35,9 @@ class Builder(Protocol):
 _REGISTRY: dict[str, str] = {
     "transformers": "zoo_runner.builders.transformers_builder:TransformersBuilder",
     "sentence-transformers": "zoo_runner.builders.sentence_transformers_builder:SentenceTransformersBuilder",
+    # extras: their packages are imported in the model process only
     "timm": "zoo_runner.builders.timm_builder:TimmBuilder",
-    "diffusers": "zoo_runner.builders.diffusers_builder:DiffusersBuilder",  # the diffusers extra; imported in the model process only  # the timm extra; imported in the model process only
+    "diffusers": "zoo_runner.builders.diffusers_builder:DiffusersBuilder",
 }
 _INSTANCES: dict[str, Builder] = {}
 

@@ -47,6 +47,16 @@ def _shapes(tier: str, fixed: bool | None, input_size: int) -> list[dict]:
     return [{"batch": 1, "size": TINY_SIZES[0]}, {"batch": 2, "size": TINY_SIZES[1]}]
 
 
+def _default_fixed_input_size(arch: str) -> bool | None:
+    """Whether timm's default config for ``arch`` fixes the input size; None without timm (its
+    build then says the extra is missing)."""
+    try:
+        import timm
+    except ImportError:
+        return None
+    return bool(timm.get_pretrained_cfg_value(arch, "fixed_input_size") or False) if timm.is_model(arch) else None
+
+
 class TimmBuilder:
     library = "timm"
 
@@ -59,6 +69,8 @@ class TimmBuilder:
         size = pre.get("input_size") or [3, 224, 224]
         num_classes = int(cfg.get("num_classes", pre.get("num_classes", 1000)) or 0)
         fixed = pre.get("fixed_input_size")
+        if fixed is None:  # not in the repo's config: timm's own default config knows, where timm is installed
+            fixed = _default_fixed_input_size(arch)
         plan = TimmPlan(
             architecture=arch,
             num_classes=num_classes,
@@ -82,10 +94,6 @@ class TimmBuilder:
         if not timm.is_model(plan.architecture):
             raise NotSupported("library_unsupported", f"timm {timm.__version__} has no architecture {plan.architecture!r}")
         fixed = plan.fixed_input_size
-        if fixed is None:  # not in the repo's config: timm's own default config knows
-            fixed = bool(timm.get_pretrained_cfg_value(plan.architecture, "fixed_input_size") or False)
-            if fixed and request.tier != "full":
-                plan.shapes = _shapes(request.tier, True, plan.input_size)
         kwargs: dict[str, Any] = {"num_classes": plan.num_classes, "in_chans": plan.in_chans}
         if request.tier == "full":
             weights = os.path.join(request.files_dir or "", "model.safetensors")
