@@ -13,8 +13,8 @@ extras=()
 torch_spec="${ZOO_TORCH:-torch==2.13.0}"
 for arg in "$@"; do
   case "$arg" in
-    dev|timm|diffusers|neuron) extras+=("$arg") ;;
-    *) echo "setup.sh: unknown extra '$arg' (dev, timm, diffusers, neuron)" >&2; exit 2 ;;
+    dev|timm|diffusers|chronos|neuron) extras+=("$arg") ;;
+    *) echo "setup.sh: unknown extra '$arg' (dev, timm, diffusers, chronos, neuron)" >&2; exit 2 ;;
   esac
   if [ "$arg" = timm ] && [ -z "${ZOO_TORCH:-}" ]; then
     torch_spec="torch==2.14.1 torchvision==0.29.1"

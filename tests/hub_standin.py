@@ -28,6 +28,11 @@ tags), ``modules.json`` for sentence-transformers, ``model_index.json`` and ``<c
 for diffusers pipelines named by a ``diffusers:<Pipeline>`` tag (:data:`DIFFUSERS_PIPELINES`). Synthetic weights carry no tensors (an empty
 safetensors file; an empty ``.bin``): they exist for listings and policy, not for loading.
 
+Files recorded from real repos, where the tags cannot give them (``tests/hub_recorded/org/name/``,
+e.g. Chronos-Bolt's ``config.json``), are laid over the synthetic repo of the same id; repos
+without a library tag but with a transformers model-type tag and safetensors weights get a
+synthetic ``config.json`` too, as their real repos have one.
+
 Real repos can be served instead: ``repos_dir`` is a folder holding ``org/name/<files>`` (or a
 mapping ``{"org/name": folder}``); such a repo's siblings, tree and resolve serve its real files
 (its catalog facts still come from the CSV row when there is one). :func:`packaged_repos` finds
@@ -73,6 +78,7 @@ LIST_FULL = LIST_DEFAULT + ["author", "sha", "lastModified", "gated", "disabled"
 # Tags that are formats, frameworks or regions, never a repo's library.
 NOT_LIBRARIES = {"safetensors", "pytorch", "PyTorch", "tf", "jax", "rust", "onnx", "coreml", "openvino", "tensorboard", "region:us", "text-to-speech"}
 CONFIG_LIBRARIES = ("transformers", "sentence-transformers", "timm")
+RECORDED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hub_recorded")
 FAKE_DATE = "2025-03-01T00:00:00.000Z"
 # diffusers pipelines (from a repo's ``diffusers:<Pipeline>`` tag): the components' configs as the
 # real repos of each family publish them (the keys that matter for the graph).
@@ -256,6 +262,9 @@ class HubData:
                 row = {"id": model_id, "downloads": 0, "likes": 0, "task": None, "parameters": None, "license": None, "gated": False, "order": len(self.rows), "tags": self._real_tags(folder)}
                 self.rows.append(row)
                 self.by_id[model_id] = row
+        # Files recorded from the real repos (config.json of models whose config the tags cannot
+        # give, such as Chronos-Bolt's): laid over the synthetic repo of the same id.
+        self.recorded: dict[str, str] = self._list_repos(RECORDED_DIR) if os.path.isdir(RECORDED_DIR) else {}
         self._files: dict[str, dict[str, bytes | str]] = {}
         self._oids: dict[tuple[str, int, int], str] = {}
         self._lock = threading.Lock()
@@ -270,6 +279,17 @@ class HubData:
                 for name in sorted(os.listdir(org_dir)):
                     if os.path.isdir(os.path.join(org_dir, name)) and not name.startswith("."):
                         out[f"{org}/{name}"] = os.path.realpath(os.path.join(org_dir, name))
+        return out
+
+    def _recorded_files(self, model_id: str) -> dict[str, str]:
+        folder = self.recorded.get(model_id)
+        out: dict[str, str] = {}
+        if folder:
+            for root, dirs, files in os.walk(folder):
+                dirs.sort()
+                for fn in sorted(files):
+                    full = os.path.join(root, fn)
+                    out[os.path.relpath(full, folder).replace(os.sep, "/")] = full
         return out
 
     @staticmethod
@@ -307,7 +327,7 @@ class HubData:
 
     def config(self, row: dict[str, Any], full: bool = True) -> dict[str, Any] | None:
         tags = row["tags"]
-        real = self.real.get(row["id"])
+        real = self.real.get(row["id"]) or self.recorded.get(row["id"])
         if real and os.path.isfile(os.path.join(real, "config.json")):
             try:
                 with open(os.path.join(real, "config.json")) as f:
@@ -317,9 +337,11 @@ class HubData:
             return cfg if full else {k: cfg[k] for k in ("architectures", "model_type") if k in cfg}
         if self.library_name(tags) == "timm":  # timm's own format, even where transformers is tagged too
             return {"architecture": row["id"].split("/")[-1].split(".")[0], "num_classes": 1000}
-        if not any(lib in tags for lib in ("transformers", "sentence-transformers")):
-            return None
         model_type = NAMES.model_type(tags)
+        if not any(lib in tags for lib in ("transformers", "sentence-transformers")):
+            # untagged transformers repos (a model-type tag and safetensors weights) have a config.json too
+            if not (model_type and "safetensors" in tags):
+                return None
         if model_type is None:
             return {}
         cfg: dict[str, Any] = {"model_type": model_type}
@@ -369,6 +391,8 @@ class HubData:
                 out["model_index.json"] = (json.dumps(index, indent=2) + "\n").encode()
             if "sentence-transformers" in tags:
                 out["modules.json"] = json.dumps([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}], indent=2).encode()
+            for name, path in self._recorded_files(model_id).items():
+                out[name] = path
             if "safetensors" in tags:
                 out["model.safetensors"] = EMPTY_SAFETENSORS
             elif "pytorch" in tags:

@@ -151,6 +151,17 @@ def _builder_or_none(library: str | None) -> Any:
         return None  # no builder: the model process says library_unsupported
 
 
+def _library_from_config(req: ValidationRequest, errors: Any) -> str | None:
+    from .builders import library_for_config
+
+    try:
+        return library_for_config(fetch_config(req.model_id, req.revision))
+    except (errors.EntryNotFoundError, FileNotFoundError, json.JSONDecodeError):
+        return None
+    except (OSError, errors.HfHubHTTPError) as exc:
+        raise HubUnreachable(f"could not fetch config.json of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}") from exc
+
+
 def prepare(req: ValidationRequest) -> ValidationRequest:
     """Fill ``req`` with what the model process needs (config, files, library, task)."""
     if req.model_id.startswith("arch:"):
@@ -167,12 +178,22 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         raise UnknownModel(f"unknown model id {req.model_id!r}: expected org/name or arch:ClassName")
     facts = model_facts(req.model_id, req.revision)
     req.revision = req.revision or facts.sha
-    req.library = req.library or facts.library or "transformers"
+    declared = req.library or facts.library
+    req.library = declared or "transformers"
     req.task = req.task or facts.task
     check_policy(facts, req.tier)
-    builder = _builder_or_none(req.library)
-    config_file = getattr(builder, "config_file", "config.json")  # diffusers: model_index.json
     errors = _hub_errors()
+    builder = _builder_or_none(req.library)
+    if (declared is None or builder is None) and "config.json" in facts.files:
+        # The Hub names no library Zoo builds (or none): the repo's config.json says whose it is.
+        sniffed = _library_from_config(req, errors)
+        if sniffed:
+            req.library, builder = sniffed, _builder_or_none(sniffed)
+    if builder is None:
+        from .builders import get_builder
+
+        get_builder(req.library)  # raises library_unsupported, saying which library or extra is missing
+    config_file = getattr(builder, "config_file", "config.json")  # diffusers: model_index.json
     try:
         if req.tier == "full":
             req.files_dir = fetch_files(req.model_id, req.revision, FULL_TIER_PATTERNS)

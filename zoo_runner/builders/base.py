@@ -38,7 +38,14 @@ _REGISTRY: dict[str, str] = {
     # extras: their packages are imported in the model process only
     "timm": "zoo_runner.builders.timm_builder:TimmBuilder",
     "diffusers": "zoo_runner.builders.diffusers_builder:DiffusersBuilder",
+    "chronos-forecasting": "zoo_runner.builders.chronos_builder:ChronosBuilder",
 }
+# For repos whose Hub metadata names no library Zoo has a builder for: which library a
+# ``config.json`` belongs to, asked in this order ("module:function" taking the config dict).
+_CONFIG_CLAIMS: list[tuple[str, str]] = [
+    ("chronos-forecasting", "zoo_runner.builders.chronos_builder:claims"),
+    ("transformers", "zoo_runner.builders.base:_transformers_claims"),
+]
 _INSTANCES: dict[str, Builder] = {}
 
 
@@ -53,6 +60,22 @@ def register_builder(library: str, target: str | Builder) -> None:
 
 def registered_libraries() -> list[str]:
     return sorted(set(_REGISTRY) | set(_INSTANCES))
+
+
+def _transformers_claims(config: dict[str, Any]) -> bool:
+    """A config.json whose ``model_type`` transformers knows."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES  # a plain dict: no lazy import
+
+    return isinstance(config.get("model_type"), str) and config["model_type"] in CONFIG_MAPPING_NAMES
+
+
+def library_for_config(config: dict[str, Any]) -> str | None:
+    """The library whose builder recognises ``config`` (a repo's config.json), or None."""
+    for library, target in _CONFIG_CLAIMS:
+        module, _, fn = target.partition(":")
+        if getattr(importlib.import_module(module), fn)(config):
+            return library
+    return None
 
 
 def get_builder(library: str) -> Builder:

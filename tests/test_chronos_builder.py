@@ -1,0 +1,77 @@
+"""Chronos-Bolt forecasters (chronos-forecasting), and repos whose Hub metadata names no library
+Zoo builds: the repo's config.json says whose model it is. Through the Hub stand-in as users run it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import SHARED_CSV
+from tests.hub_standin import RECORDED_DIR, start_standin
+from zoo_runner.builders import library_for_config
+from zoo_runner.engine import validate_here
+from zoo_runner.request import ValidationRequest
+
+pytest.importorskip("chronos", reason="chronos-forecasting is in the dev extra")
+
+with open(f"{RECORDED_DIR}/amazon/chronos-bolt-base/config.json") as _f:
+    BOLT = json.load(_f)
+
+
+def _req(backend: str = "cpu", **kw) -> ValidationRequest:
+    return ValidationRequest("test/chronos-bolt", backend=backend, library="chronos-forecasting", config=BOLT, config_source="test", reference_cache="", **kw)
+
+
+def test_a_config_says_whose_model_it_is():
+    assert library_for_config(BOLT) == "chronos-forecasting"  # a T5 config, but Chronos's
+    assert library_for_config({"model_type": "t5", "architectures": ["T5ForConditionalGeneration"]}) == "transformers"
+    assert library_for_config({"model_type": "no-such-type"}) is None
+    assert library_for_config({"architecture": "resnet50"}) is None
+
+
+def test_chronos_bolt_validates_with_its_forecasting_head_kept():
+    r = validate_here(_req())
+    assert r["status"] == "pass", r["error"]
+    assert r["library"] == "chronos-forecasting" and r["architecture"] == "ChronosBoltModelForForecasting"
+    shapes = r["details"]["input_shapes"]
+    assert len(shapes) == 2 and shapes[0] != shapes[1] and "context" in shapes[0]
+    assert r["details"]["parameters"] < 2_000_000  # the T5 stack shrunk, not the 205M base model
+
+
+def test_a_backend_bug_in_a_forecaster_is_a_mismatch(monkeypatch):
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    r = validate_here(_req(backend="cpu+zoo_bug_drop_bias", plugins="tests.plugins.buggy_backends"))
+    assert r["status"] == "mismatch", r
+
+
+@pytest.fixture(scope="module")
+def hub():
+    base, stop = start_standin(str(SHARED_CSV))
+    yield base
+    stop()
+
+
+def _validate(zoo, hub, tmp_path, model_id):
+    proc = zoo(["validate", model_id, "--backend", "cpu", "--json"], HF_ENDPOINT=hub, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_chronos_bolt_through_the_stand_in(zoo, hub, tmp_path):
+    r = _validate(zoo, hub, tmp_path, "amazon/chronos-bolt-small")  # no library tag on the Hub
+    assert r["status"] == "pass", r["error"]
+    assert r["library"] == "chronos-forecasting" and r["task"] == "time-series-forecasting"
+
+
+def test_an_untagged_transformers_repo_is_recognised_by_its_config(zoo, hub, tmp_path):
+    r = _validate(zoo, hub, tmp_path, "fiifinketia/akan-g2p")  # tags: tensorboard, safetensors, t5
+    assert r["status"] == "pass", r["error"]
+    assert r["library"] == "transformers" and r["architecture"].startswith("T5")
+
+
+def test_a_library_without_a_builder_is_unsupported_and_named(zoo, hub, tmp_path):
+    r = _validate(zoo, hub, tmp_path, "pyannote/segmentation-3.0")
+    assert r["status"] == "unsupported" and r["reason"] == "library_unsupported"
+    assert "pyannote-audio" in r["error"]["message"]
