@@ -4,6 +4,7 @@
 #   bash scripts/setup.sh dev        + the test dependencies
 #   bash scripts/setup.sh dev timm   + timm models (timm needs torchvision, which here comes only
 #                                      with torch==2.14.1 + torchvision==0.29.1: a 5.5 GB CUDA build)
+#   bash scripts/setup.sh dev open_clip  + OpenCLIP models (the same torchvision)
 # torch is installed first (CPU build by default) so nothing pulls a larger build; override with
 # ZOO_TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" or similar.
 set -euo pipefail
@@ -13,10 +14,10 @@ extras=()
 torch_spec="${ZOO_TORCH:-torch==2.13.0}"
 for arg in "$@"; do
   case "$arg" in
-    dev|timm|diffusers|chronos|neuron) extras+=("$arg") ;;
-    *) echo "setup.sh: unknown extra '$arg' (dev, timm, diffusers, chronos, neuron)" >&2; exit 2 ;;
+    dev|timm|open_clip|diffusers|chronos|neuron) extras+=("$arg") ;;
+    *) echo "setup.sh: unknown extra '$arg' (dev, timm, open_clip, diffusers, chronos, neuron)" >&2; exit 2 ;;
   esac
-  if [ "$arg" = timm ] && [ -z "${ZOO_TORCH:-}" ]; then
+  if { [ "$arg" = timm ] || [ "$arg" = open_clip ]; } && [ -z "${ZOO_TORCH:-}" ]; then
     torch_spec="torch==2.14.1 torchvision==0.29.1"
   fi
 done

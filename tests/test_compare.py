@@ -86,3 +86,17 @@ def test_a_number_where_the_reference_has_nan_is_named_as_such():
     ref = torch.tensor([1.0, float("nan")])
     res = compare({"y": torch.tensor([1.0, 2.0])}, {"y": ref}, {"y": ref.double()})
     assert not res.ok and "where the reference has NaN (1 values)" in res.problems[0]
+
+
+def test_the_cosine_floor_follows_the_fp32_references_own_loss():
+    torch.manual_seed(0)
+    r64 = torch.randn(4, 64, dtype=torch.float64)
+    # an ill-conditioned output: fp32 itself lands far from fp64 (cosine ~0.96)
+    r32 = (r64 + 0.3 * torch.randn(4, 64, dtype=torch.float64)).float()
+    assert compare(r32.clone(), r32, r64).ok  # an exact backend is no false alarm
+    assert not compare(torch.randn(4, 64), r32, r64).ok  # unrelated numbers still fail
+    # a well-conditioned output keeps the 0.99999 floor: a small rotation fails
+    exact = r64.float()
+    off = exact + 0.01 * torch.randn(4, 64)
+    res = compare(off, exact, r64)
+    assert not res.ok and res.cosine < 0.99999

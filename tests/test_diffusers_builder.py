@@ -69,3 +69,36 @@ def test_a_hub_pipeline_through_the_stand_in(zoo, hub, tmp_path):
     r = json.loads(proc.stdout)
     assert r["status"] == "pass", r["error"]
     assert r["architecture"] == "UNet2DConditionModel+AutoencoderKL" and r["task"] == "text-to-image"
+
+
+def _component(repo: str) -> dict:
+    from tests.hub_standin import RECORDED_DIR
+
+    with open(f"{RECORDED_DIR}/{repo}/config.json") as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize(("repo", "architecture", "inputs"), [("stabilityai/sdxl-vae", "AutoencoderKL", {"latents"}), ("lllyasviel/sd-controlnet-canny", "ControlNetModel", {"sample", "controlnet_cond", "encoder_hidden_states"})])
+def test_a_repo_holding_one_component_validates_it(repo, architecture, inputs):
+    req = ValidationRequest(repo, backend="cpu", library="diffusers", config=_component(repo), config_source="test", reference_cache="")
+    r = validate_here(req)
+    assert r["status"] == "pass", r["error"]
+    assert r["architecture"] == architecture
+    assert set(r["details"]["input_shapes"][0]) == inputs
+    assert r["details"]["parameters"] < 20_000_000
+
+
+def test_a_backend_bug_in_a_controlnet_is_a_mismatch(monkeypatch):
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    repo = "lllyasviel/sd-controlnet-canny"
+    req = ValidationRequest(repo, backend="cpu+zoo_bug_drop_bias", library="diffusers", config=_component(repo), config_source="test", reference_cache="", plugins="tests.plugins.buggy_backends")
+    assert validate_here(req)["status"] == "mismatch"
+
+
+def test_a_single_vae_repo_through_the_stand_in(zoo, hub, tmp_path):
+    proc = zoo(["validate", "stabilityai/sd-vae-ft-mse", "--backend", "cpu", "--json"], HF_ENDPOINT=hub, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert r["status"] == "pass" and r["architecture"] == "AutoencoderKL", r["error"]

@@ -103,3 +103,40 @@ def test_architectures_with_coupled_sizes_or_unusual_inputs_build_and_pass(arch)
     Mask2Former), Mamba-2 heads (Zamba2), latent attention (DeepSeek-V3)."""
     r = validate_here(ValidationRequest(f"arch:{arch}", backend="cpu", reference_cache=""))
     assert r["status"] == "pass", r["error"]
+
+
+@pytest.mark.parametrize(
+    ("arch", "pixel_dims", "extra"),
+    [
+        ("LlavaNextForConditionalGeneration", 5, "image_sizes"),  # any-resolution tiles: (batch, tiles, C, H, W)
+        ("LlavaOnevisionForConditionalGeneration", 5, "image_sizes"),
+        ("MllamaForConditionalGeneration", 6, "cross_attention_mask"),  # (batch, images, tiles, C, H, W), cross-attended
+        ("SmolVLMForConditionalGeneration", 5, None),  # (batch, images, C, H, W)
+        ("Gemma3ForConditionalGeneration", 4, None),
+        ("Blip2ForConditionalGeneration", 4, None),
+    ],
+)
+def test_vision_language_models_get_the_pixel_layout_their_processor_makes(arch, pixel_dims, extra):
+    r = validate_here(ValidationRequest(f"arch:{arch}", backend="cpu", reference_cache=""))
+    assert r["status"] == "pass", r["error"]
+    first = r["details"]["input_shapes"][0]
+    assert len(first["pixel_values"]) == pixel_dims
+    if extra:
+        assert extra in first
+    else:  # image placeholders, one per image embedding, were put in the text
+        assert first["input_ids"][1] > 16
+
+
+def test_pose_estimators_get_non_square_images():
+    r = validate_here(ValidationRequest("arch:VitPoseForPoseEstimation", backend="cpu", reference_cache=""))
+    assert r["status"] == "pass", r["error"]
+    _, _, h, w = r["details"]["input_shapes"][0]["pixel_values"]
+    assert (h, w) == (64, 48)
+
+
+def test_a_config_no_auto_class_maps_finds_its_model_class():
+    """VitMatte has no Auto class: a Hub config naming no architecture still builds the model."""
+    req = ValidationRequest("org/vitmatte", backend="cpu", config={"model_type": "vitmatte"}, config_source="test", reference_cache="")
+    r = validate_here(req)
+    assert r["status"] == "pass", r["error"]
+    assert r["architecture"] == "VitMatteForImageMatting"

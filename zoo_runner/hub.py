@@ -193,7 +193,10 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         from .builders import get_builder
 
         get_builder(req.library)  # raises library_unsupported, saying which library or extra is missing
-    config_file = getattr(builder, "config_file", "config.json")  # diffusers: model_index.json
+    # the first config file the repo has, of those the builder reads (diffusers: model_index.json,
+    # else a single component's config.json)
+    candidates = getattr(builder, "config_files", None) or (getattr(builder, "config_file", "config.json"),)
+    config_file = next((f for f in candidates if f in facts.files), candidates[0])
     try:
         if req.tier == "full":
             req.files_dir = fetch_files(req.model_id, req.revision, FULL_TIER_PATTERNS)

@@ -34,6 +34,9 @@ class ConfigView:
     audio_channels: int = 1
     num_codebooks: int = 1
     task_seq_len: int = 77
+    image_hw: tuple[int, int] = (224, 224)  # (height, width) where a tower's image_size is a pair
+    anyres_tiles: int = 1  # LLaVA-NeXT-style any-resolution: tiles of one square image, plus its overview
+    max_num_tiles: int = 4  # Mllama-style tiled images: tiles per image, padded to this many
 
     @classmethod
     def of(cls, config: Any) -> "ConfigView":
@@ -66,7 +69,31 @@ class ConfigView:
             audio_channels=first([config], ["audio_channels"], 1),
             num_codebooks=first([text, config], ["num_codebooks"], 1),
             task_seq_len=first([config], ["task_seq_len"], 77),
+            image_hw=_image_hw([vision, getattr(config, "backbone_config", None), config]),
+            anyres_tiles=_anyres_tiles(config, first([vision, config], ["image_size"], 224)),
+            max_num_tiles=first([vision], ["max_num_tiles"], 4),
         )
+
+
+def _image_hw(objs: list[Any]) -> tuple[int, int]:
+    for obj in objs:
+        size = getattr(obj, "image_size", None) if obj is not None else None
+        if isinstance(size, (list, tuple)) and len(size) == 2:
+            return int(size[0]), int(size[1])
+        if isinstance(size, int) and size > 0:
+            return size, size
+    return 224, 224
+
+
+def _anyres_tiles(config: Any, image_size: int) -> int:
+    """How many tiles an any-resolution image processor makes of one square image of the tower's
+    size, from the config's grid pinpoints (transformers' own helper does the arithmetic)."""
+    pinpoints = getattr(config, "image_grid_pinpoints", None)
+    if not pinpoints:
+        return 1
+    from transformers.models.llava_next.modeling_llava_next import image_size_to_num_patches
+
+    return int(image_size_to_num_patches((image_size, image_size), pinpoints, image_size))
 
 
 Gen = Callable[[ConfigView, dict, torch.Generator], torch.Tensor]
@@ -92,6 +119,19 @@ GENERATORS: dict[str, Gen] = {
     # as long as the encoder input: sequence classifiers (BART) pool decoder states at the EOS of input_ids
     "decoder_input_ids": lambda v, s, g: _ids(v.decoder_vocab_size, (s["batch"], s["seq"]), g),
     "pixel_values": lambda v, s, g: torch.randn(s["batch"], v.num_channels, v.image_size, v.image_size, generator=g),
+    # non-square images (pose estimators: 256 x 192), sized by the (height, width) pair of the config
+    "pixels_hw": lambda v, s, g: torch.randn(s["batch"], v.num_channels, *v.image_hw, generator=g),
+    # any-resolution VLMs (LLaVA-NeXT, OneVision) take each image as (tiles, channels, size, size)
+    "anyres_tiles": lambda v, s, g: torch.randn(s["batch"], v.anyres_tiles, v.num_channels, v.image_size, v.image_size, generator=g),
+    # tiled-image VLMs (Mllama): one image a row as (images, tiles, channels, size, size), the
+    # first tile used (aspect ratio id 1 is 1 x 1), the rest padding masked out
+    "tiled_images": lambda v, s, g: torch.randn(s["batch"], 1, v.max_num_tiles, v.num_channels, v.image_size, v.image_size, generator=g),
+    # multi-image VLMs (Idefics3, SmolVLM) take (batch, images, channels, size, size)
+    "image_rows": lambda v, s, g: torch.randn(s["batch"], 1, v.num_channels, v.image_size, v.image_size, generator=g),
+    "aspect_ratio_ids": lambda v, s, g: torch.ones(s["batch"], 1, dtype=torch.long),
+    # which image tiles each text token attends to (Mllama): every token sees the first tile of its image
+    "cross_attention_mask": lambda v, s, g: torch.nn.functional.one_hot(torch.zeros(s["batch"], s["seq"], 1, dtype=torch.long), v.max_num_tiles),
+    "aspect_ratio_mask": lambda v, s, g: torch.nn.functional.one_hot(torch.zeros(s["batch"], 1, dtype=torch.long), v.max_num_tiles),
     "input_values": lambda v, s, g: torch.randn(s["batch"], 400 * s["seq"], generator=g),
     "input_features": lambda v, s, g: torch.randn(s["batch"], v.num_mel_bins, v.audio_frames, generator=g),
     "spectrogram": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], v.num_mel_bins, generator=g),

@@ -32,6 +32,16 @@ _FLAT_PATCH_VLM = Quirk(
     input_kinds={"pixel_values": "flat_patches"},
     extra_inputs=("image_grid_thw",),
 )
+_ANYRES_VLM = Quirk(
+    "any-resolution images are (tiles, channels, size, size) over grid pinpoints in multiples of the tower's size",
+    config={"vision_config.image_size": 56, "image_grid_pinpoints": [[56, 56], [56, 112], [112, 56], [112, 112]]},
+    input_kinds={"pixel_values": "anyres_tiles"},
+)
+_IMAGE_ROWS_VLM = Quirk(
+    "images are (batch, images, channels, size, size); patches per side must divide by the pixel-shuffle scale factor",
+    config={"vision_config.image_size": 128},
+    input_kinds={"pixel_values": "image_rows"},
+)
 _CODEC_INPUT = {"input_values": "waveform_channels"}
 _PER_CODEBOOK_DECODER = Quirk("decoder input ids are (batch * num_codebooks, length)", input_kinds={"decoder_input_ids": "codebook_ids"})
 _OWL = Quirk("class head width (text hidden size) must equal projection_dim; 768-960 px images are slow", config={"projection_dim": 64, "vision_config.image_size": 96})
@@ -74,6 +84,30 @@ QUIRKS: dict[str, Quirk] = {
     "mistral3": Quirk("default image size 1540 px makes thousands of image tokens", config={"vision_config.image_size": 112}),
     # Mamba-2 names its SSM heads num_heads/head_dim, which the attention rules would size: heads x head dim = expand x width.
     "mamba2": Quirk("SSM heads x head dim must equal expand x hidden size", config={"num_heads": 8, "head_dim": 16, "n_groups": 1}),
+    # Gemma 3 pools the vision patches to mm_tokens_per_image tokens: its square root must divide the patches per side.
+    "gemma3": Quirk("image tokens per side must divide the vision patches per side (224 px / 16 = 14)", config={"mm_tokens_per_image": 49}),
+    # BLIP-2's default config has no image token (the published checkpoints set 50265): without one no
+    # query embedding reaches the language model.
+    "blip-2": Quirk("the default config has no image_token_index; the published checkpoints use 50265", config={"image_token_index": 50265}),
+    # LLaVA-NeXT / OneVision tile each image over a grid of pinpoints in multiples of the tower's size:
+    # a small tower (56 px, 4 x 4 patches) with pinpoints in its multiples keeps the tiling and the token count small.
+    "llava_next": _ANYRES_VLM,
+    "llava_onevision": _ANYRES_VLM,
+    # Mllama: tiled images with aspect-ratio ids and masks; cross-attention layers and the vision tower's
+    # intermediate outputs are layer indices, which must exist in the shrunk stacks (vision output = hidden x (1 + intermediates)).
+    "mllama": Quirk(
+        "tiled images with aspect-ratio inputs; cross-attention and intermediate-layer indices must exist after shrinking",
+        config={"vision_config.image_size": 56, "vision_config.intermediate_layers_indices": [0], "vision_config.vision_output_dim": 128, "vision_config.num_global_layers": 1, "vision_config.attention_heads": 2, "text_config.cross_attention_layers": [1]},
+        input_kinds={"pixel_values": "tiled_images"},
+        extra_inputs=("aspect_ratio_ids", "aspect_ratio_mask", "cross_attention_mask"),
+    ),
+    # Idefics3 / SmolVLM take several images a row: (batch, images, channels, size, size).
+    "idefics3": _IMAGE_ROWS_VLM,
+    "smolvlm": _IMAGE_ROWS_VLM,
+    # ViTPose's backbone takes 256 x 192 person crops: a non-square image size, kept non-square and small.
+    "vitpose": Quirk("pose crops are non-square (height, width); the backbone checks the size", config={"backbone_config.image_size": [64, 48]}, input_kinds={"pixel_values": "pixels_hw"}),
+    # BLIP's VQA head decodes an answer: without decoder ids its forward refuses to run.
+    "BlipForQuestionAnswering": Quirk("the answer decoder needs decoder_input_ids", extra_inputs=("decoder_input_ids",)),
     # Audio codecs take (batch, channels, samples), not (batch, samples).
     "encodec": Quirk("codec input is (batch, channels, samples); codebook_dim is the hidden size", config={"codebook_dim": 64}, input_kinds=_CODEC_INPUT),
     "dac": Quirk("codec input is (batch, channels, samples)", input_kinds=_CODEC_INPUT),

@@ -25,6 +25,7 @@ from .base import Built
 
 DENOISERS = ("unet", "transformer")  # model_index.json component names, in order of preference
 DECODER = "vae"
+DECODER_PREFIX = "Autoencoder"  # a single-component repo holding a VAE (AutoencoderKL, ...)
 CONFIG_FILE = "model_index.json"
 TEXT_LEN = (8, 6)  # text tokens per shape
 SHAPES = ({"batch": 1, "size": 16, "text": TEXT_LEN[0]}, {"batch": 2, "size": 24, "text": TEXT_LEN[1]})
@@ -104,17 +105,17 @@ def _with_defaults(class_name: str, cfg: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class DiffusersPlan:
     pipeline: str
-    denoiser_name: str
-    denoiser_class: str
+    denoiser_name: str | None  # "" for a component at the repo's root, None for none
+    denoiser_class: str | None
     decoder_class: str | None
-    denoiser_config: dict[str, Any]
+    denoiser_config: dict[str, Any] | None
     decoder_config: dict[str, Any] | None
     config_source: str
     shapes: list[dict] = field(default_factory=lambda: [dict(s) for s in SHAPES])
 
     @property
     def architecture(self) -> str:
-        return self.denoiser_class + (f"+{self.decoder_class}" if self.decoder_class else "")
+        return "+".join(c for c in (self.denoiser_class, self.decoder_class) if c)
 
     def fingerprint(self, library: str, tier: str) -> str:
         from ..fingerprint import fingerprint
@@ -125,16 +126,19 @@ class DiffusersPlan:
 class DenoiseAndDecode(nn.Module):
     """One denoising step and one VAE decode: what a diffusion pipeline runs on the accelerator."""
 
-    def __init__(self, denoiser: nn.Module, decoder: nn.Module | None) -> None:
+    def __init__(self, denoiser: nn.Module | None, decoder: nn.Module | None) -> None:
         super().__init__()
         self.denoiser, self.decoder = denoiser, decoder
-        self._params = set(inspect.signature(denoiser.forward).parameters)
+        self._params = set(inspect.signature(denoiser.forward).parameters) if denoiser is not None else set()
 
     def forward(self, latents: torch.Tensor | None = None, text_embeds: torch.Tensor | None = None, time_ids: torch.Tensor | None = None, **inputs: torch.Tensor) -> dict[str, torch.Tensor]:
         kwargs = {k: v for k, v in inputs.items() if k in self._params}
         if text_embeds is not None and time_ids is not None:
             kwargs["added_cond_kwargs"] = {"text_embeds": text_embeds, "time_ids": time_ids}
-        out = {"denoised": self.denoiser(**kwargs, return_dict=False)[0]}
+        out: dict[str, Any] = {}
+        if self.denoiser is not None:
+            res = self.denoiser(**kwargs, return_dict=False)
+            out["denoised"] = res[0] if len(res) == 1 else list(res)  # ControlNet: down and mid residuals
         if self.decoder is not None and latents is not None:
             out["decoded"] = self.decoder.decode(latents, return_dict=False)[0]
         return out
@@ -143,6 +147,7 @@ class DenoiseAndDecode(nn.Module):
 class DiffusersBuilder:
     library = "diffusers"
     config_file = CONFIG_FILE
+    config_files = (CONFIG_FILE, "config.json")  # a pipeline, else one component at the repo's root
 
     def extra_files(self, model_index: dict[str, Any]) -> list[str]:
         return component_files(model_index)
@@ -151,6 +156,8 @@ class DiffusersBuilder:
         index = dict(request.config or {})
         extras = request.extras or {}
         name = next((n for n in DENOISERS if isinstance(index.get(n), list)), None)
+        if name is None and isinstance(index.get("_class_name"), str) and not any(isinstance(v, list) and len(v) == 2 for v in index.values()):
+            return self._plan_component(request, index)
         if name is None:
             raise NotSupported("library_unsupported", f"{request.model_id}: model_index.json names no unet or transformer")
         lib, cls = (index[name] + [None, None])[:2]
@@ -173,31 +180,51 @@ class DiffusersBuilder:
             config_source=request.config_source or f"hub:{request.model_id}",
         )
 
+    def _plan_component(self, request: Any, cfg: dict[str, Any]) -> DiffusersPlan:
+        """A repo holding one component (a VAE, a ControlNet): its config.json names the class."""
+        cls = cfg["_class_name"]
+        full = _with_defaults(cls, cfg)
+        if request.tier != "full":
+            full = shrink_component(full)
+        is_decoder = cls.startswith(DECODER_PREFIX)
+        return DiffusersPlan(
+            pipeline=cls,
+            denoiser_name=None if is_decoder else "",
+            denoiser_class=None if is_decoder else cls,
+            decoder_class=cls if is_decoder else None,
+            denoiser_config=None if is_decoder else full,
+            decoder_config=full if is_decoder else None,
+            config_source=request.config_source or f"hub:{request.model_id}",
+        )
+
     def build(self, request: Any, plan: DiffusersPlan | None = None) -> Built:
         try:
             import diffusers
         except ImportError as exc:
             raise NotSupported("library_unsupported", f"diffusers pipelines need the diffusers extra (pip install 'zoo[diffusers]'): {exc}") from exc
         plan = plan or self.plan(request)
-        den_cls = getattr(diffusers, plan.denoiser_class, None)
+        den_cls = getattr(diffusers, plan.denoiser_class, None) if plan.denoiser_class else None
         dec_cls = getattr(diffusers, plan.decoder_class, None) if plan.decoder_class else None
-        if den_cls is None or (plan.decoder_class and dec_cls is None):
+        if (plan.denoiser_class and den_cls is None) or (plan.decoder_class and dec_cls is None):
             raise NotSupported("library_unsupported", f"diffusers {diffusers.__version__} has no {plan.architecture}")
+        single = plan.denoiser_name in ("", None)  # one component at the repo's root
         if request.tier == "full":
             root = request.files_dir or ""
-            denoiser = den_cls.from_pretrained(root, subfolder=plan.denoiser_name, use_safetensors=True)
-            decoder = dec_cls.from_pretrained(root, subfolder=DECODER, use_safetensors=True) if dec_cls else None
+            denoiser = den_cls.from_pretrained(root, subfolder=plan.denoiser_name or None, use_safetensors=True) if den_cls else None
+            decoder = dec_cls.from_pretrained(root, subfolder=None if single else DECODER, use_safetensors=True) if dec_cls else None
         else:
             from ..weights import init_weights
 
-            denoiser = den_cls.from_config(plan.denoiser_config)
+            denoiser = den_cls.from_config(plan.denoiser_config) if den_cls else None
             decoder = dec_cls.from_config(plan.decoder_config) if dec_cls else None
-            init_weights(denoiser, request.seed)
+            if denoiser is not None:
+                init_weights(denoiser, request.seed)
             if decoder is not None:
                 init_weights(decoder, request.seed + 1)
-        model = DenoiseAndDecode(denoiser.float(), decoder.float() if decoder is not None else None).eval()
-        den_config, dec_config = dict(denoiser.config), dict(decoder.config) if decoder is not None else None
-        params = set(inspect.signature(denoiser.forward).parameters)
+        model = DenoiseAndDecode(denoiser.float() if denoiser is not None else None, decoder.float() if decoder is not None else None).eval()
+        den_config = dict(denoiser.config) if denoiser is not None else None
+        dec_config = dict(decoder.config) if decoder is not None else None
+        params = set(inspect.signature(denoiser.forward).parameters) if denoiser is not None else set()
 
         def make(shape: dict, seed: int) -> dict[str, torch.Tensor]:
             return make_inputs(den_config, dec_config, params, shape, seed)
@@ -215,14 +242,23 @@ class DiffusersBuilder:
         )
 
 
-def make_inputs(den: dict[str, Any], dec: dict[str, Any] | None, params: set[str], shape: dict, seed: int) -> dict[str, torch.Tensor]:
+def make_inputs(den: dict[str, Any] | None, dec: dict[str, Any] | None, params: set[str], shape: dict, seed: int) -> dict[str, torch.Tensor]:
     """Inputs for one denoising step (keyed by the denoiser's input names) and one decode."""
     g = torch.Generator().manual_seed(seed)
     b, s, t = shape["batch"], shape["size"], shape["text"]
+    out: dict[str, torch.Tensor] = {}
+    if den is not None:
+        _denoiser_inputs(den, params, b, s, t, g, out)
+    if dec is not None:
+        down = 2 ** (len(dec.get("block_out_channels") or [1]) - 1)
+        out["latents"] = torch.randn(b, dec.get("latent_channels") or 4, max(s // down, 2), max(s // down, 2), generator=g)
+    return out
+
+
+def _denoiser_inputs(den: dict[str, Any], params: set[str], b: int, s: int, t: int, g: torch.Generator, out: dict[str, torch.Tensor]) -> None:
     cross = den.get("cross_attention_dim") or den.get("joint_attention_dim") or WIDTH
     cross = cross[0] if isinstance(cross, (list, tuple)) else cross
     in_ch = den.get("in_channels") or 4
-    out: dict[str, torch.Tensor] = {}
     if "sample" in params:  # UNets: a latent image
         out["sample"] = torch.randn(b, in_ch, s, s, generator=g)
     elif "hidden_states" in params:
@@ -247,8 +283,6 @@ def make_inputs(den: dict[str, Any], dec: dict[str, Any] | None, params: set[str
         out["time_ids"] = torch.tensor([[s * 8.0, s * 8.0, 0.0, 0.0, s * 8.0, s * 8.0]]).expand(b, -1).clone()
     if "timestep_cond" in params and den.get("time_cond_proj_dim"):
         out["timestep_cond"] = torch.randn(b, den["time_cond_proj_dim"], generator=g)
-    if dec is not None:
-        down = 2 ** (len(dec.get("block_out_channels") or [1]) - 1)
-        out["latents"] = torch.randn(b, dec.get("latent_channels") or 4, max(s // down, 2), max(s // down, 2), generator=g)
-    return out
+    if "controlnet_cond" in params:  # ControlNet: the conditioning image, 8x the latent size
+        out["controlnet_cond"] = torch.rand(b, den.get("conditioning_channels") or 3, 8 * s, 8 * s, generator=g)
 

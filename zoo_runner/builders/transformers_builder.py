@@ -84,6 +84,34 @@ def _resolve_class(architecture: str):
     return cls
 
 
+def _class_for_config(config_class: type, task: str | None):
+    """The model class for a config that no Auto class maps (VitMatte, VitPose, VisionEncoderDecoder
+    without ``architectures``): the classes transformers exports for that config, the one whose
+    suffix matches the task first, else the first task head in TASK_BY_SUFFIX order."""
+    import transformers
+
+    candidates = []
+    for name in dir(transformers):
+        if not name[:1].isupper() or name.startswith("Auto") or name.endswith("PreTrainedModel"):
+            continue
+        try:
+            obj = getattr(transformers, name)
+        except (AttributeError, ImportError, RuntimeError):
+            continue
+        if isinstance(obj, type) and issubclass(obj, transformers.PreTrainedModel) and obj.config_class is config_class:
+            candidates.append(obj)
+    if not candidates:
+        raise NotSupported("library_unsupported", f"transformers has no model class for {config_class.__name__}")
+    rank = {suffix: i for i, (suffix, _) in enumerate(TASK_BY_SUFFIX)}
+
+    def key(cls: type) -> tuple[int, int, str]:
+        suffix = next((sfx for sfx, _ in TASK_BY_SUFFIX if cls.__name__.endswith(sfx)), None)
+        wanted = suffix is not None and task is not None and dict(TASK_BY_SUFFIX)[suffix] == task
+        return (0 if wanted else 1, rank.get(suffix, len(rank)) if suffix else len(rank) + 1, cls.__name__)
+
+    return sorted(candidates, key=key)[0]
+
+
 @dataclass
 class Plan:
     """What will be built, decided without instantiating the model (so the parent can fingerprint)."""
@@ -139,7 +167,7 @@ class TransformersBuilder:
                 mapping = getattr(transformers, auto)._model_mapping
                 if type(auto_config) not in mapping:
                     mapping = transformers.AutoModel._model_mapping
-                cls = mapping[type(auto_config)]
+                cls = mapping[type(auto_config)] if type(auto_config) in mapping else _class_for_config(type(auto_config), request.task)
                 architecture = cls.__name__
             else:
                 cls = resolve_class(architecture)

@@ -1,0 +1,67 @@
+"""OpenCLIP models (the open_clip extra): built by OpenCLIP from the repo's open_clip_config.json,
+with OpenCLIP's own towers shrunk and their layout kept; through the Hub stand-in as users run it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import SHARED_CSV
+from tests.hub_standin import RECORDED_DIR, start_standin
+from zoo_runner.builders.open_clip_builder import shrink_model_cfg
+from zoo_runner.engine import validate_here
+from zoo_runner.request import ValidationRequest
+
+
+def _config(repo: str) -> dict:
+    with open(f"{RECORDED_DIR}/{repo}/open_clip_config.json") as f:
+        return json.load(f)
+
+
+VIT_B_32 = "laion/CLIP-ViT-B-32-laion2B-s34B-b79K"
+
+
+def test_shrinking_keeps_the_layout():  # pure Python: runs without the extra
+    full = _config("laion/CLIP-ViT-bigG-14-laion2B-39B-b160k")["model_cfg"]
+    tiny = shrink_model_cfg(full)
+    v, t = tiny["vision_cfg"], tiny["text_cfg"]
+    assert v["patch_size"] == full["vision_cfg"]["patch_size"] and v["image_size"] % v["patch_size"] == 0
+    assert v["layers"] <= 2 and v["width"] <= 64 and v["width"] % v["head_width"] == 0
+    assert t["context_length"] == full["text_cfg"]["context_length"] and t["width"] % t["heads"] == 0
+    assert tiny["embed_dim"] <= 64
+    timm_tower = shrink_model_cfg(_config("laion/CLIP-convnext_base_w-laion2B-s13B-b82K-augreg")["model_cfg"])
+    assert timm_tower["vision_cfg"]["timm_model_name"] == "convnext_base"  # timm towers are built whole
+
+
+open_clip = pytest.importorskip("open_clip", reason="the open_clip extra is not installed (bash scripts/setup.sh dev open_clip)")
+
+
+def _req(repo: str, backend: str = "cpu", **kw) -> ValidationRequest:
+    return ValidationRequest(repo, backend=backend, library="open_clip", config=_config(repo), config_source="test", reference_cache="", **kw)
+
+
+@pytest.mark.parametrize("repo", [VIT_B_32, "timm/ViT-B-16-SigLIP-i18n-256"])
+def test_open_clip_models_validate(repo):
+    r = validate_here(_req(repo))
+    assert r["status"] == "pass", r["error"]
+    assert r["library"] == "open_clip" and r["architecture"].startswith("CLIP")
+    assert {"image", "text"} <= set(r["details"]["input_shapes"][0])
+
+
+def test_a_backend_bug_in_a_clip_tower_is_a_mismatch(monkeypatch):
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    r = validate_here(_req(VIT_B_32, backend="cpu+zoo_bug_drop_bias", plugins="tests.plugins.buggy_backends"))
+    assert r["status"] == "mismatch", r
+
+
+def test_an_open_clip_repo_through_the_stand_in(zoo, tmp_path):
+    base, stop = start_standin(str(SHARED_CSV))
+    try:
+        proc = zoo(["validate", VIT_B_32, "--backend", "cpu", "--json"], HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
+    finally:
+        stop()
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert r["status"] == "pass" and r["library"] == "open_clip", r["error"]

@@ -1,0 +1,152 @@
+"""OpenCLIP models (the ``open_clip`` extra): ``open_clip.create_model`` from the repo's
+``open_clip_config.json``.
+
+An OpenCLIP repo's config holds ``model_cfg`` (embedding width, ``vision_cfg``, ``text_cfg`` and,
+for CoCa, ``multimodal_cfg``). For the tiny and census tiers the towers OpenCLIP builds itself
+are shrunk (depth, width, heads) with their layout kept (patch size, pooling, context length,
+quick-GELU, ...); a vision tower that OpenCLIP takes from timm (``timm_model_name``) is built
+whole, as the timm builder does, at its configured image size. OpenCLIP builds the model from the
+shrunk config written to a private folder (its ``local-dir:`` schema), so the choice of CLIP,
+CustomTextCLIP or CoCa is OpenCLIP's own. Text towers taken from transformers (``hf_model_name``)
+need that model's config from the Hub and are not built yet. The full tier loads the repo's
+safetensors weights. open_clip is imported only in the model process.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..exceptions import NotSupported
+from .base import Built
+
+CONFIG_FILE = "open_clip_config.json"
+TINY_WIDTH, TINY_HEAD_WIDTH, TINY_LAYERS, TINY_EMBED, TINY_VOCAB = 64, 32, 2, 64, 4096
+
+
+def _shrink_transformer(cfg: dict[str, Any], width_key: str = "width") -> None:
+    cfg["layers"] = min(int(cfg.get("layers", TINY_LAYERS)), TINY_LAYERS)
+    cfg[width_key] = min(int(cfg.get(width_key, TINY_WIDTH)), TINY_WIDTH)
+    if "heads" in cfg or width_key == "width":
+        cfg["heads"] = max(1, min(int(cfg.get("heads", 2)), cfg[width_key] // TINY_HEAD_WIDTH))
+
+
+def shrink_model_cfg(model_cfg: dict[str, Any]) -> dict[str, Any]:
+    """A tiny OpenCLIP ``model_cfg`` with the same layout."""
+    cfg = copy.deepcopy(model_cfg)
+    cfg["embed_dim"] = min(int(cfg.get("embed_dim", TINY_EMBED)), TINY_EMBED)
+    vision = cfg.setdefault("vision_cfg", {})
+    if "timm_model_name" not in vision:
+        if isinstance(vision.get("layers"), (list, tuple)):  # ModifiedResNet stages
+            vision["layers"] = [1] * len(vision["layers"])
+            vision["width"] = min(int(vision.get("width", 64)), 32)
+            vision["image_size"] = 64
+        else:
+            vision["layers"] = min(int(vision.get("layers", 12)), TINY_LAYERS)
+            vision["width"] = min(int(vision.get("width", 768)), TINY_WIDTH)
+            vision["head_width"] = min(int(vision.get("head_width", 64)), TINY_HEAD_WIDTH)
+            patch = int(vision.get("patch_size", 16))
+            vision["image_size"] = patch * max(2, 64 // patch)
+        if vision.get("attentional_pool"):
+            vision["attn_pooler_heads"] = 2
+            vision["attn_pooler_queries"] = min(int(vision.get("attn_pooler_queries", 8)), 8)
+    text = cfg.setdefault("text_cfg", {})
+    if "hf_model_name" not in text:
+        _shrink_transformer(text)
+        vocab = int(text.get("vocab_size", 49408))
+        text["vocab_size"] = min(vocab, TINY_VOCAB)
+        for key in ("pad_id", "eos_id"):  # special ids stay inside the vocabulary
+            if isinstance(text.get(key), int) and text[key] >= text["vocab_size"]:
+                text[key] = text["vocab_size"] - 1
+    if isinstance(cfg.get("multimodal_cfg"), dict):  # CoCa's decoder
+        mm = cfg["multimodal_cfg"]
+        _shrink_transformer(mm)
+        mm["vocab_size"] = min(int(mm.get("vocab_size", text.get("vocab_size", TINY_VOCAB))), text.get("vocab_size", TINY_VOCAB))
+    return cfg
+
+
+def _image_size(model_cfg: dict[str, Any]) -> tuple[int, int]:
+    size = model_cfg.get("vision_cfg", {}).get("image_size", 224)
+    return (int(size[0]), int(size[1])) if isinstance(size, (list, tuple)) else (int(size), int(size))
+
+
+@dataclass
+class OpenClipPlan:
+    architecture: str
+    config: dict[str, Any]
+    config_source: str
+    shapes: list[dict] = field(default_factory=list)
+
+    def fingerprint(self, library: str, tier: str) -> str:
+        from ..fingerprint import fingerprint
+
+        return fingerprint(library, self.architecture, self.config, tier, self.shapes)
+
+
+class OpenClipBuilder:
+    library = "open_clip"
+    config_file = CONFIG_FILE
+
+    def plan(self, request: Any) -> OpenClipPlan:
+        cfg = copy.deepcopy(dict(request.config or {}))
+        model_cfg = cfg.get("model_cfg")
+        if not isinstance(model_cfg, dict):
+            raise NotSupported("library_unsupported", f"{request.model_id}: {CONFIG_FILE} has no model_cfg")
+        hf_text = model_cfg.get("text_cfg", {}).get("hf_model_name")
+        if hf_text:
+            raise NotSupported("library_unsupported", f"{request.model_id}: its text tower is the transformers model {hf_text!r}, whose config Zoo does not fetch yet")
+        if request.tier in ("tiny", "census"):
+            model_cfg = shrink_model_cfg(model_cfg)
+        cfg["model_cfg"] = model_cfg
+        h, w = _image_size(model_cfg)
+        seq = int(model_cfg.get("text_cfg", {}).get("context_length", 77))
+        shapes = [{"batch": 1, "height": h, "width": w, "seq": seq}, {"batch": 2, "height": h, "width": w, "seq": seq}]
+        vision = model_cfg.get("vision_cfg", {})
+        arch = "CoCa" if "multimodal_cfg" in model_cfg else "CLIP"
+        arch += f"[{vision['timm_model_name']}]" if vision.get("timm_model_name") else ""
+        return OpenClipPlan(architecture=arch, config=cfg, config_source=request.config_source or f"hub:{request.model_id}", shapes=shapes)
+
+    def build(self, request: Any, plan: OpenClipPlan | None = None) -> Built:
+        try:
+            import open_clip
+        except ImportError as exc:
+            raise NotSupported("library_unsupported", f"OpenCLIP models need the open_clip extra (pip install 'zoo[open_clip]'): {exc}") from exc
+        import torch
+
+        plan = plan or self.plan(request)
+        model_cfg = plan.config["model_cfg"]
+        torch.manual_seed(request.seed)
+        if request.tier == "full":
+            model = open_clip.create_model(f"local-dir:{request.files_dir}", load_weights=True, pretrained_text=False, weights_only=True, output_dict=True)
+        else:
+            from ..weights import init_weights
+
+            with tempfile.TemporaryDirectory(prefix="zoo-open-clip-") as folder:
+                with open(os.path.join(folder, CONFIG_FILE), "w") as f:
+                    json.dump(plan.config, f)
+                model = open_clip.create_model(f"local-dir:{folder}", load_weights=False, pretrained_image=False, pretrained_text=False, output_dict=True)
+            init_weights(model, request.seed)
+        model.eval()
+        text_cfg = model_cfg.get("text_cfg", {})
+        vocab = int(text_cfg.get("vocab_size", 49408))
+
+        def make(shape: dict, seed: int) -> dict[str, torch.Tensor]:
+            gen = torch.Generator().manual_seed(seed)
+            image = torch.randn(shape["batch"], 3, shape["height"], shape["width"], generator=gen)
+            text = torch.randint(1, vocab, (shape["batch"], shape["seq"]), generator=gen)
+            return {"image": image, "text": text}
+
+        return Built(
+            model=model,
+            config=plan.config,
+            config_dict=plan.config,
+            library=self.library,
+            architecture=plan.architecture,
+            task=request.task or "zero-shot-image-classification",
+            config_source=plan.config_source,
+            make_inputs=make,
+            shapes=plan.shapes,
+        )
