@@ -78,7 +78,7 @@ def _component(repo: str) -> dict:
         return json.load(f)
 
 
-@pytest.mark.parametrize(("repo", "architecture", "inputs"), [("stabilityai/sdxl-vae", "AutoencoderKL", {"latents"}), ("lllyasviel/sd-controlnet-canny", "ControlNetModel", {"sample", "controlnet_cond", "encoder_hidden_states"})])
+@pytest.mark.parametrize(("repo", "architecture", "inputs"), [("stabilityai/sdxl-vae", "AutoencoderKL", {"latents"}), ("lllyasviel/sd-controlnet-canny", "ControlNetModel", {"sample", "timestep", "controlnet_cond", "encoder_hidden_states"})])
 def test_a_repo_holding_one_component_validates_it(repo, architecture, inputs):
     req = ValidationRequest(repo, backend="cpu", library="diffusers", config=_component(repo), config_source="test", reference_cache="")
     r = validate_here(req)
