@@ -140,3 +140,26 @@ def test_a_config_no_auto_class_maps_finds_its_model_class():
     r = validate_here(req)
     assert r["status"] == "pass", r["error"]
     assert r["architecture"] == "VitMatteForImageMatting"
+
+
+def test_graph_breaks_dynamo_files_as_unimplemented_are_counted_with_their_reason():
+    import torch
+    from torch import _dynamo
+
+    from zoo_runner.engine import _graph_breaks
+
+    class Recurrent(torch.nn.Module):  # dynamo will not trace an LSTM: it breaks the graph there
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = torch.nn.LSTM(4, 4, batch_first=True)
+            self.head = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.head(self.lstm(x.relu())[0])
+
+    _dynamo.reset()
+    _dynamo.utils.counters.clear()
+    with torch.no_grad():
+        torch.compile(Recurrent(), backend="eager")(torch.randn(1, 3, 4))
+    count, reasons = _graph_breaks()
+    assert count >= 1 and any("LSTM" in r for r in reasons)

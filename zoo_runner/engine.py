@@ -114,6 +114,21 @@ def _timed(fn: Callable[[], Any], runs: int = TIMING_RUNS, sync: Callable[[], No
     return statistics.median(times)
 
 
+def _graph_breaks(top: int = 5) -> tuple[int, list[str]]:
+    """Graph breaks dynamo counted, and their most frequent reasons (first line each). Recent torch
+    files some breaks (an LSTM dynamo will not trace) under "unimplemented" rather than "graph_break"."""
+    from torch._dynamo.utils import counters
+
+    kinds = [counters.get("graph_break") or {}, counters.get("unimplemented") or {}]
+    count = max(int(sum(k.values())) for k in kinds)
+    merged: dict[str, int] = {}
+    for kind in kinds:
+        for reason, n in kind.items():
+            line = str(reason).strip().splitlines()[0][:200] if str(reason).strip() else "unknown"
+            merged[line] = max(merged.get(line, 0), int(n))
+    return count, [r for r, _ in sorted(merged.items(), key=lambda kv: -kv[1])[:top]]
+
+
 def validate_here(req: ValidationRequest, stage: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Run one validation in this process and return a SPEC result dict."""
     t_start = time.perf_counter()
@@ -219,9 +234,9 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
             xt0 = _to(all_inputs[0], device, dtype)
             metrics["target_ms"] = round(_timed(lambda: runner(**xt0), sync=sync), 3)
         if spec.compiler:
-            from torch._dynamo.utils import counters
-
-            metrics["graph_breaks"] = int(sum(counters["graph_break"].values()))
+            metrics["graph_breaks"], reasons = _graph_breaks()
+            if reasons:
+                result["details"]["graph_break_reasons"] = reasons
         result["fallback_ops"] = tracker.collect() if tracker else []
     except Exception as exc:
         if _is_oom(exc):

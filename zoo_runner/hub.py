@@ -105,12 +105,27 @@ def check_policy(facts: HubFacts, tier: str, allow_remote_code: bool = False) ->
         raise NotSupported("library_unsupported", f"{facts.model_id} has no config.json")
 
 
+def load_config(path: str) -> dict[str, Any]:
+    """A repo's config file: JSON, or YAML (pyannote) read with the safe loader (no objects)."""
+    with open(path) as f:
+        if path.endswith((".yaml", ".yml")):
+            import yaml
+
+            try:
+                value = yaml.safe_load(f)
+            except yaml.YAMLError as exc:
+                raise ValueError(f"invalid YAML: {exc}") from exc
+        else:
+            value = json.load(f)
+    if not isinstance(value, dict):
+        raise ValueError(f"{os.path.basename(path)} is not a mapping")
+    return value
+
+
 def fetch_config(model_id: str, revision: str | None, filename: str = "config.json") -> dict[str, Any]:
     from huggingface_hub import hf_hub_download
 
-    path = hf_hub_download(model_id, filename, revision=revision)
-    with open(path) as f:
-        return json.load(f)
+    return load_config(hf_hub_download(model_id, filename, revision=revision))
 
 
 EXTRA_JSON = ("modules.json", "1_Pooling/config.json", "config_sentence_transformers.json")
@@ -156,7 +171,7 @@ def _library_from_config(req: ValidationRequest, errors: Any) -> str | None:
 
     try:
         return library_for_config(fetch_config(req.model_id, req.revision))
-    except (errors.EntryNotFoundError, FileNotFoundError, json.JSONDecodeError):
+    except (errors.EntryNotFoundError, FileNotFoundError, ValueError):
         return None
     except (OSError, errors.HfHubHTTPError) as exc:
         raise HubUnreachable(f"could not fetch config.json of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}") from exc
@@ -200,14 +215,15 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     try:
         if req.tier == "full":
             req.files_dir = fetch_files(req.model_id, req.revision, FULL_TIER_PATTERNS)
-            with open(os.path.join(req.files_dir, config_file)) as f:
-                req.config = json.load(f)
+            req.config = load_config(os.path.join(req.files_dir, config_file))
         else:
             req.config = fetch_config(req.model_id, req.revision, config_file)
         wanted = list(EXTRA_JSON) + (list(builder.extra_files(req.config)) if hasattr(builder, "extra_files") else [])
         req.extras = fetch_extras(req.model_id, req.revision, facts.files, req.files_dir, wanted)
     except (errors.EntryNotFoundError, FileNotFoundError) as exc:
         raise NotSupported("library_unsupported", f"{req.model_id} has no {config_file}") from exc
+    except ValueError as exc:  # JSON or YAML that does not parse to a mapping
+        raise NotSupported("library_unsupported", f"{req.model_id}: {config_file} is not a valid config ({exc})") from exc
     except (OSError, errors.HfHubHTTPError) as exc:
         raise HubUnreachable(f"could not fetch files of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}") from exc
     req.config_source = f"hub:{req.model_id}@{(req.revision or '')[:12]}"

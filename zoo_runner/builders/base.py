@@ -40,6 +40,7 @@ _REGISTRY: dict[str, str] = {
     "diffusers": "zoo_runner.builders.diffusers_builder:DiffusersBuilder",
     "chronos-forecasting": "zoo_runner.builders.chronos_builder:ChronosBuilder",
     "open_clip": "zoo_runner.builders.open_clip_builder:OpenClipBuilder",
+    "pyannote-audio": "zoo_runner.builders.pyannote_builder:PyannoteBuilder",
 }
 # For repos whose Hub metadata names no library Zoo has a builder for: which library a
 # ``config.json`` belongs to, asked in this order ("module:function" taking the config dict).

@@ -1,0 +1,87 @@
+"""pyannote.audio models (the pyannote extra): the class config.yaml names, its output layer from
+the training task; seeded weights only (pyannote checkpoints are pickles); through the Hub stand-in."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.conftest import SHARED_CSV
+from tests.hub_standin import RECORDED_DIR, start_standin
+from zoo_runner.builders.pyannote_builder import PyannoteBuilder, specifications_kwargs
+from zoo_runner.engine import validate_here
+from zoo_runner.exceptions import NotSupported
+from zoo_runner.request import ValidationRequest
+
+SEGMENTATION = "pyannote/segmentation-3.0"
+EMBEDDING = "pyannote/wespeaker-voxceleb-resnet34-LM"
+
+
+def _config(repo: str) -> dict:
+    with open(f"{RECORDED_DIR}/{repo}/config.yaml") as f:
+        return yaml.safe_load(f)
+
+
+def _req(repo: str, backend: str = "cpu", **kw) -> ValidationRequest:
+    return ValidationRequest(repo, backend=backend, library="pyannote-audio", config=_config(repo), config_source="test", reference_cache="", **kw)
+
+
+def test_the_training_task_decides_the_output_layer():  # pure Python: runs without the extra
+    powerset = specifications_kwargs(_config(SEGMENTATION)["task"])
+    assert powerset["problem"] == "MONO_LABEL_CLASSIFICATION" and powerset["powerset_max_classes"] == 2
+    assert powerset["classes"] == ["speaker#1", "speaker#2", "speaker#3"] and powerset["duration"] == 10.0
+    multilabel = specifications_kwargs(_config("pyannote/segmentation")["task"])
+    assert multilabel["problem"] == "MULTI_LABEL_CLASSIFICATION" and "powerset_max_classes" not in multilabel
+    assert specifications_kwargs(_config(EMBEDDING).get("task")) is None  # an embedding model has no task head
+
+
+def test_only_pyannote_models_are_imported_and_never_from_pickles():
+    builder = PyannoteBuilder()
+    foreign = ValidationRequest("org/x", backend="cpu", library="pyannote-audio", config={"model": {"_target_": "os.system"}}, reference_cache="")
+    with pytest.raises(NotSupported) as info:
+        builder.plan(foreign)
+    assert info.value.reason == "library_unsupported" and "os.system" in str(info.value)
+    with pytest.raises(NotSupported) as info:
+        builder.plan(_req(SEGMENTATION, tier="full"))
+    assert info.value.reason == "pickle_only"
+    plan = builder.plan(_req(SEGMENTATION))
+    assert plan.model_config["lstm"]["hidden_size"] <= 32 and plan.model_config["lstm"]["bidirectional"] is True
+    assert plan.model_config["sincnet"] == {"stride": 10}  # the front end is kept
+
+
+pytest.importorskip("pyannote.audio", reason="the pyannote extra is not installed (bash scripts/setup.sh dev pyannote)")
+
+
+@pytest.mark.parametrize(("repo", "architecture"), [(SEGMENTATION, "PyanNet"), ("pyannote/segmentation", "PyanNet"), (EMBEDDING, "WeSpeakerResNet34")])
+def test_pyannote_models_validate(repo, architecture):
+    r = validate_here(_req(repo))
+    assert r["status"] == "pass", r["error"]
+    assert r["library"] == "pyannote-audio" and r["architecture"] == architecture
+    shapes = r["details"]["input_shapes"]
+    assert shapes[0]["waveforms"] == [1, 1, 16000] and shapes[1]["waveforms"] == [2, 1, 24000]
+
+
+def test_a_backend_bug_in_a_segmentation_model_is_a_mismatch_and_the_lstm_break_is_counted(monkeypatch):
+    """Dynamo does not trace PyanNet's LSTM: the graph breaks there and the rest runs eagerly, so
+    a bug in the backend reaches only the SincNet front end, which it compiles; a NaN there is caught."""
+    from tests.conftest import ROOT
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    r = validate_here(_req(SEGMENTATION, backend="cpu+zoo_bug_single_nan", plugins="tests.plugins.buggy_backends"))
+    assert r["status"] == "mismatch", r
+    r = validate_here(_req(SEGMENTATION, backend="cpu+aot_eager"))
+    assert r["status"] == "pass", r["error"]
+    assert r["metrics"]["graph_breaks"] >= 1
+    assert any("LSTM" in reason for reason in r["details"]["graph_break_reasons"])
+
+
+def test_a_pyannote_repo_through_the_stand_in(zoo, tmp_path):
+    base, stop = start_standin(str(SHARED_CSV))
+    try:
+        proc = zoo(["validate", SEGMENTATION, "--backend", "cpu", "--json"], HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
+    finally:
+        stop()
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert r["status"] == "pass" and r["library"] == "pyannote-audio", r["error"]
