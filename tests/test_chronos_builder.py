@@ -72,6 +72,6 @@ def test_an_untagged_transformers_repo_is_recognised_by_its_config(zoo, hub, tmp
 
 
 def test_a_library_without_a_builder_is_unsupported_and_named(zoo, hub, tmp_path):
-    r = _validate(zoo, hub, tmp_path, "pyannote/segmentation-3.0")
+    r = _validate(zoo, hub, tmp_path, "Bingsu/adetailer")  # ultralytics: no builder
     assert r["status"] == "unsupported" and r["reason"] == "library_unsupported"
-    assert "pyannote-audio" in r["error"]["message"]
+    assert "ultralytics" in r["error"]["message"]
