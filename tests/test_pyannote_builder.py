@@ -2,6 +2,7 @@
 the training task; seeded weights only (pyannote checkpoints are pickles); through the Hub stand-in."""
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -9,12 +10,13 @@ import yaml
 
 from tests.conftest import SHARED_CSV
 from tests.hub_standin import RECORDED_DIR, start_standin
-from zoo_runner.builders.pyannote_builder import PyannoteBuilder, specifications_kwargs
+from zoo_runner.builders.pyannote_builder import PyannoteBuilder, pipeline_model_repos, specifications_kwargs
 from zoo_runner.engine import validate_here
 from zoo_runner.exceptions import NotSupported
 from zoo_runner.request import ValidationRequest
 
 SEGMENTATION = "pyannote/segmentation-3.0"
+PIPELINE = "pyannote/speaker-diarization-3.1"
 EMBEDDING = "pyannote/wespeaker-voxceleb-resnet34-LM"
 
 
@@ -46,13 +48,29 @@ def test_only_pyannote_models_are_imported_and_never_from_pickles():
         builder.plan(_req(SEGMENTATION, tier="full"))
     assert info.value.reason == "pickle_only"
     plan = builder.plan(_req(SEGMENTATION))
-    assert plan.model_config["lstm"]["hidden_size"] <= 32 and plan.model_config["lstm"]["bidirectional"] is True
-    assert plan.model_config["sincnet"] == {"stride": 10}  # the front end is kept
+    part = plan.parts["model"]
+    assert part.model_config["lstm"]["hidden_size"] <= 32 and part.model_config["lstm"]["bidirectional"] is True
+    assert part.model_config["sincnet"] == {"stride": 10}  # the front end is kept
 
 
-pytest.importorskip("pyannote.audio", reason="the pyannote extra is not installed (bash scripts/setup.sh dev pyannote)")
+def test_a_pipeline_names_its_model_repos_and_needs_their_configs():
+    cfg = _config(PIPELINE)
+    assert pipeline_model_repos(cfg) == {"segmentation": (SEGMENTATION, None), "embedding": (EMBEDDING, None)}
+    assert PyannoteBuilder().extra_repo_files(cfg) == [(SEGMENTATION, None, "config.yaml"), (EMBEDDING, None, "config.yaml")]
+    assert pipeline_model_repos({"pipeline": {"params": {"segmentation": "pyannote/segmentation@2022.07"}}}) == {"segmentation": ("pyannote/segmentation", "2022.07")}
+    # an embedding from another library (speechbrain) has no pyannote config.yaml: named, not guessed
+    req = ValidationRequest("org/p", backend="cpu", library="pyannote-audio", config=cfg, extras={f"{SEGMENTATION}/config.yaml": _config(SEGMENTATION)}, reference_cache="")
+    with pytest.raises(NotSupported) as info:
+        PyannoteBuilder().plan(req)
+    assert EMBEDDING in str(info.value)
+    full = PyannoteBuilder().plan(ValidationRequest("org/p", backend="cpu", library="pyannote-audio", config=cfg, extras={f"{r}/config.yaml": _config(r) for r in (SEGMENTATION, EMBEDDING)}, reference_cache=""))
+    assert full.architecture == "SpeakerDiarization[PyanNet+WeSpeakerResNet34]" and set(full.parts) == {"segmentation", "embedding"}
 
 
+needs_pyannote = pytest.mark.skipif(importlib.util.find_spec("pyannote") is None, reason="the pyannote extra is not installed (bash scripts/setup.sh dev pyannote)")
+
+
+@needs_pyannote
 @pytest.mark.parametrize(("repo", "architecture"), [(SEGMENTATION, "PyanNet"), ("pyannote/segmentation", "PyanNet"), (EMBEDDING, "WeSpeakerResNet34")])
 def test_pyannote_models_validate(repo, architecture):
     r = validate_here(_req(repo))
@@ -62,6 +80,7 @@ def test_pyannote_models_validate(repo, architecture):
     assert shapes[0]["waveforms"] == [1, 1, 16000] and shapes[1]["waveforms"] == [2, 1, 24000]
 
 
+@needs_pyannote
 def test_a_backend_bug_in_a_segmentation_model_is_a_mismatch_and_the_lstm_break_is_counted(monkeypatch):
     """Dynamo does not trace PyanNet's LSTM: the graph breaks there and the rest runs eagerly, so
     a bug in the backend reaches only the SincNet front end, which it compiles; a NaN there is caught."""
@@ -76,12 +95,15 @@ def test_a_backend_bug_in_a_segmentation_model_is_a_mismatch_and_the_lstm_break_
     assert any("LSTM" in reason for reason in r["details"]["graph_break_reasons"])
 
 
-def test_a_pyannote_repo_through_the_stand_in(zoo, tmp_path):
+@needs_pyannote
+@pytest.mark.parametrize(("repo", "architecture"), [(SEGMENTATION, "PyanNet"), (PIPELINE, "SpeakerDiarization[PyanNet+WeSpeakerResNet34]")])
+def test_pyannote_repos_through_the_stand_in(zoo, tmp_path, repo, architecture):
     base, stop = start_standin(str(SHARED_CSV))
     try:
-        proc = zoo(["validate", SEGMENTATION, "--backend", "cpu", "--json"], HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
+        proc = zoo(["validate", repo, "--backend", "cpu", "--json"], HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
     finally:
         stop()
     assert proc.returncode == 0, proc.stderr
     r = json.loads(proc.stdout)
     assert r["status"] == "pass" and r["library"] == "pyannote-audio", r["error"]
+    assert r["architecture"] == architecture

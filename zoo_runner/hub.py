@@ -166,6 +166,15 @@ def _builder_or_none(library: str | None) -> Any:
         return None  # no builder: the model process says library_unsupported
 
 
+def _other_repo_config(repo: str, revision: str | None, name: str, errors: Any) -> dict[str, Any] | None:
+    """A config file of another repo a plan reads (a pipeline's models); None where it has none
+    (the builder then says which model is missing)."""
+    try:
+        return fetch_config(repo, revision, name)
+    except (errors.EntryNotFoundError, errors.RepositoryNotFoundError, errors.RevisionNotFoundError, errors.GatedRepoError, ValueError):
+        return None
+
+
 def _library_from_config(req: ValidationRequest, errors: Any) -> str | None:
     from .builders import library_for_config
 
@@ -220,6 +229,8 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
             req.config = fetch_config(req.model_id, req.revision, config_file)
         wanted = list(EXTRA_JSON) + (list(builder.extra_files(req.config)) if hasattr(builder, "extra_files") else [])
         req.extras = fetch_extras(req.model_id, req.revision, facts.files, req.files_dir, wanted)
+        for repo, revision, name in (builder.extra_repo_files(req.config) if hasattr(builder, "extra_repo_files") else []):
+            req.extras[f"{repo}/{name}"] = _other_repo_config(repo, revision, name, errors)
     except (errors.EntryNotFoundError, FileNotFoundError) as exc:
         raise NotSupported("library_unsupported", f"{req.model_id} has no {config_file}") from exc
     except ValueError as exc:  # JSON or YAML that does not parse to a mapping

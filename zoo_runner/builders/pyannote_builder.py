@@ -8,6 +8,10 @@ pyannote models at the tiny and census tiers only, with seeded weights: recurren
 feed-forward widths and depths are shrunk, the front end (SincNet, filterbanks) and the output
 layer are kept. Only classes under ``pyannote.audio.models`` are imported, never a class a config
 names elsewhere. Inputs are seeded waveforms, (batch, channels, samples), of two durations.
+
+A pipeline repo's ``config.yaml`` names its models' repos (``segmentation``, ``embedding``); the
+parent fetches their ``config.yaml`` and Zoo validates those models together on the same
+waveforms, as the pipeline runs them on the accelerator (clustering runs on CPU anyway).
 pyannote.audio itself is imported only in the model process.
 """
 from __future__ import annotations
@@ -17,12 +21,15 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from ..exceptions import NotSupported
 from .base import Built
 
 CONFIG_FILE = "config.yaml"
 ALLOWED_PREFIX = "pyannote.audio.models."
 DURATIONS_S = (1.0, 1.5)
+PIPELINE_MODELS = ("segmentation", "embedding")  # pipeline parameters that name model repos
 TINY_HIDDEN, TINY_LAYERS = 32, 2
 # Training task → the output its model is built for (data, not a branch per model):
 # problem, class names ({n} numbered up to the task's speaker count), powerset key, speaker count key.
@@ -33,6 +40,17 @@ TASKS: dict[str, dict[str, Any]] = {
     "pyannote.audio.tasks.OverlappedSpeechDetection": {"problem": "BINARY_CLASSIFICATION", "classes": ["overlap"]},
 }
 DEFAULT_SPEAKERS = 3  # what pyannote's published segmentation models detect per chunk when the task leaves it to the data
+
+
+class PipelineModels(torch.nn.Module):
+    """A pipeline's models on the same waveforms: what the pipeline runs on the accelerator."""
+
+    def __init__(self, models: dict[str, torch.nn.Module]) -> None:
+        super().__init__()
+        self.models = torch.nn.ModuleDict(models)
+
+    def forward(self, waveforms: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {role: model(waveforms) for role, model in self.models.items()}
 
 
 def _shrink(model_cfg: dict[str, Any]) -> dict[str, Any]:
@@ -64,72 +82,125 @@ def specifications_kwargs(task: dict[str, Any] | None) -> dict[str, Any] | None:
     return out
 
 
+def pipeline_model_repos(config: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
+    """``{role: (repo, revision)}`` of the models a pipeline's config.yaml names (``segmentation:
+    pyannote/segmentation-3.0``, ``embedding: org/name@revision``)."""
+    pipe = config.get("pipeline")
+    params = pipe.get("params") if isinstance(pipe, dict) else None
+    out: dict[str, tuple[str, str | None]] = {}
+    for role in PIPELINE_MODELS:
+        value = params.get(role) if isinstance(params, dict) else None
+        if isinstance(value, str) and "/" in value:
+            repo, _, revision = value.partition("@")
+            out[role] = (repo, revision or None)
+    return out
+
+
 @dataclass
-class PyannotePlan:
-    architecture: str
+class Part:
+    """One pyannote model: its class, its (shrunk) hyper-parameters and its output specifications."""
+
     target: str
     model_config: dict[str, Any]
     specifications: dict[str, Any] | None
+
+
+@dataclass
+class PyannotePlan:
+    architecture: str
+    parts: dict[str, Part]  # {"model": ...} for a model repo; {"segmentation": ..., "embedding": ...} for a pipeline
     config_source: str
     shapes: list[dict] = field(default_factory=list)
 
     def fingerprint(self, library: str, tier: str) -> str:
         from ..fingerprint import fingerprint
 
-        return fingerprint(library, self.architecture, {"model": self.model_config, "specifications": self.specifications}, tier, self.shapes)
+        graph = {role: {"target": p.target, "model": p.model_config, "specifications": p.specifications} for role, p in self.parts.items()}
+        return fingerprint(library, self.architecture, graph, tier, self.shapes)
 
 
 class PyannoteBuilder:
     library = "pyannote-audio"
     config_file = CONFIG_FILE
 
+    def extra_repo_files(self, config: dict[str, Any]) -> list[tuple[str, str | None, str]]:
+        """Files of other repos a plan reads: a pipeline's models' config.yaml (fetched by the parent)."""
+        return [(repo, revision, CONFIG_FILE) for repo, revision in pipeline_model_repos(config).values()]
+
     def plan(self, request: Any) -> PyannotePlan:
         cfg = dict(request.config or {})
+        if request.tier == "full":
+            raise NotSupported("pickle_only", f"{request.model_id}: pyannote weights are pickled Lightning checkpoints; Zoo loads safetensors only")
+        if isinstance(cfg.get("pipeline"), dict):
+            parts = self._pipeline_parts(request, cfg)
+            name = str(cfg["pipeline"].get("name", "Pipeline")).rpartition(".")[2]
+            architecture = f"{name}[{'+'.join(p.target.rpartition('.')[2] for p in parts.values())}]"
+        else:
+            parts = {"model": self._part(request.model_id, cfg, request.tier)}
+            architecture = parts["model"].target.rpartition(".")[2]
+        rates = {int(p.model_config.get("sample_rate", 16000)) for p in parts.values()}
+        channels = {int(p.model_config.get("num_channels", 1)) for p in parts.values()}
+        if len(rates) > 1 or len(channels) > 1:
+            raise NotSupported("library_unsupported", f"{request.model_id}: its models disagree on sample rate or channels ({sorted(rates)}, {sorted(channels)})")
+        rate, chans = rates.pop(), channels.pop()
+        shapes = [{"batch": b, "channels": chans, "samples": int(d * rate)} for b, d in zip((1, 2), DURATIONS_S)]
+        return PyannotePlan(architecture=architecture, parts=parts, config_source=request.config_source or f"hub:{request.model_id}", shapes=shapes)
+
+    def _pipeline_parts(self, request: Any, cfg: dict[str, Any]) -> dict[str, Part]:
+        repos = pipeline_model_repos(cfg)
+        if not repos:
+            raise NotSupported("library_unsupported", f"{request.model_id}: its pipeline names no model repos ({', '.join(PIPELINE_MODELS)})")
+        extras = request.extras or {}
+        parts: dict[str, Part] = {}
+        for role, (repo, _) in repos.items():
+            sub = extras.get(f"{repo}/{CONFIG_FILE}")
+            if not isinstance(sub, dict):
+                raise NotSupported("library_unsupported", f"{request.model_id}: its {role} model {repo} has no pyannote {CONFIG_FILE} (a model of another library, or not reachable)")
+            parts[role] = self._part(repo, sub, request.tier)
+        return parts
+
+    def _part(self, model_id: str, cfg: dict[str, Any], tier: str) -> Part:
         model_cfg = cfg.get("model")
         if not isinstance(model_cfg, dict) or not isinstance(model_cfg.get("_target_"), str):
-            raise NotSupported("library_unsupported", f"{request.model_id}: {CONFIG_FILE} has no model block naming a class (a pipeline?)")
+            raise NotSupported("library_unsupported", f"{model_id}: {CONFIG_FILE} has no model block naming a class")
         target = model_cfg["_target_"]
         if not target.startswith(ALLOWED_PREFIX):
-            raise NotSupported("library_unsupported", f"{request.model_id}: its model is {target}, outside {ALLOWED_PREFIX[:-1]}; Zoo imports only pyannote.audio's own models")
-        if request.tier == "full":
-            raise NotSupported("pickle_only", f"{request.model_id}: pyannote weights are a pickled Lightning checkpoint; Zoo loads safetensors only")
+            raise NotSupported("library_unsupported", f"{model_id}: its model is {target}, outside {ALLOWED_PREFIX[:-1]}; Zoo imports only pyannote.audio's own models")
         params = {k: v for k, v in model_cfg.items() if k != "_target_"}
-        if request.tier in ("tiny", "census"):
+        if tier in ("tiny", "census"):
             params = _shrink(params)
-        rate = int(params.get("sample_rate", 16000))
-        shapes = [{"batch": b, "channels": int(params.get("num_channels", 1)), "samples": int(d * rate)} for b, d in zip((1, 2), DURATIONS_S)]
-        return PyannotePlan(
-            architecture=target.rpartition(".")[2],
-            target=target,
-            model_config=params,
-            specifications=specifications_kwargs(cfg.get("task")),
-            config_source=request.config_source or f"hub:{request.model_id}",
-            shapes=shapes,
-        )
+        return Part(target=target, model_config=params, specifications=specifications_kwargs(cfg.get("task")))
 
     def build(self, request: Any, plan: PyannotePlan | None = None) -> Built:
         plan = plan or self.plan(request)
-        module, _, name = plan.target.rpartition(".")
         try:
-            cls = getattr(importlib.import_module(module), name)
             from pyannote.audio.core.task import Problem, Resolution, Specifications
         except ImportError as exc:
             raise NotSupported("library_unsupported", f"pyannote models need the pyannote extra (pip install 'zoo[pyannote]'): {exc}") from exc
-        except AttributeError as exc:
-            raise NotSupported("library_unsupported", f"pyannote.audio has no model {plan.target}") from exc
         import torch
 
         from ..weights import init_weights
 
+        def instantiate(part: Part) -> torch.nn.Module:
+            module, _, name = part.target.rpartition(".")
+            try:
+                cls = getattr(importlib.import_module(module), name)
+            except (ImportError, AttributeError) as exc:
+                raise NotSupported("library_unsupported", f"pyannote.audio has no model {part.target}") from exc
+            model = cls(**part.model_config)
+            if part.specifications is not None:
+                spec = dict(part.specifications)
+                spec["problem"], spec["resolution"] = Problem[spec["problem"]], Resolution[spec["resolution"]]
+                model.specifications = Specifications(**spec)
+                model.build()  # the task-dependent output layer
+            return model
+
         torch.manual_seed(request.seed)
-        model = cls(**plan.model_config)
-        if plan.specifications is not None:
-            spec = dict(plan.specifications)
-            spec["problem"], spec["resolution"] = Problem[spec["problem"]], Resolution[spec["resolution"]]
-            model.specifications = Specifications(**spec)
-            model.build()  # the task-dependent output layer
+        models = {role: instantiate(part) for role, part in plan.parts.items()}
+        model = models["model"] if list(models) == ["model"] else PipelineModels(models)
         init_weights(model, request.seed)
         model.eval()
+        config = {role: {"target": p.target, "model": p.model_config, "specifications": p.specifications} for role, p in plan.parts.items()}
 
         def make(shape: dict, seed: int) -> dict[str, torch.Tensor]:
             gen = torch.Generator().manual_seed(seed)
@@ -137,11 +208,11 @@ class PyannoteBuilder:
 
         return Built(
             model=model,
-            config={"model": plan.model_config, "specifications": plan.specifications},
-            config_dict={"model": plan.model_config, "specifications": plan.specifications},
+            config=config,
+            config_dict=config,
             library=self.library,
             architecture=plan.architecture,
-            task=request.task or ("speaker-diarization" if plan.specifications else "audio-embedding"),
+            task=request.task or ("speaker-diarization" if any(p.specifications for p in plan.parts.values()) else "audio-embedding"),
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,
