@@ -83,16 +83,19 @@ def main(argv: list[str] | None = None) -> int:
 def _lib(e, r) -> str:
     if r.get("reason") == "no_pytorch_weights":  # decided from the repo's files, whatever its tags
         return "gguf/onnx/mlx-only"
-    if e.library in ("transformers", "sentence-transformers", "timm", "diffusers", "open_clip"):
+    if e.library:  # the library the snapshot's tags name
         return e.library
-    return e.library or "other"
+    # no library tag: the library Zoo recognised from the repo's config, where it has a builder for it
+    if r.get("library") and r.get("reason") != "library_unsupported":
+        return f"{r['library']} (from its config)"
+    return "other"
 
 
 def _versions() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     parts = []
-    for dist in ("torch", "transformers", "timm", "diffusers"):
+    for dist in ("torch", "transformers", "timm", "diffusers", "open_clip_torch", "pyannote.audio", "chronos-forecasting"):
         try:
             parts.append(f"{dist} {version(dist)}")
         except PackageNotFoundError:
@@ -114,7 +117,8 @@ def render(rows, wall: float, args) -> str:
         if not valid and r["status"] == "reference_error":
             errors[((r.get("error") or {}).get("message") or "")[:90]] += 1
         lib = _lib(e, r)
-        for key in ([lib] + (["(all but gguf/onnx/mlx-only)"] if lib != "gguf/onnx/mlx-only" else []) + (["transformers+ST, no custom_code"] if lib in ("transformers", "sentence-transformers") and not e.custom_code else [])):
+        tagged_transformers = e.library in ("transformers", "sentence-transformers") and lib != "gguf/onnx/mlx-only" and not e.custom_code
+        for key in ([lib] + (["(all but gguf/onnx/mlx-only)"] if lib != "gguf/onnx/mlx-only" else []) + (["transformers+ST, no custom_code"] if tagged_transformers else [])):
             b = by_lib[key]
             b[0] += 1
             b[2] += e.downloads

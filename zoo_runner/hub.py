@@ -17,7 +17,7 @@ from .request import ValidationRequest
 log = logging.getLogger(__name__)
 
 WEIGHT_FORMATS = {".safetensors": "safetensors", ".bin": "pickle", ".pt": "pickle", ".pth": "pickle", ".ckpt": "pickle", ".gguf": "gguf", ".onnx": "onnx", ".npz": "mlx"}
-LIBRARY_TAGS = ("sentence-transformers", "timm", "diffusers", "open_clip", "transformers")
+LIBRARY_TAGS = ("sentence-transformers", "timm", "diffusers", "open_clip", "pyannote-audio", "transformers")
 
 
 @dataclass
