@@ -86,7 +86,9 @@ def _lib(e, r) -> str:
     if e.library:  # the library the snapshot's tags name
         return e.library
     # no library tag: the library Zoo recognised from the repo's config, where it has a builder for it
-    if r.get("library") and r.get("reason") != "library_unsupported":
+    from zoo_runner.builders import registered_libraries
+
+    if r.get("library") in registered_libraries():
         return f"{r['library']} (from its config)"
     return "other"
 

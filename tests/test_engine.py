@@ -163,3 +163,20 @@ def test_graph_breaks_dynamo_files_as_unimplemented_are_counted_with_their_reaso
         torch.compile(Recurrent(), backend="eager")(torch.randn(1, 3, 4))
     count, reasons = _graph_breaks()
     assert count >= 1 and any("LSTM" in r for r in reasons)
+
+
+@pytest.mark.parametrize(
+    ("arch", "input_name", "dims"),
+    [
+        ("VJEPA2Model", "pixel_values_videos", 5),  # a video clip
+        ("VideoMAEForVideoClassification", "pixel_values", 5),
+        ("XCLIPModel", "pixel_values", 5),
+        ("Siglip2Model", "spatial_shapes", 2),  # NaFlex: flattened patches with their grid
+        ("TimesFmModelForPrediction", "past_values", 2),  # one context series a row
+        ("ParakeetForCTC", "input_features", 3),  # (batch, frames, mel bins)
+    ],
+)
+def test_video_naflex_series_and_conformer_inputs(arch, input_name, dims):
+    r = validate_here(ValidationRequest(f"arch:{arch}", backend="cpu", reference_cache=""))
+    assert r["status"] == "pass", r["error"]
+    assert len(r["details"]["input_shapes"][0][input_name]) == dims

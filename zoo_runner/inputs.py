@@ -14,6 +14,7 @@ import torch
 
 DEFAULT_SHAPES = ({"batch": 2, "seq": 16}, {"batch": 1, "seq": 11})
 PATCH_GRID = (1, 4, 4)  # one image of 4x4 patches per row (a multiple of every spatial merge size in use)
+NAFLEX_GRID = (4, 4)  # a NaFlex image of 4x4 patches
 IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
 
 
@@ -37,6 +38,7 @@ class ConfigView:
     image_hw: tuple[int, int] = (224, 224)  # (height, width) where a tower's image_size is a pair
     anyres_tiles: int = 1  # LLaVA-NeXT-style any-resolution: tiles of one square image, plus its overview
     max_num_tiles: int = 4  # Mllama-style tiled images: tiles per image, padded to this many
+    video_frames: int = 4  # frames of a video clip (kept small; a multiple of the tubelet size)
 
     @classmethod
     def of(cls, config: Any) -> "ConfigView":
@@ -72,6 +74,8 @@ class ConfigView:
             image_hw=_image_hw([vision, getattr(config, "backbone_config", None), config]),
             anyres_tiles=_anyres_tiles(config, first([vision, config], ["image_size"], 224)),
             max_num_tiles=first([vision], ["max_num_tiles"], 4),
+            # models with per-frame position embeddings fix num_frames; others (RoPE) take a short clip
+            video_frames=first([vision, config], ["num_frames"], 2 * first([vision, config], ["tubelet_size"], 2)),
         )
 
 
@@ -128,6 +132,14 @@ GENERATORS: dict[str, Gen] = {
     "tiled_images": lambda v, s, g: torch.randn(s["batch"], 1, v.max_num_tiles, v.num_channels, v.image_size, v.image_size, generator=g),
     # multi-image VLMs (Idefics3, SmolVLM) take (batch, images, channels, size, size)
     "image_rows": lambda v, s, g: torch.randn(s["batch"], 1, v.num_channels, v.image_size, v.image_size, generator=g),
+    # video models (V-JEPA 2): (batch, frames, channels, size, size)
+    "pixel_values_videos": lambda v, s, g: torch.randn(s["batch"], v.video_frames, v.num_channels, v.image_size, v.image_size, generator=g),
+    # NaFlex vision towers (SigLIP 2): rows of flattened patches, their (rows, cols) grid and which are real
+    "naflex_patches": lambda v, s, g: torch.randn(s["batch"], math.prod(NAFLEX_GRID), v.num_channels * v.patch_size**2, generator=g),
+    "spatial_shapes": lambda v, s, g: torch.tensor([list(NAFLEX_GRID)] * s["batch"]),
+    "pixel_attention_mask": lambda v, s, g: torch.ones(s["batch"], math.prod(NAFLEX_GRID), dtype=torch.long),
+    # time-series forecasters (TimesFM): one context series a row
+    "past_values": lambda v, s, g: 10.0 + torch.randn(s["batch"], 8 * s["seq"], generator=g).cumsum(dim=-1),
     "aspect_ratio_ids": lambda v, s, g: torch.ones(s["batch"], 1, dtype=torch.long),
     # which image tiles each text token attends to (Mllama): every token sees the first tile of its image
     "cross_attention_mask": lambda v, s, g: torch.nn.functional.one_hot(torch.zeros(s["batch"], s["seq"], 1, dtype=torch.long), v.max_num_tiles),

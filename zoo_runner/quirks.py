@@ -104,6 +104,13 @@ QUIRKS: dict[str, Quirk] = {
     # Idefics3 / SmolVLM take several images a row: (batch, images, channels, size, size).
     "idefics3": _IMAGE_ROWS_VLM,
     "smolvlm": _IMAGE_ROWS_VLM,
+    # SigLIP 2 (NaFlex) takes images as rows of flattened patches with their grid and a patch mask.
+    "siglip2": Quirk("NaFlex images: flattened patches, their (rows, cols) grid and a patch mask", input_kinds={"pixel_values": "naflex_patches"}, extra_inputs=("spatial_shapes", "pixel_attention_mask")),
+    # Parakeet's conformer takes (batch, frames, mel bins) features.
+    "parakeet_ctc": Quirk("input features are (batch, frames, mel bins)", input_kinds={"input_features": "spectrogram"}),
+    # Video models take (batch, frames, channels, size, size) under the name pixel_values.
+    "videomae": Quirk("pixel_values is a video clip (batch, frames, channels, size, size); 16 frames of 224 px are slow, 4 of 64 px keep the tubelets", config={"num_frames": 4, "image_size": 64}, input_kinds={"pixel_values": "pixel_values_videos"}),
+    "xclip": Quirk("pixel_values is a video clip (batch, frames, channels, size, size)", input_kinds={"pixel_values": "pixel_values_videos"}),
     # ViTPose's backbone takes 256 x 192 person crops: a non-square image size, kept non-square and small.
     "vitpose": Quirk("pose crops are non-square (height, width); the backbone checks the size", config={"backbone_config.image_size": [64, 48]}, input_kinds={"pixel_values": "pixels_hw"}),
     # BLIP's VQA head decodes an answer: without decoder ids its forward refuses to run.
