@@ -88,7 +88,7 @@ def _lib(e, r) -> str:
     # no library tag: the library Zoo recognised from the repo's config, where it has a builder for it
     from zoo_runner.builders import registered_libraries
 
-    if r.get("library") in registered_libraries():
+    if r.get("library") in registered_libraries() and r.get("reason") != "library_unsupported":
         return f"{r['library']} (from its config)"
     return "other"
 

@@ -7,6 +7,7 @@ their absence is a failure.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -192,3 +193,21 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def snapshot_hub():
+    """The Hub stand-in over the shared snapshot (synthetic repos plus recorded files), one a session."""
+    from tests.hub_standin import start_standin
+
+    base, stop = start_standin(str(SHARED_CSV))
+    yield base
+    stop()
+
+
+def validate_through(zoo, hub: str, tmp_path: Path, model_id: str) -> dict:
+    """`zoo validate MODEL --backend cpu --json` as users run it, against the stand-in at ``hub``."""
+    proc = zoo(["validate", model_id, "--backend", "cpu", "--json"], HF_ENDPOINT=hub, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
+    assert proc.returncode in (0, 1), proc.stderr  # 1: a verdict other than pass
+    return json.loads(proc.stdout)
+

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.conftest import SHARED_CSV
-from tests.hub_standin import RECORDED_DIR, start_standin
+from tests.conftest import validate_through
+from tests.hub_standin import RECORDED_DIR
 from zoo_runner.builders import library_for_config
 from zoo_runner.engine import validate_here
 from zoo_runner.request import ValidationRequest
@@ -46,32 +46,21 @@ def test_a_backend_bug_in_a_forecaster_is_a_mismatch(monkeypatch):
     assert r["status"] == "mismatch", r
 
 
-@pytest.fixture(scope="module")
-def hub():
-    base, stop = start_standin(str(SHARED_CSV))
-    yield base
-    stop()
 
 
-def _validate(zoo, hub, tmp_path, model_id):
-    proc = zoo(["validate", model_id, "--backend", "cpu", "--json"], HF_ENDPOINT=hub, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
-    assert proc.returncode in (0, 1), proc.stderr
-    return json.loads(proc.stdout)
-
-
-def test_chronos_bolt_through_the_stand_in(zoo, hub, tmp_path):
-    r = _validate(zoo, hub, tmp_path, "amazon/chronos-bolt-small")  # no library tag on the Hub
+def test_chronos_bolt_through_the_stand_in(zoo, snapshot_hub, tmp_path):
+    r = validate_through(zoo, snapshot_hub, tmp_path, "amazon/chronos-bolt-small")  # no library tag on the Hub
     assert r["status"] == "pass", r["error"]
     assert r["library"] == "chronos-forecasting" and r["task"] == "time-series-forecasting"
 
 
-def test_an_untagged_transformers_repo_is_recognised_by_its_config(zoo, hub, tmp_path):
-    r = _validate(zoo, hub, tmp_path, "fiifinketia/akan-g2p")  # tags: tensorboard, safetensors, t5
+def test_an_untagged_transformers_repo_is_recognised_by_its_config(zoo, snapshot_hub, tmp_path):
+    r = validate_through(zoo, snapshot_hub, tmp_path, "fiifinketia/akan-g2p")  # tags: tensorboard, safetensors, t5
     assert r["status"] == "pass", r["error"]
     assert r["library"] == "transformers" and r["architecture"].startswith("T5")
 
 
-def test_a_library_without_a_builder_is_unsupported_and_named(zoo, hub, tmp_path):
-    r = _validate(zoo, hub, tmp_path, "Bingsu/adetailer")  # ultralytics: no builder
+def test_a_library_without_a_builder_is_unsupported_and_named(zoo, snapshot_hub, tmp_path):
+    r = validate_through(zoo, snapshot_hub, tmp_path, "Bingsu/adetailer")  # ultralytics: no builder
     assert r["status"] == "unsupported" and r["reason"] == "library_unsupported"
     assert "ultralytics" in r["error"]["message"]

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.conftest import SHARED_CSV
-from tests.hub_standin import DIFFUSERS_PIPELINES, start_standin
+from tests.conftest import validate_through
+from tests.hub_standin import DIFFUSERS_PIPELINES
 from zoo_runner.builders.diffusers_builder import shrink_component
 from zoo_runner.engine import validate_here
 from zoo_runner.request import ValidationRequest
@@ -56,17 +56,8 @@ def test_a_component_outside_diffusers_is_refused():
     assert r["status"] == "unsupported" and r["reason"] == "remote_code"
 
 
-@pytest.fixture(scope="module")
-def hub():
-    base, stop = start_standin(str(SHARED_CSV))
-    yield base
-    stop()
-
-
-def test_a_hub_pipeline_through_the_stand_in(zoo, hub, tmp_path):
-    proc = zoo(["validate", "stable-diffusion-v1-5/stable-diffusion-v1-5", "--backend", "cpu", "--json"], HF_ENDPOINT=hub, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
-    assert proc.returncode == 0, proc.stderr
-    r = json.loads(proc.stdout)
+def test_a_hub_pipeline_through_the_stand_in(zoo, snapshot_hub, tmp_path):
+    r = validate_through(zoo, snapshot_hub, tmp_path, "stable-diffusion-v1-5/stable-diffusion-v1-5")
     assert r["status"] == "pass", r["error"]
     assert r["architecture"] == "UNet2DConditionModel+AutoencoderKL" and r["task"] == "text-to-image"
 
@@ -97,8 +88,6 @@ def test_a_backend_bug_in_a_controlnet_is_a_mismatch(monkeypatch):
     assert validate_here(req)["status"] == "mismatch"
 
 
-def test_a_single_vae_repo_through_the_stand_in(zoo, hub, tmp_path):
-    proc = zoo(["validate", "stabilityai/sd-vae-ft-mse", "--backend", "cpu", "--json"], HF_ENDPOINT=hub, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
-    assert proc.returncode == 0, proc.stderr
-    r = json.loads(proc.stdout)
+def test_a_single_vae_repo_through_the_stand_in(zoo, snapshot_hub, tmp_path):
+    r = validate_through(zoo, snapshot_hub, tmp_path, "stabilityai/sd-vae-ft-mse")
     assert r["status"] == "pass" and r["architecture"] == "AutoencoderKL", r["error"]

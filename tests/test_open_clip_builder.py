@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from tests.conftest import SHARED_CSV
-from tests.hub_standin import RECORDED_DIR, start_standin
+from tests.conftest import validate_through
+from tests.hub_standin import RECORDED_DIR
 from zoo_runner.builders.open_clip_builder import shrink_model_cfg
 from zoo_runner.engine import validate_here
 from zoo_runner.request import ValidationRequest
@@ -60,12 +60,6 @@ def test_a_backend_bug_in_a_clip_tower_is_a_mismatch(monkeypatch):
 
 
 @needs_open_clip
-def test_an_open_clip_repo_through_the_stand_in(zoo, tmp_path):
-    base, stop = start_standin(str(SHARED_CSV))
-    try:
-        proc = zoo(["validate", VIT_B_32, "--backend", "cpu", "--json"], HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
-    finally:
-        stop()
-    assert proc.returncode == 0, proc.stderr
-    r = json.loads(proc.stdout)
+def test_an_open_clip_repo_through_the_stand_in(zoo, snapshot_hub, tmp_path):
+    r = validate_through(zoo, snapshot_hub, tmp_path, VIT_B_32)
     assert r["status"] == "pass" and r["library"] == "open_clip", r["error"]

@@ -3,13 +3,12 @@ the training task; seeded weights only (pyannote checkpoints are pickles); throu
 from __future__ import annotations
 
 import importlib.util
-import json
 
 import pytest
 import yaml
 
-from tests.conftest import SHARED_CSV
-from tests.hub_standin import RECORDED_DIR, start_standin
+from tests.conftest import validate_through
+from tests.hub_standin import RECORDED_DIR
 from zoo_runner.builders.pyannote_builder import PyannoteBuilder, pipeline_model_repos, specifications_kwargs
 from zoo_runner.engine import validate_here
 from zoo_runner.exceptions import NotSupported
@@ -97,13 +96,7 @@ def test_a_backend_bug_in_a_segmentation_model_is_a_mismatch_and_the_lstm_break_
 
 @needs_pyannote
 @pytest.mark.parametrize(("repo", "architecture"), [(SEGMENTATION, "PyanNet"), (PIPELINE, "SpeakerDiarization[PyanNet+WeSpeakerResNet34]")])
-def test_pyannote_repos_through_the_stand_in(zoo, tmp_path, repo, architecture):
-    base, stop = start_standin(str(SHARED_CSV))
-    try:
-        proc = zoo(["validate", repo, "--backend", "cpu", "--json"], HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
-    finally:
-        stop()
-    assert proc.returncode == 0, proc.stderr
-    r = json.loads(proc.stdout)
+def test_pyannote_repos_through_the_stand_in(zoo, snapshot_hub, tmp_path, repo, architecture):
+    r = validate_through(zoo, snapshot_hub, tmp_path, repo)
     assert r["status"] == "pass" and r["library"] == "pyannote-audio", r["error"]
     assert r["architecture"] == architecture

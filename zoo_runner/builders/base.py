@@ -24,6 +24,21 @@ class Built:
     tolerance_factor: float = 1.0
 
 
+@dataclass
+class ConfigPlan:
+    """What will be built, for builders whose graph is an architecture name and a config dict."""
+
+    architecture: str
+    config: dict[str, Any]
+    config_source: str
+    shapes: list[dict] = field(default_factory=list)
+
+    def fingerprint(self, library: str, tier: str) -> str:
+        from ..fingerprint import fingerprint
+
+        return fingerprint(library, self.architecture, self.config, tier, self.shapes)
+
+
 class Builder(Protocol):
     library: str
 

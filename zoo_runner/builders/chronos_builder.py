@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import copy
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import NotSupported
-from .base import Built
+from .base import Built, ConfigPlan
 
 # The pipeline class a config names → the model class that runs it (data, not a branch per model).
 MODEL_CLASSES = {
@@ -34,17 +34,8 @@ def claims(config: dict[str, Any]) -> bool:
 
 
 @dataclass
-class ChronosPlan:
-    architecture: str
-    target: str
-    config: dict[str, Any]
-    config_source: str
-    shapes: list[dict] = field(default_factory=list)
-
-    def fingerprint(self, library: str, tier: str) -> str:
-        from ..fingerprint import fingerprint
-
-        return fingerprint(library, self.architecture, self.config, tier, self.shapes)
+class ChronosPlan(ConfigPlan):
+    target: str = ""  # "module:Class" of the model
 
 
 class ChronosBuilder:

@@ -17,11 +17,10 @@ import copy
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import NotSupported
-from .base import Built
+from .base import Built, ConfigPlan
 
 CONFIG_FILE = "open_clip_config.json"
 TINY_WIDTH, TINY_HEAD_WIDTH, TINY_LAYERS, TINY_EMBED, TINY_VOCAB = 64, 32, 2, 64, 4096
@@ -73,17 +72,7 @@ def _image_size(model_cfg: dict[str, Any]) -> tuple[int, int]:
     return (int(size[0]), int(size[1])) if isinstance(size, (list, tuple)) else (int(size), int(size))
 
 
-@dataclass
-class OpenClipPlan:
-    architecture: str
-    config: dict[str, Any]
-    config_source: str
-    shapes: list[dict] = field(default_factory=list)
-
-    def fingerprint(self, library: str, tier: str) -> str:
-        from ..fingerprint import fingerprint
-
-        return fingerprint(library, self.architecture, self.config, tier, self.shapes)
+OpenClipPlan = ConfigPlan
 
 
 class OpenClipBuilder:
