@@ -281,15 +281,15 @@ class HubData:
                         out[f"{org}/{name}"] = os.path.realpath(os.path.join(org_dir, name))
         return out
 
-    def _recorded_files(self, model_id: str) -> dict[str, str]:
-        folder = self.recorded.get(model_id)
+    @staticmethod
+    def _walk(folder: str) -> dict[str, str]:
+        """``{path in the repo: file path}`` of a folder laid out as a repo."""
         out: dict[str, str] = {}
-        if folder:
-            for root, dirs, files in os.walk(folder):
-                dirs.sort()
-                for fn in sorted(files):
-                    full = os.path.join(root, fn)
-                    out[os.path.relpath(full, folder).replace(os.sep, "/")] = full
+        for root, dirs, files in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if d not in (".git", "__pycache__"))
+            for fn in sorted(files):
+                full = os.path.join(root, fn)
+                out[os.path.relpath(full, folder).replace(os.sep, "/")] = full
         return out
 
     @staticmethod
@@ -360,11 +360,7 @@ class HubData:
         out: dict[str, bytes | str] = {}
         real = self.real.get(model_id)
         if real:
-            for root, dirs, files in os.walk(real):
-                dirs[:] = sorted(d for d in dirs if d not in (".git", "__pycache__"))
-                for fn in sorted(files):
-                    full = os.path.join(root, fn)
-                    out[os.path.relpath(full, real).replace(os.sep, "/")] = full
+            out.update(self._walk(real))
         else:
             tags = row["tags"]
             out[".gitattributes"] = GITATTRIBUTES
@@ -391,8 +387,8 @@ class HubData:
                 out["model_index.json"] = (json.dumps(index, indent=2) + "\n").encode()
             if "sentence-transformers" in tags:
                 out["modules.json"] = json.dumps([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}], indent=2).encode()
-            for name, path in self._recorded_files(model_id).items():
-                out[name] = path
+            if model_id in self.recorded:
+                out.update(self._walk(self.recorded[model_id]))
             if "safetensors" in tags:
                 out["model.safetensors"] = EMPTY_SAFETENSORS
             elif "pytorch" in tags:

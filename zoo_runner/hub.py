@@ -157,15 +157,6 @@ def fetch_files(model_id: str, revision: str | None, patterns: list[str]) -> str
 FULL_TIER_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*", "sentencepiece*", "modules.json", "1_Pooling/*", "2_Normalize/*"]
 
 
-def _builder_or_none(library: str | None) -> Any:
-    from .builders import get_builder
-
-    try:
-        return get_builder(library or "transformers")
-    except NotSupported:
-        return None  # no builder: the model process says library_unsupported
-
-
 def _other_repo_config(repo: str, revision: str | None, name: str, errors: Any) -> dict[str, Any] | None:
     """A config file of another repo a plan reads (a pipeline's models); None where it has none
     (the builder then says which model is missing)."""
@@ -175,15 +166,17 @@ def _other_repo_config(repo: str, revision: str | None, name: str, errors: Any) 
         return None
 
 
-def _library_from_config(req: ValidationRequest, errors: Any) -> str | None:
+def _library_from_config(req: ValidationRequest, errors: Any) -> tuple[str | None, dict[str, Any] | None]:
+    """The library whose builder recognises the repo's config.json, and that config (fetched once)."""
     from .builders import library_for_config
 
     try:
-        return library_for_config(fetch_config(req.model_id, req.revision))
+        config = fetch_config(req.model_id, req.revision)
     except (errors.EntryNotFoundError, FileNotFoundError, ValueError):
-        return None
+        return None, None
     except (OSError, errors.HfHubHTTPError) as exc:
         raise HubUnreachable(f"could not fetch config.json of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}") from exc
+    return library_for_config(config), config
 
 
 def prepare(req: ValidationRequest) -> ValidationRequest:
@@ -207,24 +200,24 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     req.task = req.task or facts.task
     check_policy(facts, req.tier)
     errors = _hub_errors()
-    builder = _builder_or_none(req.library)
-    if (declared is None or builder is None) and "config.json" in facts.files:
-        # The Hub names no library Zoo builds (or none): the repo's config.json says whose it is.
-        sniffed = _library_from_config(req, errors)
-        if sniffed:
-            req.library, builder = sniffed, _builder_or_none(sniffed)
-    if builder is None:
-        from .builders import get_builder
+    from .builders import get_builder, registered_libraries
 
-        get_builder(req.library)  # raises library_unsupported, saying which library or extra is missing
+    sniffed_config = None
+    if (declared is None or req.library not in registered_libraries()) and "config.json" in facts.files:
+        # The Hub names no library Zoo builds (or none): the repo's config.json says whose it is.
+        sniffed, sniffed_config = _library_from_config(req, errors)
+        req.library = sniffed or req.library
+    builder = get_builder(req.library)  # library_unsupported, naming the library or the missing extra
     # the first config file the repo has, of those the builder reads (diffusers: model_index.json,
     # else a single component's config.json)
-    candidates = getattr(builder, "config_files", None) or (getattr(builder, "config_file", "config.json"),)
+    candidates = getattr(builder, "config_files", ("config.json",))
     config_file = next((f for f in candidates if f in facts.files), candidates[0])
     try:
         if req.tier == "full":
             req.files_dir = fetch_files(req.model_id, req.revision, FULL_TIER_PATTERNS)
             req.config = load_config(os.path.join(req.files_dir, config_file))
+        elif sniffed_config is not None and config_file == "config.json":
+            req.config = sniffed_config
         else:
             req.config = fetch_config(req.model_id, req.revision, config_file)
         wanted = list(EXTRA_JSON) + (list(builder.extra_files(req.config)) if hasattr(builder, "extra_files") else [])

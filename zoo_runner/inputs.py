@@ -103,6 +103,11 @@ def _anyres_tiles(config: Any, image_size: int) -> int:
 Gen = Callable[[ConfigView, dict, torch.Generator], torch.Tensor]
 
 
+def random_walk(batch: int, length: int, gen: torch.Generator) -> torch.Tensor:
+    """Seeded time series, one a row: a random walk away from zero, as real series are."""
+    return 10.0 + torch.randn(batch, length, generator=gen).cumsum(dim=-1)
+
+
 def _ids(high: int, shape, gen) -> torch.Tensor:
     low = min(4, max(high - 1, 0))
     return torch.randint(low, max(high, low + 1), shape, generator=gen)
@@ -139,7 +144,7 @@ GENERATORS: dict[str, Gen] = {
     "spatial_shapes": lambda v, s, g: torch.tensor([list(NAFLEX_GRID)] * s["batch"]),
     "pixel_attention_mask": lambda v, s, g: torch.ones(s["batch"], math.prod(NAFLEX_GRID), dtype=torch.long),
     # time-series forecasters (TimesFM): one context series a row
-    "past_values": lambda v, s, g: 10.0 + torch.randn(s["batch"], 8 * s["seq"], generator=g).cumsum(dim=-1),
+    "past_values": lambda v, s, g: random_walk(s["batch"], 8 * s["seq"], g),
     "aspect_ratio_ids": lambda v, s, g: torch.ones(s["batch"], 1, dtype=torch.long),
     # which image tiles each text token attends to (Mllama): every token sees the first tile of its image
     "cross_attention_mask": lambda v, s, g: torch.nn.functional.one_hot(torch.zeros(s["batch"], s["seq"], 1, dtype=torch.long), v.max_num_tiles),

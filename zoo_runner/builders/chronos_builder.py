@@ -77,10 +77,10 @@ class ChronosBuilder:
             init_weights(model, request.seed)
         model.eval()
 
+        from ..inputs import random_walk
+
         def make(shape: dict, seed: int) -> dict[str, torch.Tensor]:
-            gen = torch.Generator().manual_seed(seed)
-            steps = torch.randn(shape["batch"], shape["seq"], generator=gen)
-            return {"context": 10.0 + steps.cumsum(dim=-1)}  # a random walk away from zero, as series are
+            return {"context": random_walk(shape["batch"], shape["seq"], torch.Generator().manual_seed(seed))}
 
         return Built(
             model=model,

@@ -105,13 +105,14 @@ def _with_defaults(class_name: str, cfg: dict[str, Any]) -> dict[str, Any]:
 @dataclass
 class DiffusersPlan:
     pipeline: str
-    denoiser_name: str | None  # "" for a component at the repo's root, None for none
+    denoiser_name: str | None  # the component's folder in a pipeline repo
     denoiser_class: str | None
     decoder_class: str | None
     denoiser_config: dict[str, Any] | None
     decoder_config: dict[str, Any] | None
     config_source: str
     shapes: list[dict] = field(default_factory=lambda: [dict(s) for s in SHAPES])
+    single: bool = False  # one component at the repo's root (a VAE, a ControlNet), not a pipeline
 
     @property
     def architecture(self) -> str:
@@ -146,7 +147,6 @@ class DenoiseAndDecode(nn.Module):
 
 class DiffusersBuilder:
     library = "diffusers"
-    config_file = CONFIG_FILE
     config_files = (CONFIG_FILE, "config.json")  # a pipeline, else one component at the repo's root
 
     def extra_files(self, model_index: dict[str, Any]) -> list[str]:
@@ -189,12 +189,13 @@ class DiffusersBuilder:
         is_decoder = cls.startswith(DECODER_PREFIX)
         return DiffusersPlan(
             pipeline=cls,
-            denoiser_name=None if is_decoder else "",
+            denoiser_name=None,
             denoiser_class=None if is_decoder else cls,
             decoder_class=cls if is_decoder else None,
             denoiser_config=None if is_decoder else full,
             decoder_config=full if is_decoder else None,
             config_source=request.config_source or f"hub:{request.model_id}",
+            single=True,
         )
 
     def build(self, request: Any, plan: DiffusersPlan | None = None) -> Built:
@@ -207,11 +208,10 @@ class DiffusersBuilder:
         dec_cls = getattr(diffusers, plan.decoder_class, None) if plan.decoder_class else None
         if (plan.denoiser_class and den_cls is None) or (plan.decoder_class and dec_cls is None):
             raise NotSupported("library_unsupported", f"diffusers {diffusers.__version__} has no {plan.architecture}")
-        single = plan.denoiser_name in ("", None)  # one component at the repo's root
         if request.tier == "full":
             root = request.files_dir or ""
-            denoiser = den_cls.from_pretrained(root, subfolder=plan.denoiser_name or None, use_safetensors=True) if den_cls else None
-            decoder = dec_cls.from_pretrained(root, subfolder=None if single else DECODER, use_safetensors=True) if dec_cls else None
+            denoiser = den_cls.from_pretrained(root, subfolder=plan.denoiser_name, use_safetensors=True) if den_cls else None
+            decoder = dec_cls.from_pretrained(root, subfolder=None if plan.single else DECODER, use_safetensors=True) if dec_cls else None
         else:
             from ..weights import init_weights
 

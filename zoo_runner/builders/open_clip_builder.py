@@ -77,7 +77,7 @@ OpenClipPlan = ConfigPlan
 
 class OpenClipBuilder:
     library = "open_clip"
-    config_file = CONFIG_FILE
+    config_files = (CONFIG_FILE,)
 
     def plan(self, request: Any) -> OpenClipPlan:
         cfg = copy.deepcopy(dict(request.config or {}))

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import copy
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
 from ..exceptions import NotSupported
-from .base import Built
+from .base import Built, ConfigPlan
 
 CONFIG_FILE = "config.yaml"
 ALLOWED_PREFIX = "pyannote.audio.models."
@@ -106,22 +106,14 @@ class Part:
 
 
 @dataclass
-class PyannotePlan:
-    architecture: str
-    parts: dict[str, Part]  # {"model": ...} for a model repo; {"segmentation": ..., "embedding": ...} for a pipeline
-    config_source: str
-    shapes: list[dict] = field(default_factory=list)
-
-    def fingerprint(self, library: str, tier: str) -> str:
-        from ..fingerprint import fingerprint
-
-        graph = {role: {"target": p.target, "model": p.model_config, "specifications": p.specifications} for role, p in self.parts.items()}
-        return fingerprint(library, self.architecture, graph, tier, self.shapes)
+class PyannotePlan(ConfigPlan):
+    # {"model": ...} for a model repo; {"segmentation": ..., "embedding": ...} for a pipeline
+    parts: dict[str, Part] = field(default_factory=dict)
 
 
 class PyannoteBuilder:
     library = "pyannote-audio"
-    config_file = CONFIG_FILE
+    config_files = (CONFIG_FILE,)
 
     def extra_repo_files(self, config: dict[str, Any]) -> list[tuple[str, str | None, str]]:
         """Files of other repos a plan reads: a pipeline's models' config.yaml (fetched by the parent)."""
@@ -144,7 +136,8 @@ class PyannoteBuilder:
             raise NotSupported("library_unsupported", f"{request.model_id}: its models disagree on sample rate or channels ({sorted(rates)}, {sorted(channels)})")
         rate, chans = rates.pop(), channels.pop()
         shapes = [{"batch": b, "channels": chans, "samples": int(d * rate)} for b, d in zip((1, 2), DURATIONS_S)]
-        return PyannotePlan(architecture=architecture, parts=parts, config_source=request.config_source or f"hub:{request.model_id}", shapes=shapes)
+        config = {role: asdict(part) for role, part in parts.items()}  # the graph: what the fingerprint covers
+        return PyannotePlan(architecture=architecture, config=config, config_source=request.config_source or f"hub:{request.model_id}", shapes=shapes, parts=parts)
 
     def _pipeline_parts(self, request: Any, cfg: dict[str, Any]) -> dict[str, Part]:
         repos = pipeline_model_repos(cfg)
@@ -200,16 +193,14 @@ class PyannoteBuilder:
         model = models["model"] if list(models) == ["model"] else PipelineModels(models)
         init_weights(model, request.seed)
         model.eval()
-        config = {role: {"target": p.target, "model": p.model_config, "specifications": p.specifications} for role, p in plan.parts.items()}
-
         def make(shape: dict, seed: int) -> dict[str, torch.Tensor]:
             gen = torch.Generator().manual_seed(seed)
             return {"waveforms": 0.1 * torch.randn(shape["batch"], shape["channels"], shape["samples"], generator=gen)}
 
         return Built(
             model=model,
-            config=config,
-            config_dict=config,
+            config=plan.config,
+            config_dict=plan.config,
             library=self.library,
             architecture=plan.architecture,
             task=request.task or ("speaker-diarization" if any(p.specifications for p in plan.parts.values()) else "audio-embedding"),

@@ -86,19 +86,18 @@ def _resolve_class(architecture: str):
 
 def _class_for_config(config_class: type, task: str | None):
     """The model class for a config that no Auto class maps (VitMatte, VitPose, VisionEncoderDecoder
-    without ``architectures``): the classes transformers exports for that config, the one whose
+    without ``architectures``): the classes of the config's own modeling module, the one whose
     suffix matches the task first, else the first task head in TASK_BY_SUFFIX order."""
+    import importlib
+
     import transformers
 
+    # transformers.models.<type>.configuration_<type> -> its sibling modeling_<type>
+    modeling = importlib.import_module(config_class.__module__.replace(".configuration_", ".modeling_"))
     candidates = []
-    for name in dir(transformers):
-        if not name[:1].isupper() or name.startswith("Auto") or name.endswith("PreTrainedModel"):
-            continue
-        try:
-            obj = getattr(transformers, name)
-        except (AttributeError, ImportError, RuntimeError):
-            continue
-        if isinstance(obj, type) and issubclass(obj, transformers.PreTrainedModel) and obj.config_class is config_class:
+    for name in getattr(modeling, "__all__", None) or dir(modeling):
+        obj = getattr(modeling, name, None)
+        if isinstance(obj, type) and issubclass(obj, transformers.PreTrainedModel) and obj.config_class is config_class and not name.endswith("PreTrainedModel"):
             candidates.append(obj)
     if not candidates:
         raise NotSupported("library_unsupported", f"transformers has no model class for {config_class.__name__}")
