@@ -69,7 +69,7 @@ def test_enough_architectures_per_claim():
 def test_one_percent_error_in_softmax_is_a_mismatch(arch):
     r = _validate(arch, "zoo_bug_softmax_1pct")
     assert r["status"] == "mismatch", _explain(r)
-    assert "exceeds budget" in r["error"]["message"]
+    assert "exceeds the fp32 budget" in r["error"]["message"]
     assert r["metrics"]["rmse_ratio"] > 10  # well beyond the budget, not at its edge
 
 
@@ -84,14 +84,14 @@ def test_a_single_nan_is_a_mismatch(arch):
 def test_dropped_biases_are_a_mismatch(arch):
     r = _validate(arch, "zoo_bug_drop_bias")
     assert r["status"] == "mismatch", _explain(r)
-    assert "exceeds budget" in r["error"]["message"]
+    assert "exceeds the fp32 budget" in r["error"]["message"]
 
 
 @pytest.mark.parametrize("arch", BUG_ARCHS)
 def test_swapped_output_columns_are_a_mismatch(arch):
     r = _validate(arch, "zoo_bug_swap_columns")
     assert r["status"] == "mismatch", _explain(r)
-    assert "exceeds budget" in r["error"]["message"]
+    assert "exceeds the fp32 budget" in r["error"]["message"]
 
 
 @pytest.mark.parametrize("backend", ["zoo_bug_layer_norm_1pct", "zoo_bug_gelu_1pct", "zoo_bug_linear_1pct"])

@@ -59,14 +59,30 @@ class DevicePlugin:
 
     ``package`` is imported before the device is used (it registers the device with torch);
     ``fallback_tracker`` returns an object with ``clear()`` and ``collect() -> list[str]`` that
-    reports the ATen ops that ran on CPU instead of the device.
+    reports the ATen ops that ran on CPU instead of the device; ``precision`` declares the
+    device's compute precision for a spec on this machine and configuration (see
+    :func:`declared_precision`).
     """
 
     device: str
     package: str | None = None
     package_dist: str | None = None
     fallback_tracker: Callable[[], "FallbackTracker"] | None = None
+    precision: Callable[["BackendSpec"], str | None] | None = None
     extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class CompilerPlugin:
+    """What Zoo knows about a ``torch.compile`` backend beyond its name in dynamo's registry.
+
+    ``package_dist`` is the distribution whose version goes on every row; ``precision`` declares
+    the compiler's compute precision for a spec (see :func:`declared_precision`).
+    """
+
+    name: str
+    package_dist: str | None = None
+    precision: Callable[["BackendSpec"], str | None] | None = None
 
 
 class FallbackTracker:
@@ -96,13 +112,54 @@ class NeuronFallbackTracker(FallbackTracker):
 
 
 DEVICE_PLUGINS: dict[str, DevicePlugin] = {}
+COMPILER_PLUGINS: dict[str, CompilerPlugin] = {}
 
 
 def register_device(plugin: DevicePlugin) -> None:
     DEVICE_PLUGINS[plugin.device] = plugin
 
 
-register_device(DevicePlugin("neuron", package="torch_neuronx", package_dist="torch-neuronx", fallback_tracker=NeuronFallbackTracker))
+def register_compiler(plugin: CompilerPlugin) -> None:
+    COMPILER_PLUGINS[plugin.name] = plugin
+
+
+def neuron_precision(spec: "BackendSpec") -> str:
+    """The Neuron compiler casts fp32 matmuls to bf16 unless ``NEURON_CC_FLAGS`` says
+    ``--auto-cast=none``; ``--auto-cast-type`` picks the cast's type (bf16 by default)."""
+    flags = os.environ.get("NEURON_CC_FLAGS", "").replace("=", " ").split()
+    value = {flag: flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag.startswith("--")}
+    if value.get("--auto-cast", "matmult").lower() == "none":
+        return "fp32"
+    cast_type = value.get("--auto-cast-type", "bf16").lower()
+    return cast_type if cast_type in ("bf16", "fp16", "tf32") else "bf16"
+
+
+def cuda_precision(spec: "BackendSpec") -> str:
+    """TF32 wherever torch lets CUDA use it: matmuls (``allow_tf32``, or a float32 matmul precision
+    other than "highest") or cuDNN convolutions (``cudnn.allow_tf32``, on by default)."""
+    import torch
+
+    matmul = torch.backends.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest"
+    return "tf32" if matmul or torch.backends.cudnn.allow_tf32 else "fp32"
+
+
+register_device(DevicePlugin("neuron", package="torch_neuronx", package_dist="torch-neuronx", fallback_tracker=NeuronFallbackTracker, precision=neuron_precision))
+register_device(DevicePlugin("cuda", precision=cuda_precision))
+
+
+def declared_precision(spec: "BackendSpec") -> str | None:
+    """The compute precision the backend's plugins declare, or None where none declares one.
+
+    The compiler computes what it compiles, so its declaration wins over the device's. A plugin
+    declares by setting ``precision`` on its :class:`DevicePlugin` or :class:`CompilerPlugin`: a
+    function of the spec that returns ``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"`` or None.
+    """
+    for plugin in (COMPILER_PLUGINS.get(spec.compiler or ""), DEVICE_PLUGINS.get(spec.device)):
+        if plugin is not None and plugin.precision is not None:
+            declared = plugin.precision(spec)
+            if declared is not None:
+                return declared
+    return None
 
 
 def load_plugins(names: str | None = None) -> list[str]:

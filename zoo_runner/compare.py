@@ -1,8 +1,9 @@
 """Compare a backend's outputs with the CPU references (fp32 and fp64).
 
-The budget is relative to each output's own scale and to the fp32 reference's own error against
-fp64: a backend may be as inexact as reordered fp32 reductions legitimately are (times a
-factor), never more. Integers and booleans must match exactly; NaN/Inf must sit where the
+The budget is relative to each output's own scale and to the reference's own error against fp64:
+a backend judged at fp32 may be as inexact as reordered fp32 reductions legitimately are (times a
+factor), never more; one judged at bf16, fp16 or tf32 as inexact as the CPU reference computed at
+that precision (:mod:`zoo_runner.precision`), times that precision's factor. Integers and booleans must match exactly; NaN/Inf must sit where the
 reference has them.
 """
 from __future__ import annotations
@@ -53,9 +54,26 @@ def _finite(x: float) -> float:
     return x if math.isfinite(x) else float("inf")
 
 
-def compare(target: Any, ref32: Any, ref64: Any, dtype: str = "float32", tolerance_factor: float = 1.0, result: Comparison | None = None, label: str = "") -> Comparison:
+def compare(
+    target: Any,
+    ref32: Any,
+    ref64: Any,
+    dtype: str = "float32",
+    tolerance_factor: float = 1.0,
+    result: Comparison | None = None,
+    label: str = "",
+    precision: str = "fp32",
+) -> Comparison:
+    """Judge ``target`` against ``ref32`` (the CPU reference at the precision the backend is judged
+    at: fp32, or a bf16/fp16/tf32 one) with fp64 as the truth. The budget is the factor for that
+    precision times the reference's own error against fp64 (RMSE, max abs, cosine loss)."""
+    from .precision import factor as precision_factor
+
     res = result or Comparison()
     factor, floor = BUDGETS.get(dtype, BUDGETS["float32"])
+    if dtype == "float32":
+        factor = precision_factor(precision)
+    at = f"the {precision} budget" if dtype == "float32" else f"the {dtype} budget"
     factor *= tolerance_factor
     floor *= tolerance_factor
     t_items, r_items, d_items = dict(flatten(target)), dict(flatten(ref32)), dict(flatten(ref64))
@@ -117,11 +135,15 @@ def compare(target: Any, ref32: Any, ref64: Any, dtype: str = "float32", toleran
         # on an ill-conditioned output (fp32 itself far from fp64) an exact backend must not fail.
         ref_denom = float(r32f.norm() * r64f.norm())
         cos_ref32 = float((r32f * r64f).sum() / ref_denom) if ref_denom > 0 else 1.0
-        min_cos = min(MIN_COSINE.get(dtype, 0.99999), 1.0 - factor * (1.0 - cos_ref32))
+        # Below fp32 the factor applies to the error, and a cosine loss grows as the error squared
+        # (1 - cos ~ rmse^2 / 2 rms^2): the same budget on the loss is factor^2. fp32 keeps its
+        # stricter linear rule.
+        loss_factor = factor if precision == "fp32" or dtype != "float32" else factor * factor
+        min_cos = min(MIN_COSINE.get(dtype, 0.99999), 1.0 - loss_factor * (1.0 - cos_ref32))
         if err_target > budget:
-            res.fail(f"{name}: RMSE {err_target:.3g} exceeds budget {budget:.3g} (scale {scale:.3g})")
+            res.fail(f"{name}: RMSE {err_target:.3g} exceeds {at} {budget:.3g}, {err_target / budget:.3g}x over (scale {scale:.3g})")
         elif max_abs > max_budget:
-            res.fail(f"{name}: max abs diff {max_abs:.3g} exceeds budget {max_budget:.3g}")
+            res.fail(f"{name}: max abs diff {max_abs:.3g} exceeds {at} {max_budget:.3g}, {max_abs / max_budget:.3g}x over")
         elif cos < min_cos and scale > 0:
-            res.fail(f"{name}: cosine {cos:.6f} below {min_cos:.6g}")
+            res.fail(f"{name}: cosine {cos:.6f} below {at} {min_cos:.6g}, {(1 - cos) / max(1 - min_cos, 1e-30):.3g}x the allowed loss")
     return res

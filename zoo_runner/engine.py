@@ -19,10 +19,11 @@ import torch
 from . import backends
 from .builders import get_builder
 from .compare import Comparison, compare
-from .exceptions import NotSupported, UnknownModel
+from . import precision
+from .exceptions import NonDeterministic, NotSupported, ReferenceError_, UnknownModel
 from .inputs import describe
 from .request import ValidationRequest, empty_result, error_info
-from .statuses import Status
+from .statuses import NONDETERMINISTIC, Status
 
 log = logging.getLogger(__name__)
 TIMING_RUNS = 3
@@ -145,6 +146,8 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     spec = backends.BackendSpec.parse(req.backend)
     result.update(device=spec.device, dtype=spec.dtype, backend=str(spec) if req.backend != "auto" else req.backend)
     result["versions"] = versions(spec.device)
+    judged_at, result["details"]["precision_source"] = precision.resolve(req.precision, spec)
+    result["precision"] = judged_at
 
     # 1. build (a failure here is Zoo's: reference_error, or unsupported by policy)
     stage("build")
@@ -180,6 +183,10 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     stage("reference")
     try:
         ref32, ref64 = _references(req, model, all_inputs, result)
+        ref_at = _precision_reference(req, model, all_inputs, result, judged_at, ref32, ref64) if req.tier != "census" and spec.dtype == "float32" else ref32
+    except NonDeterministic as exc:
+        result.update(status=Status.REFERENCE_ERROR.value, reason=NONDETERMINISTIC, error=error_info(exc))
+        return result
     except Exception as exc:
         result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
         return result
@@ -252,10 +259,13 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
 
     # 4. compare
     stage("compare")
-    cmp = Comparison()
+    cmp, strict = Comparison(), Comparison()
     try:
-        for i, (out, r32, r64) in enumerate(zip(outs, ref32, ref64)):
-            compare(out, r32, r64, dtype=spec.dtype, tolerance_factor=built.tolerance_factor, result=cmp, label=f"input {i}")
+        for i, (out, r32, r64, r_at) in enumerate(zip(outs, ref32, ref64, ref_at)):
+            compare(out, r_at, r64, dtype=spec.dtype, tolerance_factor=built.tolerance_factor, result=cmp, label=f"input {i}", precision=judged_at)
+            if r_at is not r32:
+                compare(out, r32, r64, dtype=spec.dtype, tolerance_factor=built.tolerance_factor, result=strict, label=f"input {i}")
+        result["details"]["strict_fp32"] = strict.ok if ref_at is not ref32 else cmp.ok
     except Exception as exc:  # a comparison Zoo cannot make is Zoo's failure, never the backend's
         result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
         result["details"]["stage"] = "compare"
@@ -273,16 +283,24 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     return result
 
 
-def _references(req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: dict[str, Any]) -> tuple[list[dict], list[dict]]:
-    """The fp32 and fp64 CPU references; computed, or loaded from the reference cache."""
+def _cache_and_key(req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: dict[str, Any], at: str = "fp32") -> tuple[Any, str | None]:
+    """The reference cache (None when off) and this model's key in it for a reference at precision ``at``."""
     from . import reference_cache as rc
     from .request import HARNESS_VERSION
 
     root = req.reference_cache if req.reference_cache is not None else rc.configured_dir()
-    cache = rc.ReferenceCache(root) if root else None
-    key = None
+    if not root:
+        return None, None
+    key = rc.reference_key(model_id=req.model_id, revision=req.revision, tier=req.tier, seed=req.seed, fingerprint=result.get("fingerprint"), versions=result["versions"], harness=HARNESS_VERSION, model=model, inputs=all_inputs, precision=at)
+    return rc.ReferenceCache(root), key
+
+
+def _references(req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+    """The fp32 and fp64 CPU references; computed, or loaded from the reference cache."""
+    from . import reference_cache as rc
+
+    cache, key = _cache_and_key(req, model, all_inputs, result)
     if cache is not None:
-        key = rc.reference_key(model_id=req.model_id, revision=req.revision, tier=req.tier, seed=req.seed, fingerprint=result.get("fingerprint"), versions=result["versions"], harness=HARNESS_VERSION, model=model, inputs=all_inputs)
         hit = cache.load(key) if key else None
         if hit is not None:
             result["op_census"] = dict(sorted(hit.op_census.items()))
@@ -298,7 +316,8 @@ def _references(req: ValidationRequest, model: torch.nn.Module, all_inputs: list
             torch.manual_seed(req.seed + i)  # the same random draws (if any) as the target's run
             with census if i == 0 else contextlib.nullcontext():
                 ref32.append(_detach_cpu(model(**x)))
-        reference_ms = round(_timed(lambda: model(**all_inputs[0])), 3)
+        reference_ms, runs = _timed_runs(model, all_inputs[0], req.seed)
+        _check_deterministic(runs)
         ref64 = _reference64(model, all_inputs, ref32, result, req.seed)
     result["metrics"]["reference_ms"] = reference_ms
     result["op_census"] = dict(sorted(census.counts.items()))
@@ -308,6 +327,70 @@ def _references(req: ValidationRequest, model: torch.nn.Module, all_inputs: list
         stored = cache.store(key, rc.CachedReference(ref32, ref64, result["op_census"], reference_ms, result["details"].get("reference64")))
         result["details"]["reference_cache"] = "stored" if stored else "store failed"
     return ref32, ref64
+
+
+def _timed_runs(model: torch.nn.Module, x: dict, seed: int) -> tuple[float, list[dict]]:
+    """The fp32 reference's time on input 0 (median of TIMING_RUNS), keeping the first two runs'
+    outputs: the same inputs run twice, for the determinism check, at no extra cost."""
+    kept: list[dict] = []
+
+    def run() -> None:
+        torch.manual_seed(seed)
+        out = model(**x)
+        if len(kept) < 2:
+            kept.append(_detach_cpu(out))
+
+    return round(_timed(run), 3), kept
+
+
+def _check_deterministic(runs: list[dict]) -> None:
+    """Two CPU fp32 runs on the same inputs (same seed) must agree bit for bit: a model that does
+    not (state carried across calls, uninitialised memory, unseeded randomness) cannot be a
+    reference, and a difference from it is never the backend's."""
+    first, second = runs[0], runs[1]
+    if set(first) != set(second):
+        raise NonDeterministic(f"two CPU fp32 runs on the same inputs return different outputs: {sorted(set(first) ^ set(second))[:5]}")
+    for name, a in first.items():
+        b = second[name]
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise NonDeterministic(f"two CPU fp32 runs on the same inputs differ in {name}: shape {tuple(a.shape)} vs {tuple(b.shape)}")
+        same = a == b
+        if a.is_floating_point() or a.is_complex():
+            same |= torch.isnan(a) & torch.isnan(b)
+        if not bool(same.all()):
+            how = f"{int((~same).sum())} of {same.numel()} values"
+            if a.is_floating_point():
+                how += f", max abs diff {float((a.double() - b.double()).abs().nan_to_num(float('inf')).max()):.3g}"
+            raise NonDeterministic(f"two CPU fp32 runs on the same inputs differ in {name}: {how}")
+
+
+def _precision_reference(req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: dict[str, Any], at: str, ref32: list[dict], ref64: list[dict]) -> list[dict]:
+    """The CPU reference at the precision the backend is judged at (:mod:`zoo_runner.precision`);
+    the fp32 reference itself at fp32. Cached beside the fp32/fp64 one, under its own key."""
+    from . import reference_cache as rc
+
+    if at == "fp32":
+        return ref32
+    cache, key = _cache_and_key(req, model, all_inputs, result, at=at)
+    hit = cache.load(key) if cache is not None and key else None
+    if hit is not None:
+        result["details"]["reference_precision_cache"] = "hit"
+        refs = hit.ref32
+    else:
+        refs = []
+        with torch.no_grad(), precision.computing_at(at):
+            for i, x in enumerate(all_inputs):
+                torch.manual_seed(req.seed + i)
+                refs.append(_detach_cpu(model(**x)))
+        if cache is not None and key:
+            stored = cache.store(key, rc.CachedReference(refs, refs, {}, None, None))
+            result["details"]["reference_precision_cache"] = "stored" if stored else "store failed"
+    for outs, r64 in zip(refs, ref64):  # a budget needs a finite reference wherever fp64 is finite
+        for name, t in outs.items():
+            t64 = r64.get(name)
+            if t.is_floating_point() and t64 is not None and t64.shape == t.shape and bool((~torch.isfinite(t) & torch.isfinite(t64)).any()):
+                raise ReferenceError_(f"the CPU reference at {at} is not finite in {name} where fp64 is: no {at} budget can be set")
+    return refs
 
 
 def _reference64(model: torch.nn.Module, all_inputs: list[dict], ref32: list[dict], result: dict[str, Any], seed: int = 0) -> list[dict]:

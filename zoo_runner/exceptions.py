@@ -55,6 +55,10 @@ class ReferenceError_(ZooError):
     """The CPU reference failed: a gap of Zoo's, never blamed on the backend."""
 
 
+class NonDeterministic(ReferenceError_):
+    """Two CPU fp32 runs of the model on the same inputs differ: it cannot be a reference."""
+
+
 class NoInputs(NotSupported):
     def __init__(self, message: str) -> None:
         super().__init__("no_inputs", message)

@@ -82,7 +82,7 @@ class CachedReference:
     reference64_note: str | None
 
 
-def reference_key(*, model_id: str, revision: str | None, tier: str, seed: int, fingerprint: str | None, versions: dict[str, str], harness: str, model: torch.nn.Module, inputs: list[dict[str, Any]]) -> str | None:
+def reference_key(*, model_id: str, revision: str | None, tier: str, seed: int, fingerprint: str | None, versions: dict[str, str], harness: str, model: torch.nn.Module, inputs: list[dict[str, Any]], precision: str = "fp32") -> str | None:
     """The cache key of a model's CPU reference, or None where it cannot be cached safely."""
     if tier == "full" and not revision:
         return None  # "main" moves: without a commit sha the weights are not pinned
@@ -100,6 +100,8 @@ def reference_key(*, model_id: str, revision: str | None, tier: str, seed: int, 
         "harness": harness,
         "inputs": [_digest_tensors(flatten(x)) for x in inputs],
     }
+    if precision != "fp32":  # a reference at bf16/fp16/tf32 is its own entry; fp32 keys are unchanged
+        parts["precision"] = precision
     if tier != "full":  # seeded weights: their bytes are cheap to hash and pin the reference exactly
         parts["weights"] = _digest_tensors(model.state_dict().items())
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()

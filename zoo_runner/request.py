@@ -6,7 +6,7 @@ import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
 
-HARNESS_VERSION = "2"  # 2: seeded forwards, fp64 reference checked against fp32, reference cache
+HARNESS_VERSION = "3"  # 2: seeded forwards, fp64 reference checked against fp32, reference cache; 3: precision, determinism
 
 
 @dataclass
@@ -27,6 +27,7 @@ class ValidationRequest:
     extras: dict[str, Any] | None = None  # small JSON files a builder needs (modules.json, pooling config)
     plugins: str | None = None  # ZOO_PLUGINS as the parent saw it (the forkserver may be older)
     reference_cache: str | None = None  # CPU reference cache directory ("" = off); set by the parent
+    precision: str = "auto"  # what the backend is judged at: auto (its declared one), fp32, tf32, bf16, fp16
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -41,6 +42,8 @@ class ValidationRequest:
             parts += ["--revision", self.revision]
         if self.seed:
             parts += ["--seed", str(self.seed)]
+        if self.precision and self.precision != "auto":
+            parts += ["--precision", self.precision]
         parts.append("--json")
         return shlex.join(parts)
 
@@ -84,6 +87,7 @@ def empty_result(req: ValidationRequest) -> dict[str, Any]:
         "library": req.library,
         "architecture": None,
         "task": req.task,
+        "precision": None,
         "metrics": {k: None for k in METRIC_KEYS},
         "fallback_ops": [],
         "op_census": {},

@@ -27,6 +27,9 @@ class Reason(str, Enum):
     NO_INPUTS = "no_inputs"
 
 
+# The reason a reference_error carries when two CPU fp32 runs on the same inputs differ.
+NONDETERMINISTIC = "nondeterministic"
+
 PASSING = frozenset({Status.PASS.value, Status.PASS_WITH_FALLBACK.value})
 # A valid reference: the CPU reference ran (anything but these).
 NO_VALID_REFERENCE = frozenset({Status.REFERENCE_ERROR.value, Status.UNSUPPORTED.value})

@@ -24,7 +24,7 @@ from torch.overrides import TorchFunctionMode
 SCALE = 1.01  # a 1% error
 
 
-class _ScaleOutputs(TorchFunctionMode):
+class ScaleOutputs(TorchFunctionMode):
     """Multiplies the outputs of the given torch functions by ``scale``, as they run.
 
     A TorchFunctionMode sees every call the FX graph makes (functions and Tensor methods alike);
@@ -66,7 +66,7 @@ def _scaled_op_backend(kind: str) -> Callable:
     funcs = OP_KINDS[kind]
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        return _wrap(gm, lambda: _ScaleOutputs(funcs))
+        return _wrap(gm, lambda: ScaleOutputs(funcs))
 
     backend.__name__ = f"zoo_bug_{kind}_1pct"
     return register_backend(backend, name=backend.__name__)
@@ -78,7 +78,7 @@ zoo_bug_gelu_1pct = _scaled_op_backend("gelu")
 zoo_bug_linear_1pct = _scaled_op_backend("linear")
 
 
-class _DropBias(TorchFunctionMode):
+class DropBias(TorchFunctionMode):
     """Linear layers without their bias: ``F.linear(x, w, b)`` as ``x @ w.T``, ``addmm(b, x, w)``
     (transformers' Conv1D, e.g. GPT-2) as ``x @ w``."""
 
@@ -98,53 +98,58 @@ class _DropBias(TorchFunctionMode):
 
 @register_backend
 def zoo_bug_drop_bias(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    return _wrap(gm, _DropBias)
+    return _wrap(gm, DropBias)
 
 
-def _first_float(outs: Any, min_last_dim: int = 1) -> tuple[int, torch.Tensor] | None:
-    seq = outs if isinstance(outs, (list, tuple)) else [outs]
-    for i, t in enumerate(seq):
+def _first_float(outs: Any, min_last_dim: int = 1) -> tuple[Any, torch.Tensor] | None:
+    """(position or key, tensor) of the first floating output of a tensor, sequence or plain dict."""
+    items = outs.items() if isinstance(outs, dict) else enumerate(outs if isinstance(outs, (list, tuple)) else [outs])
+    for i, t in items:
         if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() and t.ndim and t.shape[-1] >= min_last_dim:
             return i, t
     return None
 
 
-def _replace(outs: Any, i: int, t: torch.Tensor) -> Any:
+def _replace(outs: Any, i: Any, t: torch.Tensor) -> Any:
     if isinstance(outs, torch.Tensor):
         return t
+    if isinstance(outs, dict):
+        return {**outs, i: t}
     seq = list(outs)
     seq[i] = t
     return type(outs)(seq) if isinstance(outs, tuple) else seq
 
 
+def with_single_nan(outs: Any) -> Any:
+    """``outs`` (a tensor or a sequence of them) with one NaN in its first floating output."""
+    found = _first_float(outs)
+    if found is None:
+        return outs
+    i, t = found
+    t = t.clone()
+    t[(0,) * t.ndim] = float("nan")
+    return _replace(outs, i, t)
+
+
+def with_swapped_columns(outs: Any) -> Any:
+    """``outs`` with two columns (last dim) of its first floating output swapped."""
+    found = _first_float(outs, min_last_dim=2)
+    if found is None:
+        return outs
+    i, t = found
+    t = t.clone()
+    t[..., [0, 1]] = t[..., [1, 0]]
+    return _replace(outs, i, t)
+
+
 @register_backend
 def zoo_bug_single_nan(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    def run(*args: Any) -> Any:
-        outs = gm.forward(*args)
-        found = _first_float(outs)
-        if found is None:
-            return outs
-        i, t = found
-        t = t.clone()
-        t[(0,) * t.ndim] = float("nan")
-        return _replace(outs, i, t)
-
-    return run
+    return lambda *args: with_single_nan(gm.forward(*args))
 
 
 @register_backend
 def zoo_bug_swap_columns(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    def run(*args: Any) -> Any:
-        outs = gm.forward(*args)
-        found = _first_float(outs, min_last_dim=2)
-        if found is None:
-            return outs
-        i, t = found
-        t = t.clone()
-        t[..., [0, 1]] = t[..., [1, 0]]
-        return _replace(outs, i, t)
-
-    return run
+    return lambda *args: with_swapped_columns(gm.forward(*args))
 
 
 @register_backend

@@ -7,6 +7,9 @@ Imported in the model process through ``ZOO_PLUGINS=tests.plugins.fake_neuron``,
   ``torch.device("neuron")`` parses and Zoo's availability check passes;
 - puts a fake ``torch_neuronx`` in ``sys.modules`` with TorchNeuron's documented op tracking,
   ``clear_op_tracking()`` and ``get_fallback_ops()``, which is all Zoo reads;
+- computes like TorchNeuron's compiler by default: the fp32 operands of matmul-class ops are
+  rounded to bf16 and accumulate in fp32 (``--auto-cast=matmult``), unless ``NEURON_CC_FLAGS``
+  says ``--auto-cast=none``, when everything stays fp32 (:mod:`tests.plugins.bf16_matmul`);
 - makes tensors "on neuron" real: a wrapper tensor subclass whose device is ``neuron:0`` and that
   holds a CPU tensor. Every ATen op on it is unwrapped, run on CPU and rewrapped. Ops outside
   the device's kernel set (:mod:`tests.plugins.fake_neuron_ops`) are recorded as fallbacks by
@@ -21,15 +24,26 @@ PrivateUse1 kernels too, so the device sees them under their own names.
 """
 from __future__ import annotations
 
+import os
 import sys
 import types
 
 import torch
 from torch.utils._pytree import tree_map
 
+from tests.plugins.bf16_matmul import round_operands
 from tests.plugins.fake_neuron_ops import supported_ops
 
 DEVICE_TYPE = "neuron"
+
+
+def _auto_cast() -> bool:
+    """TorchNeuron's compiler auto-casts fp32 matmuls to bf16 unless NEURON_CC_FLAGS says ``--auto-cast=none``."""
+    flags = os.environ.get("NEURON_CC_FLAGS", "").replace("=", " ").split()
+    return not any(flag == "--auto-cast" and value == "none" for flag, value in zip(flags, flags[1:]))
+
+
+_AUTO_CAST = _auto_cast()
 _CPU = torch.device("cpu")
 
 # -- op tracking (torch_neuronx.clear_op_tracking / get_fallback_ops) ---------------------------
@@ -95,7 +109,10 @@ class NeuronTensor(torch.Tensor):
             return x
 
         to_cpu = func is torch.ops.aten._to_copy.default and kwargs.get("device") is not None and torch.device(kwargs["device"]).type == "cpu"
-        out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
+        cpu_args = tree_map(unwrap, args)
+        if _AUTO_CAST:  # on the CPU tensors: the rounding itself is the device's, not an op it runs
+            cpu_args = round_operands(func, cpu_args)
+        out = func(*cpu_args, **tree_map(unwrap, kwargs))
         if to_cpu:  # .to("cpu"): leave the device
             return out
 
