@@ -1,9 +1,14 @@
 """Response schemas, one per entity."""
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
+
+from zoo_runner.precision import CHOICES, PRECISIONS
+
+Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
+PrecisionChoice = Literal[CHOICES]  # type: ignore[valid-type]
 
 
 class Metrics(BaseModel):
@@ -38,6 +43,7 @@ class ResultOut(BaseModel):
     library: str | None = None
     architecture: str | None = None
     task: str | None = None
+    precision: str | None = Field(None, description="what the verdict was judged at (fp32, tf32, bf16, fp16); null where the engine never got that far")
     metrics: Metrics = Field(default_factory=Metrics)
     fallback_ops: list[str] = Field(default_factory=list)
     op_census: dict[str, int] = Field(default_factory=dict)
@@ -46,6 +52,7 @@ class ResultOut(BaseModel):
     repro: str | None = None
     started_at: str | None = None
     duration_s: float | None = None
+    details: dict[str, Any] = Field(default_factory=dict, description="what the engine recorded besides the SPEC's fields: precision_source (plugin, flag or default), strict_fp32, sandbox, reference_cache, ...")
     week: str | None = None
 
 
@@ -99,6 +106,7 @@ class CoverageOut(BaseModel):
     strict_weighted: float | None
     harness: float | None
     harness_weighted: float | None
+    precision: str = Field("declared", description="the precision scope: `declared` (each backend's own compute precision) or the one asked for with `precision=`")
 
 
 class Health(BaseModel):
@@ -149,6 +157,7 @@ class OpGapPage(BaseModel):
     backend: str | None
     tier: str | None
     week: str | None
+    precision: str = Field("declared", description="the precision scope: `declared` or the one asked for with `precision=`")
     valid_reference: int
     valid_reference_downloads: int
     total: int
@@ -168,6 +177,7 @@ class FailurePage(BaseModel):
     backend: str | None
     tier: str | None
     week: str | None
+    precision: str = Field("declared", description="the precision scope: `declared` or the one asked for with `precision=`")
     failing_models: int
     failing_downloads: int
     total: int
@@ -190,6 +200,7 @@ class TransitionPage(BaseModel):
     backend: str | None
     tier: str | None
     week: str | None
+    precision: str = Field("declared", description="the precision scope: `declared` or the one asked for with `precision=`")
     since: str | None
     direction: str
     total: int
@@ -197,9 +208,21 @@ class TransitionPage(BaseModel):
     items: list[Transition]
 
 
+class PrecisionRow(BaseModel):
+    backend: str
+    tier: str
+    week: str
+    precision: str
+    source: str = Field(description="plugin, default (declared) or flag (asked for with --precision)")
+    declared: bool = Field(description="the backend's declared precision (source plugin or default)")
+    rows: int = Field(description="results of the week judged at this precision")
+    strict_fp32: int = Field(description="of those, results that would also meet the fp32 budget")
+
+
 class BackendsOut(BaseModel):
     week: str | None
     items: list[CoverageOut]
+    precisions: list[PrecisionRow] = Field(default_factory=list, description="what each backend's rows of the week were judged at")
 
 
 ModelId = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^(arch:[A-Za-z0-9_]+|[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)?)$")]
@@ -210,6 +233,7 @@ class ValidationIn(BaseModel):
     backend: str = Field("auto", max_length=128, pattern=r"^(auto|[A-Za-z0-9_]+(\+[A-Za-z0-9_.\-]+)?(@[a-z0-9]+)?)$")
     tier: str = Field("tiny", pattern=r"^(census|tiny|full)$")
     timeout: float = Field(600.0, gt=0, le=86400)
+    precision: PrecisionChoice = Field("auto", description="what the backend is judged at: auto (its declared compute precision), fp32, tf32, bf16 or fp16")
 
 
 class ValidationAccepted(BaseModel):
@@ -218,4 +242,5 @@ class ValidationAccepted(BaseModel):
     model_ids: list[str]
     backend: str
     tier: str
+    precision: str = "auto"
     task_ids: list[str] = Field(default_factory=list)

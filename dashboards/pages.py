@@ -43,6 +43,38 @@ def _render(name: str, **ctx) -> HTMLResponse:
     return HTMLResponse(templates.get_template(name).render(**ctx))
 
 
+def precision_of(r: Any) -> str:
+    """A result row's precision as the pages show it: ``bf16 (declared by the plugin)``, ``fp32
+    (asked for with --precision)``; ``n/a`` where the engine never got that far."""
+    at = queries.judged_precision(r)
+    if at is None:
+        return "n/a"
+    return f"{at} ({queries.SOURCE_WORDS.get(r.precision_source, r.precision_source)})"
+
+
+def strict_fp32_of(r: Any) -> str:
+    value = (r.details or {}).get("strict_fp32")
+    return "" if value is None else ("yes" if value else "no")
+
+
+def grid_key(r: Any) -> str:
+    """The history grid's column: backend/tier, and the precision of a ``--precision`` row."""
+    key = f"{r.backend}/{r.tier}"
+    return f"{key}@{r.precision}" if r.precision_source == "flag" else key
+
+
+templates.globals.update(precision_of=precision_of, strict_fp32_of=strict_fp32_of, precision_line=queries.precision_line)
+
+
+def declared_precisions(session, week: str | None) -> dict[tuple[str, str], str]:
+    """(backend, tier) → the precision(s) its rows of the week were judged at as declared."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for p in queries.precision_summary(session, week) if week else []:
+        if p["declared"]:
+            out.setdefault((p["backend"], p["tier"]), []).append(p["precision"])
+    return {k: ", ".join(v) for k, v in out.items()}
+
+
 def _p100(x: float | None) -> float | None:
     return None if x is None else round(100 * x, 2)
 
@@ -69,7 +101,7 @@ def overview(session: SessionDep, backend: str | None = Query(None, max_length=1
     snap_rows = _top_models(session, 50)
     keys = sorted({k for _, st in snap_rows for k in st})
     return _render(
-        "overview.html", cov=cov, rates=cov.rates, heads=heads, groups=groups, rows=snap_rows, keys=keys,
+        "overview.html", cov=cov, rates=cov.rates, heads=heads, groups=groups, rows=snap_rows, keys=keys, judged_at=declared_precisions(session, cov.week),
         trend=trend_chart(history, "functional_weighted", "functional coverage, % of downloads"), **_scope_ctx(session, cov),
     )
 
@@ -118,10 +150,10 @@ def model_page(session: SessionDep, request: Request, model_id: str) -> HTMLResp
         raise HTTPException(404, detail=f"unknown model {model_id}")
     hist = queries.history(session, model_id, 400)
     weeks = sorted({r.week for r in hist}, reverse=True)
-    keys = sorted({f"{r.backend}/{r.tier}" for r in hist})
+    keys = sorted({grid_key(r) for r in hist})
     grid: dict[str, dict[str, Any]] = {w: {} for w in weeks}
     for r in reversed(hist):  # oldest first: the newest of a week wins
-        grid[r.week][f"{r.backend}/{r.tier}"] = r
+        grid[r.week][grid_key(r)] = r
     chrono = list(reversed(weeks))
     latency = {"type": "line", "data": {"labels": chrono, "datasets": []}, "options": {"scales": {"y": {"title": {"display": True, "text": "target latency, ms"}, "beginAtZero": True}}, "plugins": {"legend": {"position": "bottom"}}}}
     for i, k in enumerate(keys):
@@ -175,7 +207,11 @@ def backends_page(session: SessionDep, week: str | None = WEEK) -> HTMLResponse:
     ]}, "options": {"scales": {"y": {"min": 0, "max": 100, "title": {"display": True, "text": "%"}}}, "plugins": {"legend": {"position": "bottom"}}}}
     rows = _top_models(session, 50)
     keys = [f"{c.backend}/{c.tier}" for c in covs]
-    return _render("backends.html", covs=covs, chart_cfg=chart, week=week, rows=rows, keys=keys, api_url=api("/backends", week=week))
+    precisions = queries.precision_summary(session, week) if week else []
+    by_scope: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for p in precisions:
+        by_scope.setdefault((p["backend"], p["tier"]), []).append(p)
+    return _render("backends.html", covs=covs, chart_cfg=chart, week=week, rows=rows, keys=keys, precisions=precisions, by_scope=by_scope, api_url=api("/backends", week=week))
 
 
 def report_context(rep: dict[str, Any]) -> dict[str, Any]:
@@ -229,7 +265,7 @@ def badge_svg(label: str, message: str, color: str) -> str:
 @router.get("/badge/{model_id:path}.svg")
 def badge(session: SessionDep, model_id: str, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None) -> Response:
     """The model's latest status on a backend (default: neuron first, else the newest result)."""
-    latest = queries.latest_results(session, model_id)
+    latest = [r for r in queries.latest_results(session, model_id) if r.precision_source != "flag"]  # the declared precision's verdict
     if backend:
         latest = [r for r in latest if r.backend == backend]
     if tier:

@@ -57,6 +57,7 @@ def build_report(week: str | None = None, backend: str | None = None, tier: str 
         clusters = queries.failure_clusters(s, backend=backend, tier=tier, week=week, limit=top)
         slow = queries.slowest_compiles(s, backend=backend, tier=tier, week=week, limit=top)
         failing = queries.failing_models(s, backend=backend, tier=tier, week=week, limit=100) if backend else {"items": [], "total": 0}
+        precisions = queries.precision_summary(s, week)
         scope = dict(backend=backend, tier=tier, week=week)
         return {
             "week": week,
@@ -74,6 +75,8 @@ def build_report(week: str | None = None, backend: str | None = None, tier: str 
             "slowest_compiles": slow,
             "failing": failing["items"],
             "failing_total": failing["total"],
+            "precision": precisions,
+            "precision_lines": [queries.precision_line(p) for p in precisions],
             "queries": {
                 "headline": api("/coverage", **scope),
                 "previous": api("/coverage", backend=backend, tier=tier, week=prev_week),
@@ -84,6 +87,7 @@ def build_report(week: str | None = None, backend: str | None = None, tier: str 
                 "failure_clusters": api("/failures", **scope),
                 "slowest_compiles": api("/models", backend=backend),
                 "failing": api("/models", status="<status>", backend=backend),
+                "precision": api("/backends", week=week),
             },
         }
 
@@ -135,6 +139,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         "",
         f"Query: `GET {qs.get('headline', '/api/v1/coverage')}` (last week: `GET {qs.get('previous', '')}`)",
     ]
+    lines += _precision_markdown(rep)
     hist = rep.get("history") or []
     if hist:
         lines += ["", "## Trend", "", "| week | functional by downloads | | strict by downloads | models attempted |", "|---|---:|---|---:|---:|"]
@@ -200,6 +205,20 @@ def render_markdown(rep: dict[str, Any]) -> str:
         lines.append("None.")
     lines += ["", f"Numbers: `GET /api/v1/coverage?backend={rep['backend']}&tier={rep['tier']}&week={rep['week']}`; failing models: `GET /api/v1/models?backend={rep['backend']}&status=...`."]
     return "\n".join(lines) + "\n"
+
+
+def _precision_markdown(rep: dict[str, Any]) -> list[str]:
+    """The precision each backend was judged at this week, one line per backend (and per
+    precision a ``--precision`` run asked for)."""
+    out = ["", "## Precision", "", "Coverage is at each backend's declared compute precision; `--precision` runs are counted apart.", ""]
+    plines = rep.get("precision_lines")
+    if plines is None:  # a report stored before precisions were recorded
+        plines = [queries.precision_line(p) for p in rep.get("precision") or []]
+    out += [f"- {_esc(line)}" for line in plines] or ["No result says what it was judged at (rows stored before precisions were recorded)."]
+    qs = rep.get("queries") or {}
+    if qs.get("precision"):
+        out += ["", f"Query: `GET {qs['precision']}` (`precisions`)"]
+    return out
 
 
 def render_html(rep: dict[str, Any], standalone: bool = True) -> str:

@@ -49,6 +49,10 @@ ERRORS = {  # "{op}": names one op; "{op} … {op2}": two; none: no op named
     "unsupported": [("NotSupported", "needs remote code", 1.0)],
 }
 REASONS = {"unsupported": ["remote_code", "pickle_only", "no_pytorch_weights", "gated", "too_large"]}
+# What each kind of backend declares (zoo_runner.backends.declared_precision): TorchNeuron casts
+# matmuls to bf16, CUDA runs TF32 matmuls, the rest computes in fp32.
+DECLARED_PRECISION = {"neuron": ("bf16", "plugin"), "cuda": ("tf32", "plugin")}
+NO_VERDICT_PRECISION = ("unsupported", "reference_error")  # refused or failed before a precision applied
 TORCH_RELEASES = ["2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.0", "2.15.0"]
 
 
@@ -80,6 +84,11 @@ def versions_for(backend: str, week_index: int, weeks: int) -> dict[str, str]:
     if backend.startswith("neuron"):
         v["torch-neuronx"] = f"{torch_v}.1.{max(0, 40 - (age + 2) // 3)}"
     return v
+
+
+def precision_for(backend: str) -> tuple[str, str]:
+    """(precision, source) a backend's seeded rows are judged at."""
+    return DECLARED_PRECISION.get(backend.split("+")[0].split("@")[0], ("fp32", "default"))
 
 
 def _json(v: Any) -> str | None:
@@ -125,13 +134,15 @@ def seed(models: int = 200, weeks: int = 8, backends: list[str] | None = None, s
         for chunk in _chunks([dict(snapshot_id=snap_id, model_id=mid, downloads=downloads[i], rank=i + 1) for i, mid in enumerate(ids)]):
             conn.execute(insert(SnapshotEntry), chunk)
     result_cols = ["model_id", "revision", "tier", "backend", "device", "dtype", "status", "reason", "fingerprint", "library", "architecture", "task", "metrics", "fallback_ops", "op_census",
-                   "error", "error_signature", "versions", "details", "repro", "started_at", "duration_s", "week", "harness_version", "attempts"]
+                   "error", "error_signature", "versions", "details", "repro", "started_at", "duration_s", "week", "harness_version", "attempts", "precision", "precision_source"]
     total = 0
     for backend in backends:
         kind = "neuron" if backend.startswith("neuron") else "default"
         dist = STATUS_MIX[kind]
         device = backend.split("+")[0].split("@")[0]
         compiled = "+" in backend
+        declared, source = precision_for(backend)
+        strict_rng = random.Random(f"{seed_value}:{backend}:strict_fp32")  # apart from rng: the history stays as it was
         state: dict[str, str] = {}
         ops: dict[str, list[str]] = {}
         msgs: dict[str, tuple[str, str]] = {}
@@ -179,12 +190,18 @@ def seed(models: int = 200, weeks: int = 8, backends: list[str] | None = None, s
                     "reference_ms": round(rng.uniform(1, 50), 2), "target_ms": round(rng.uniform(0.2, 20), 2) if ran else None,
                     "peak_mem_bytes": rng.randint(10**7, 10**9), "graph_breaks": rng.randint(0, 3) if compiled else None,
                 }
+                judged = status not in NO_VERDICT_PRECISION
+                details: dict[str, Any] = {"seeded": True}
+                if judged:
+                    details["precision_source"] = source
+                    details["strict_fp32"] = status in ("pass", "pass_with_fallback") and (declared == "fp32" or strict_rng.random() < 0.6)
                 rows.append(dict(
                     model_id=mid, revision="", tier=tier, backend=backend, device=device, dtype="float32",
                     status=status, reason=reason, fingerprint=f"{mtype}-{i % 50:04d}", library=model_rows[i]["library"], architecture=arch, task=task,
                     metrics=metrics, fallback_ops=ops[mid] if status == "pass_with_fallback" else [], op_census={}, error=err, error_signature=err["signature"] if err else None,
-                    versions=vers, details={"seeded": True}, repro=f"zoo validate {mid} --backend {backend} --tier {tier} --json",
+                    versions=vers, details=details, repro=f"zoo validate {mid} --backend {backend} --tier {tier} --json",
                     started_at=when - dt.timedelta(seconds=min(i % 3600, since_monday)), duration_s=round(rng.uniform(5, 120), 1), week=week, harness_version=HARNESS_VERSION, attempts=1,
+                    precision=declared if judged else "fp32", precision_source=source if judged else None,
                 ))
             with engine.begin() as conn:
                 if pg:

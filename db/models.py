@@ -71,16 +71,23 @@ class Run(Base):
     tier: Mapped[str] = mapped_column(String(16))
     mode: Mapped[str] = mapped_column(String(16))  # inprocess | celery
     requested: Mapped[int] = mapped_column(Integer, default=0)
+    precision: Mapped[str | None] = mapped_column(String(8), default="auto")  # 0004: auto, or what --precision asked for
     snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"))
 
 
 class Result(Base):
     """One validation outcome, in the SPEC's shape. One row per (model, revision, backend, tier,
-    harness version, ISO week): re-running in the same week updates it, a new week adds history."""
+    harness version, ISO week, precision): re-running in the same week updates it, a new week adds
+    history, and a ``--precision`` run beside the backend's declared one keeps a row of its own.
+
+    ``precision`` is what the verdict was judged at; ``precision_source`` is ``plugin``, ``flag``
+    or ``default``. A result that says no precision (refused, or its model process died before one
+    applied) is keyed at the precision its ``--precision`` asked for (source ``flag``), else at
+    ``fp32`` with a NULL source, so that the key never holds a NULL."""
 
     __tablename__ = "results"
     __table_args__ = (
-        UniqueConstraint("model_id", "revision", "backend", "tier", "harness_version", "week", name="uq_result_key"),
+        UniqueConstraint("model_id", "revision", "backend", "tier", "harness_version", "week", "precision", name="uq_result_key"),  # 0004: + precision
         Index("ix_results_scope", "backend", "tier", "week", "status"),
         Index("ix_results_model_time", "model_id", "started_at"),
         Index("ix_results_started_at", "started_at"),  # 0002: newest result (data version, default scope)
@@ -115,6 +122,8 @@ class Result(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=1)
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
     task_id: Mapped[str | None] = mapped_column(String(64), index=True)  # 0003: a redelivered task finds its row
+    precision: Mapped[str | None] = mapped_column(String(8))  # 0004: fp32 | tf32 | bf16 | fp16
+    precision_source: Mapped[str | None] = mapped_column(String(16))  # 0004: plugin | flag | default; NULL: no verdict precision
 
 
 class Report(Base):

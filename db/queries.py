@@ -4,13 +4,42 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from zoo_runner.statuses import ALL_STATUSES, NO_VALID_REFERENCE, PASSING
 
 from .models import Model, Result, Snapshot, SnapshotEntry
 from .repository import latest_snapshot
+
+DECLARED = "declared"  # the precision scope of every backend's own declared precision
+
+
+def judged_precision(r: Result) -> str | None:
+    """What the row was judged at (or asked to be, with ``--precision``); None where its result had
+    no precision and the backend's declared one was asked for (no verdict precision)."""
+    return r.precision if r.precision_source is not None else None
+
+
+def precision_scope(precision: str | None = None):
+    """Rows in a precision scope. None (the default): each backend's declared precision, i.e. every
+    row not judged at a ``--precision`` flag (a NULL source counts as declared). ``fp32``, ``tf32``,
+    ``bf16`` or ``fp16``: rows judged at that precision, whoever chose it, plus rows without a
+    verdict precision (refused or failed before one applied: the same at every precision)."""
+    no_verdict = Result.precision_source.is_(None)
+    if precision is None:
+        return or_(no_verdict, Result.precision_source != "flag")
+    return or_(no_verdict, Result.precision == precision)
+
+
+def precision_label(precision: str | None) -> str:
+    return precision or DECLARED
+
+
+def scope_key():
+    """``declared``, or the precision a ``--precision`` flag asked for: the model page shows the
+    latest result of each (backend, tier, scope key)."""
+    return case((Result.precision_source == "flag", Result.precision), else_=literal(DECLARED))
 
 
 def result_dict(r: Result) -> dict[str, Any]:
@@ -27,6 +56,7 @@ def result_dict(r: Result) -> dict[str, Any]:
         "library": r.library,
         "architecture": r.architecture,
         "task": r.task,
+        "precision": judged_precision(r),
         "metrics": r.metrics or {},
         "fallback_ops": r.fallback_ops or [],
         "op_census": r.op_census or {},
@@ -35,15 +65,17 @@ def result_dict(r: Result) -> dict[str, Any]:
         "repro": r.repro,
         "started_at": r.started_at.isoformat() if r.started_at else None,
         "duration_s": r.duration_s,
+        "details": r.details or {},
         "week": r.week,
     }
 
 
 def latest_results(session: Session, model_id: str) -> list[Result]:
-    """The latest result per (backend, tier) for one model, newest first: one query that ranks
-    the model's rows on their index and loads only the winners whole."""
+    """The latest result per (backend, tier) for one model at the backend's declared precision,
+    and per precision a ``--precision`` flag asked for, newest first: one query that ranks the
+    model's rows on their index and loads only the winners whole."""
     ranked = (
-        select(Result.id.label("rid"), func.row_number().over(partition_by=(Result.backend, Result.tier), order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
+        select(Result.id.label("rid"), func.row_number().over(partition_by=(Result.backend, Result.tier, scope_key()), order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
         .where(Result.model_id == model_id)
         .subquery()
     )
@@ -72,6 +104,7 @@ class Coverage:
     strict: int = 0
     strict_downloads: int = 0
     status_counts: dict[str, int] = field(default_factory=dict)
+    precision: str = DECLARED  # the precision scope: each backend's declared one, or fp32/tf32/bf16/fp16
 
     @staticmethod
     def _ratio(a: int, b: int) -> float | None:
@@ -95,9 +128,11 @@ class Coverage:
         return d
 
 
-def default_scope(session: Session, backend: str | None, tier: str | None, week: str | None) -> tuple[str | None, str, str | None]:
-    """Fill an unspecified backend/tier/week from the newest result."""
+def default_scope(session: Session, backend: str | None, tier: str | None, week: str | None, precision: str | None = None) -> tuple[str | None, str, str | None]:
+    """Fill an unspecified backend/tier/week from the newest result (of the precision scope)."""
     q = select(Result.backend, Result.tier, Result.week).order_by(Result.started_at.desc()).limit(1)
+    if precision:
+        q = q.where(Result.precision == precision)
     if backend:
         q = q.where(Result.backend == backend)
     if tier:
@@ -110,10 +145,12 @@ def default_scope(session: Session, backend: str | None, tier: str | None, week:
     return backend or row[0], tier or row[1], week or row[2]
 
 
-def coverage(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, snapshot: Snapshot | None = None) -> Coverage:
-    backend, tier, week = default_scope(session, backend, tier, week)
+def coverage(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, snapshot: Snapshot | None = None, precision: str | None = None) -> Coverage:
+    """Coverage of a backend, tier and week at the backend's declared precision (``precision``
+    None), or over the rows judged at ``precision``."""
+    backend, tier, week = default_scope(session, backend, tier, week, precision)
     snapshot = snapshot or latest_snapshot(session)
-    cov = Coverage(backend=backend, tier=tier, week=week, snapshot_id=snapshot.id if snapshot else None)
+    cov = Coverage(backend=backend, tier=tier, week=week, snapshot_id=snapshot.id if snapshot else None, precision=precision_label(precision))
     if snapshot is None:
         return cov
     cov.catalog_models, cov.catalog_downloads = snapshot.n_models, snapshot.total_downloads
@@ -126,7 +163,7 @@ def coverage(session: Session, backend: str | None = None, tier: str | None = No
             Result.status,
             func.row_number().over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"),
         )
-        .where(Result.backend == backend, Result.tier == tier, Result.week == week)
+        .where(Result.backend == backend, Result.tier == tier, Result.week == week, precision_scope(precision))
         .subquery()
     )
     q = (
@@ -245,11 +282,12 @@ def week_minus(week: str, n: int) -> str:
     return iso_week(week_monday(week) - _dt.timedelta(weeks=n))
 
 
-def _latest_in_scope(backend: str, tier: str, week: str, *cols):
-    """Subquery: every result of (backend, tier, week) ranked per model, newest first (rn)."""
+def _latest_in_scope(backend: str, tier: str, week: str, *cols, precision: str | None = None):
+    """Subquery: every result of (backend, tier, week) in the precision scope (default: the
+    backend's declared precision) ranked per model, newest first (rn)."""
     return (
         select(Result.model_id.label("mid"), *cols, func.row_number().over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
-        .where(Result.backend == backend, Result.tier == tier, Result.week == week)
+        .where(Result.backend == backend, Result.tier == tier, Result.week == week, precision_scope(precision))
         .subquery()
     )
 
@@ -274,15 +312,15 @@ cached_coverage = cached(coverage)
 
 
 @cached
-def coverage_grouped(session: Session, group_by: str, backend: str | None = None, tier: str | None = None, week: str | None = None) -> list[tuple[str | None, Coverage]]:
+def coverage_grouped(session: Session, group_by: str, backend: str | None = None, tier: str | None = None, week: str | None = None, precision: str | None = None) -> list[tuple[str | None, Coverage]]:
     """Coverage of one scope split by task, library or architecture (the result's own fields),
     largest download denominators first."""
     col = GROUP_COLUMNS[group_by]
-    backend, tier, week = default_scope(session, backend, tier, week)
+    backend, tier, week = default_scope(session, backend, tier, week, precision)
     snapshot = latest_snapshot(session)
     if snapshot is None or backend is None or week is None:
         return []
-    ranked = _latest_in_scope(backend, tier, week, Result.status, col.label("grp"))
+    ranked = _latest_in_scope(backend, tier, week, Result.status, col.label("grp"), precision=precision)
     q = (
         select(ranked.c.grp, ranked.c.status, func.count(), func.coalesce(func.sum(SnapshotEntry.downloads), 0))
         .join(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == snapshot.id))
@@ -293,15 +331,16 @@ def coverage_grouped(session: Session, group_by: str, backend: str | None = None
     for grp, status, n, dl in session.execute(q):
         cov = groups.get(grp)
         if cov is None:
-            cov = groups[grp] = Coverage(backend=backend, tier=tier, week=week, snapshot_id=snapshot.id, catalog_models=snapshot.n_models, catalog_downloads=snapshot.total_downloads, status_counts={s: 0 for s in ALL_STATUSES})
+            cov = groups[grp] = Coverage(backend=backend, tier=tier, week=week, snapshot_id=snapshot.id, catalog_models=snapshot.n_models, catalog_downloads=snapshot.total_downloads, status_counts={s: 0 for s in ALL_STATUSES}, precision=precision_label(precision))
         _accumulate(cov, status, n, dl)
     return sorted(groups.items(), key=lambda kv: (-kv[1].attempted_downloads, str(kv[0])))
 
 
 @cached
-def coverage_history(session: Session, backend: str | None = None, tier: str | None = None, weeks: int = 12, until: str | None = None) -> list[Coverage]:
+def coverage_history(session: Session, backend: str | None = None, tier: str | None = None, weeks: int = 12, until: str | None = None, precision: str | None = None) -> list[Coverage]:
     """Coverage per ISO week and per (backend, tier), oldest week first, for the ``weeks`` weeks up
-    to ``until`` (default: the newest week with results). Weighted by the latest snapshot."""
+    to ``until`` (default: the newest week with results). Weighted by the latest snapshot. At each
+    backend's declared precision, or over the rows judged at ``precision``."""
     snapshot = latest_snapshot(session)
     if until is None:
         q = select(func.max(Result.week))
@@ -313,7 +352,7 @@ def coverage_history(session: Session, backend: str | None = None, tier: str | N
     if snapshot is None or until is None:
         return []
     since = week_minus(until, max(weeks, 1) - 1)
-    filters = [Result.week >= since, Result.week <= until]
+    filters = [Result.week >= since, Result.week <= until, precision_scope(precision)]
     if backend:
         filters.append(Result.backend == backend)
     if tier:
@@ -334,7 +373,7 @@ def coverage_history(session: Session, backend: str | None = None, tier: str | N
     for b, t, w, status, n, dl in session.execute(q):
         cov = points.get((b, t, w))
         if cov is None:
-            cov = points[(b, t, w)] = Coverage(backend=b, tier=t, week=w, snapshot_id=snapshot.id, catalog_models=snapshot.n_models, catalog_downloads=snapshot.total_downloads, status_counts={s: 0 for s in ALL_STATUSES})
+            cov = points[(b, t, w)] = Coverage(backend=b, tier=t, week=w, snapshot_id=snapshot.id, catalog_models=snapshot.n_models, catalog_downloads=snapshot.total_downloads, status_counts={s: 0 for s in ALL_STATUSES}, precision=precision_label(precision))
         _accumulate(cov, status, n, dl)
     return [points[k] for k in sorted(points, key=lambda k: (k[2], k[0], k[1]))]
 
@@ -386,15 +425,15 @@ def _weights(session: Session, snapshot: Snapshot | None, ids: list[str]) -> dic
 
 
 @cached
-def op_gaps(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 50) -> dict[str, Any]:
+def op_gaps(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 50, precision: str | None = None) -> dict[str, Any]:
     """Ops ranked by the downloads they would unlock (see ``blocking_op`` for the rule)."""
-    backend, tier, week = default_scope(session, backend, tier, week)
-    cov = coverage(session, backend=backend, tier=tier, week=week)
-    out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "valid_reference": cov.valid_reference, "valid_reference_downloads": cov.valid_reference_downloads, "items": [], "total": 0}
+    backend, tier, week = default_scope(session, backend, tier, week, precision)
+    cov = coverage(session, backend=backend, tier=tier, week=week, precision=precision)
+    out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "precision": precision_label(precision), "valid_reference": cov.valid_reference, "valid_reference_downloads": cov.valid_reference_downloads, "items": [], "total": 0}
     if backend is None or week is None:
         return out
     snapshot = latest_snapshot(session)
-    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.fallback_ops, Result.error)
+    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.fallback_ops, Result.error, precision=precision)
     rows = session.execute(
         select(ranked.c.mid, ranked.c.status, ranked.c.fallback_ops, ranked.c.error)
         .join(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)))
@@ -430,15 +469,15 @@ def op_gaps(session: Session, backend: str | None = None, tier: str | None = Non
 
 
 @cached
-def failure_clusters(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, status: str | None = None, limit: int = 50) -> dict[str, Any]:
+def failure_clusters(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, status: str | None = None, limit: int = 50, precision: str | None = None) -> dict[str, Any]:
     """Failing latest results (any status but pass / pass_with_fallback) grouped by error
     signature (the status itself where a result has none), by downloads."""
-    backend, tier, week = default_scope(session, backend, tier, week)
-    out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "failing_models": 0, "failing_downloads": 0, "items": [], "total": 0}
+    backend, tier, week = default_scope(session, backend, tier, week, precision)
+    out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "precision": precision_label(precision), "failing_models": 0, "failing_downloads": 0, "items": [], "total": 0}
     if backend is None or week is None:
         return out
     snapshot = latest_snapshot(session)
-    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.reason, Result.error_signature)
+    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.reason, Result.error_signature, precision=precision)
     q = (
         select(ranked.c.mid, ranked.c.status, ranked.c.reason, ranked.c.error_signature, func.coalesce(SnapshotEntry.downloads, 0))
         .outerjoin(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)))
@@ -466,22 +505,22 @@ def failure_clusters(session: Session, backend: str | None = None, tier: str | N
 
 
 @cached
-def transitions(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, since: str | None = None, direction: str = "regressed", limit: int = 200) -> dict[str, Any]:
+def transitions(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, since: str | None = None, direction: str = "regressed", limit: int = 200, precision: str | None = None) -> dict[str, Any]:
     """Models whose latest result changed between ``since`` (default: the week before) and ``week``:
     ``regressed`` = passing (pass / pass_with_fallback) then, failing now; ``fixed`` = the reverse.
     With each: both statuses, the error now, and the versions of the first failing (or first
     passing) result next to those of the last result before it, with what changed."""
-    backend, tier, week = default_scope(session, backend, tier, week)
-    out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "since": None, "direction": direction, "items": [], "total": 0, "downloads": 0}
+    backend, tier, week = default_scope(session, backend, tier, week, precision)
+    out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "precision": precision_label(precision), "since": None, "direction": direction, "items": [], "total": 0, "downloads": 0}
     if backend is None or week is None:
         return out
     since = since or previous_week(week)
     out["since"] = since
     snapshot = latest_snapshot(session)
-    now = _latest_in_scope(backend, tier, week, Result.status, Result.error_signature, Result.versions, Result.repro)
+    now = _latest_in_scope(backend, tier, week, Result.status, Result.error_signature, Result.versions, Result.repro, precision=precision)
     then = (
         select(Result.model_id.label("mid"), Result.status, Result.versions, func.row_number().over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
-        .where(Result.backend == backend, Result.tier == tier, Result.week == since)
+        .where(Result.backend == backend, Result.tier == tier, Result.week == since, precision_scope(precision))
         .subquery("then")
     )
     passing = tuple(PASSING)
@@ -506,11 +545,11 @@ def transitions(session: Session, backend: str | None = None, tier: str | None =
 
 
 @cached
-def slowest_compiles(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
-    backend, tier, week = default_scope(session, backend, tier, week)
+def slowest_compiles(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 10, precision: str | None = None) -> list[dict[str, Any]]:
+    backend, tier, week = default_scope(session, backend, tier, week, precision)
     if backend is None or week is None:
         return []
-    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.metrics)
+    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.metrics, precision=precision)
     rows = session.execute(select(ranked.c.mid, ranked.c.status, ranked.c.metrics).where(ranked.c.rn == 1)).all()
     out = [{"model_id": m, "status": s, "compile_s": (mt or {}).get("compile_s"), "target_ms": (mt or {}).get("target_ms"), "reference_ms": (mt or {}).get("reference_ms")} for m, s, mt in rows if isinstance((mt or {}).get("compile_s"), (int, float))]
     out.sort(key=lambda r: (-r["compile_s"], r["model_id"]))
@@ -518,11 +557,12 @@ def slowest_compiles(session: Session, backend: str | None = None, tier: str | N
 
 
 def latest_status_map(session: Session, ids: list[str], weeks: int | None = None) -> dict[str, dict[str, str]]:
-    """model → {"backend/tier": latest status} with scalar columns only."""
+    """model → {"backend/tier": latest status at the backend's declared precision} with scalar
+    columns only."""
     out: dict[str, dict[str, str]] = {i: {} for i in ids}
     if not ids:
         return out
-    q = select(Result.model_id, Result.backend, Result.tier, Result.status).where(Result.model_id.in_(ids))
+    q = select(Result.model_id, Result.backend, Result.tier, Result.status).where(Result.model_id.in_(ids), precision_scope())
     if weeks:
         newest = session.scalar(select(func.max(Result.week)))
         if newest:
@@ -537,13 +577,13 @@ def newest_week(session: Session) -> str | None:
 
 
 @cached
-def failing_models(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 100) -> dict[str, Any]:
+def failing_models(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 100, precision: str | None = None) -> dict[str, Any]:
     """Failing latest results of a scope, most downloaded first (for the report)."""
-    backend, tier, week = default_scope(session, backend, tier, week)
+    backend, tier, week = default_scope(session, backend, tier, week, precision)
     if backend is None or week is None:
         return {"items": [], "total": 0}
     snapshot = latest_snapshot(session)
-    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.reason, Result.error, Result.repro)
+    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.reason, Result.error, Result.repro, precision=precision)
     base = (
         select(ranked.c.mid, ranked.c.status, ranked.c.reason, ranked.c.error, ranked.c.repro, func.coalesce(SnapshotEntry.downloads, 0).label("dl"))
         .outerjoin(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)))
@@ -553,3 +593,44 @@ def failing_models(session: Session, backend: str | None = None, tier: str | Non
     rows = session.execute(base.order_by(func.coalesce(SnapshotEntry.downloads, 0).desc(), ranked.c.mid).limit(limit)).all()
     items = [{"model_id": m, "status": st, "reason": rs, "downloads": int(dl or 0), "error": ((err or {}).get("message") or "")[:200], "repro": repro} for m, st, rs, err, repro, dl in rows]
     return {"items": items, "total": total}
+
+
+SOURCE_WORDS = {"plugin": "declared by the plugin", "default": "the default", "flag": "asked for with --precision"}
+
+
+@cached
+def precision_summary(session: Session, week: str | None = None, backend: str | None = None, tier: str | None = None) -> list[dict[str, Any]]:
+    """What the rows of a week (default: the newest) were judged at, per backend and tier: one item
+    per (precision, source) with its rows and how many of them would also meet the fp32 budget
+    (``details.strict_fp32``). Rows without a verdict precision are left out. Declared precisions
+    (source ``plugin`` or ``default``) come before those a ``--precision`` flag asked for."""
+    week = week or newest_week(session)
+    if week is None:
+        return []
+    strict = case((Result.details["strict_fp32"].as_boolean().is_(True), 1), else_=0)
+    q = (
+        select(Result.backend, Result.tier, Result.precision, Result.precision_source, func.count(), func.coalesce(func.sum(strict), 0))
+        .where(Result.week == week, Result.precision_source.is_not(None))
+        .group_by(Result.backend, Result.tier, Result.precision, Result.precision_source)
+    )
+    if backend:
+        q = q.where(Result.backend == backend)
+    if tier:
+        q = q.where(Result.tier == tier)
+    items = [
+        {"backend": b, "tier": t, "week": week, "precision": p, "source": src, "declared": src != "flag", "rows": int(n), "strict_fp32": int(k or 0)}
+        for b, t, p, src, n, k in session.execute(q)
+    ]
+    items.sort(key=lambda i: (i["backend"], i["tier"], not i["declared"], -i["rows"], i["precision"]))
+    return items
+
+
+def precision_line(item: dict[str, Any]) -> str:
+    """One line a lead reads: ``cpu+openvino · tiny: judged at bf16 (declared by the plugin); 40
+    rows, 3 strict fp32`` (strict fp32: would also meet the fp32 budget)."""
+    words = SOURCE_WORDS.get(item["source"], item["source"])
+    verb = "judged at" if item["declared"] else "also judged at"
+    line = f"{item['backend']} · {item['tier']}: {verb} {item['precision']} ({words}); {item['rows']} row{'s' if item['rows'] != 1 else ''}"
+    if item["precision"] != "fp32":
+        line += f", {item['strict_fp32']} strict fp32"
+    return line

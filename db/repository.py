@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from zoo_runner.request import HARNESS_VERSION
@@ -146,8 +146,8 @@ def snapshot_models(session: Session, snapshot: Snapshot, top: int | None = None
     return [(m, d) for m, d in session.execute(q)]
 
 
-def start_run(session: Session, backend: str, tier: str, mode: str, requested: int, snapshot_id: int | None) -> Run:
-    run = Run(backend=backend, tier=tier, mode=mode, requested=requested, snapshot_id=snapshot_id)
+def start_run(session: Session, backend: str, tier: str, mode: str, requested: int, snapshot_id: int | None, precision: str = "auto") -> Run:
+    run = Run(backend=backend, tier=tier, mode=mode, requested=requested, snapshot_id=snapshot_id, precision=precision)
     session.add(run)
     session.flush()
     return run
@@ -170,9 +170,35 @@ def _parse_time(value: Any) -> dt.datetime:
     return utcnow()
 
 
+KEY_PRECISION = "fp32"  # the key's precision of a result without one (the engine never got that far)
+DECLARED_SOURCE = "default"  # where a result with a precision names no source
+
+
+def result_precision(result: dict[str, Any]) -> tuple[str, str | None]:
+    """(precision, source) to store for a SPEC result: what it was judged at and who decided it.
+    A result without a precision (refused, or the model process died before one applied, with the
+    request leaving it to the backend) is keyed at fp32 with no source: it counts as declared."""
+    precision = result.get("precision")
+    source = (result.get("details") or {}).get("precision_source")
+    if precision:
+        return str(precision), str(source or DECLARED_SOURCE)
+    return KEY_PRECISION, None
+
+
+def _stored_source(existing: str | None, new: str | None) -> str | None:
+    """The source column of an upserted row. A ``--precision`` flag that names the precision the
+    row was already judged at as declared (``--precision fp32`` on a CPU backend) judges the same
+    thing: the row stays the backend's declared one, so default coverage keeps counting it
+    (``details.precision_source`` still says ``flag`` for this run)."""
+    if new == "flag" and existing not in (None, "flag"):
+        return existing
+    return new
+
+
 def store_result(session: Session, result: dict[str, Any], run_id: int | None = None, task_id: str | None = None, model_id: str | None = None) -> Result:
-    """Upsert one SPEC result on (model, revision, backend, tier, harness version, week)."""
+    """Upsert one SPEC result on (model, revision, backend, tier, harness version, week, precision)."""
     started = _parse_time(result.get("started_at"))
+    precision, source = result_precision(result)
     key = dict(
         model_id=model_id or result["model_id"],
         revision=result.get("revision") or "",
@@ -180,6 +206,7 @@ def store_result(session: Session, result: dict[str, Any], run_id: int | None = 
         tier=result["tier"],
         harness_version=str((result.get("details") or {}).get("harness_version", HARNESS_VERSION)),
         week=iso_week(started),
+        precision=precision,
     )
     row = session.scalars(select(Result).filter_by(**key).with_for_update()).first()
     if row is None:
@@ -196,6 +223,7 @@ def store_result(session: Session, result: dict[str, Any], run_id: int | None = 
     row.error_signature = (error or {}).get("signature", None) and error["signature"][:300]
     row.versions = result.get("versions") or {}
     row.details = result.get("details") or {}
+    row.precision_source = _stored_source(row.precision_source, source)
     row.repro = result.get("repro")
     row.started_at = started
     row.duration_s = result.get("duration_s")
@@ -210,14 +238,24 @@ def count_results(session: Session, run_id: int) -> int:
     return session.scalar(select(func.count()).select_from(Result).where(Result.run_id == run_id)) or 0
 
 
+def same_precision(requested: str | None):
+    """Rows judged as a request of ``requested`` precision would be: ``auto`` (or none), the
+    backend's declared precision (any source but ``flag``); otherwise exactly that flag."""
+    if not requested or requested == "auto":
+        return or_(Result.precision_source.is_(None), Result.precision_source != "flag")
+    return and_(Result.precision == requested, Result.precision_source == "flag")
+
+
 def shared_result(session: Session, fingerprint: str, req: Any) -> dict[str, Any] | None:
-    """This week's result of another model with the same fingerprint, backend and tier, re-addressed
-    to ``req``'s model (fingerprint dedup). Only results the engine produced count (not copies)."""
+    """This week's result of another model with the same fingerprint, backend, tier and requested
+    precision, re-addressed to ``req``'s model (fingerprint dedup). Only results the engine produced
+    count (not copies)."""
     from db.queries import result_dict
 
     row = session.scalars(
         select(Result)
         .where(Result.fingerprint == fingerprint, Result.backend == req.backend, Result.tier == req.tier, Result.week == iso_week(), Result.harness_version == HARNESS_VERSION, Result.model_id != req.model_id)
+        .where(same_precision(getattr(req, "precision", "auto")))
         .order_by(Result.started_at.desc())
         .limit(20)
     ).all()

@@ -174,11 +174,11 @@ def test_validations_need_a_valid_key(client, monkeypatch):
     calls = []
     from zoo import jobs
 
-    monkeypatch.setattr(jobs, "enqueue", lambda ids, backend, tier, run_id=None, timeout=600.0: calls.append((ids, backend, tier, run_id, timeout)) or [f"t{i}" for i in range(len(ids))])
+    monkeypatch.setattr(jobs, "enqueue", lambda ids, backend, tier, run_id=None, timeout=600.0, precision="auto": calls.append((ids, backend, tier, run_id, timeout, precision)) or [f"t{i}" for i in range(len(ids))])
     monkeypatch.setenv("ZOO_BROKER_URL", "redis://127.0.0.1:1/0")
     r = client.post("/api/v1/validations", json={**body, "timeout": 30}, headers={"X-API-Key": "alpha-key"})
     assert r.status_code == 202 and r.json()["status"] == "queued" and r.json()["task_ids"] == ["t0", "t1"]
-    assert calls == [(["org/m0", "arch:BertModel"], "neuron", "tiny", r.json()["run_id"], 30.0)]
+    assert calls == [(["org/m0", "arch:BertModel"], "neuron", "tiny", r.json()["run_id"], 30.0, "auto")]
 
 
 def test_keys_are_kept_hashed(client):

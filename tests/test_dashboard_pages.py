@@ -71,6 +71,7 @@ def test_overview(seeded, browser):
     for i, b in enumerate(backends):
         text = cards.nth(i).inner_text()
         assert f"{100 * b['functional_weighted']:.1f}%" in text and fmt(b["passing_downloads"]) in text and fmt(b["valid_reference_downloads"]) in text
+        assert f"judged at {'tf32' if b['backend'].startswith('cuda') else 'bf16'}" in text  # what seeded backends declare
     cov = httpx.get(f"{base}/api/v1/coverage", params={"group_by": "task"}).json()
     assert f"{100 * cov['functional_weighted']:.1f}%" in page.inner_text("#headline")
     first = cov["groups"][0]
@@ -96,8 +97,12 @@ def test_models_search_and_model_page(seeded, browser):
     detail = httpx.get(f"{base}/api/v1/models/{mid}").json()
     assert page.locator("#status-history tbody tr").count() == 6  # one row per week
     assert page.locator("section.result").count() == len(detail["latest"]) == 3
-    for r in detail["latest"]:
+    shown = page.locator("section.result h3 .precision").all_inner_texts()
+    assert len(shown) == 3
+    for r, text in zip(detail["latest"], shown):
         assert r["repro"] in page.inner_text("body")
+        expected = "n/a" if r["precision"] is None else f"{r['precision']} (declared by the plugin)"
+        assert text == expected, (r["backend"], text)
         for op in r["fallback_ops"]:
             assert op in page.inner_text("body")
     assert f"/badge/{mid}.svg" in page.inner_text("#badge-md")
@@ -150,6 +155,13 @@ def test_backends_page(seeded, browser):
     for b in items:
         assert f"{b['backend']} · {b['tier']}" in head
     assert page.evaluate("document.getElementById('backends-chart').chart.data.datasets.length") == len(items)
+    # the precision each backend was judged at (seeded: neuron declares bf16, CUDA tf32)
+    precisions = httpx.get(f"{base}/api/v1/backends").json()["precisions"]
+    declared = {(p["backend"], p["tier"]): p["precision"] for p in precisions if p["declared"]}
+    assert declared == {("neuron", "tiny"): "bf16", ("neuron+neuron", "tiny"): "bf16", ("cuda+inductor", "tiny"): "tf32"}
+    cells = page.locator("#precision-row td.precision").all_inner_texts()
+    assert [c.split()[0] for c in cells] == [declared[(b["backend"], b["tier"])] for b in items]
+    assert page.locator("#precisions tbody tr").count() == len(precisions)
     api_links_answer(base, page)
     assert not errors, errors
 

@@ -132,3 +132,23 @@ def test_fake_neuron_with_every_op_supported_passes_clean(monkeypatch):
     assert r["status"] == "pass", (r["status"], r["error"], r["fallback_ops"])
     assert r["fallback_ops"] == []
     assert r["fingerprint"] == first["fingerprint"]
+
+
+def test_fake_neuron_auto_casts_to_bf16_by_default_and_is_judged_at_bf16(monkeypatch):
+    """TorchNeuron's compiler casts fp32 matmuls to bf16 unless told --auto-cast=none: Zoo takes the
+    precision the neuron plugin declares, and the bf16 output passes at bf16, not at fp32."""
+    monkeypatch.delenv("NEURON_CC_FLAGS", raising=False)
+    r = _validate("GPT2LMHeadModel")
+    assert r["status"] == "pass_with_fallback", (r["status"], r["error"])
+    assert (r["precision"], r["details"]["precision_source"], r["details"]["strict_fp32"]) == ("bf16", "plugin", False)
+
+    r = run_isolated(ValidationRequest("arch:GPT2LMHeadModel", backend="neuron", precision="fp32", timeout_s=300))
+    assert r["status"] == "mismatch" and r["details"]["precision_source"] == "flag", (r["status"], r["error"])
+    assert "exceeds the fp32 budget" in r["error"]["message"]
+
+
+def test_fake_neuron_without_auto_cast_computes_and_is_judged_at_fp32(monkeypatch):
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--auto-cast=none")
+    r = _validate("GPT2LMHeadModel")
+    assert r["status"] == "pass_with_fallback", (r["status"], r["error"])
+    assert (r["precision"], r["details"]["precision_source"], r["details"]["strict_fp32"]) == ("fp32", "plugin", True)

@@ -42,7 +42,7 @@ def _requests(request: dict, followers: list[str] | None) -> list[ValidationRequ
     lead.timeout_s = min(lead.timeout_s, max(1.0, HARD_TIME_LIMIT_S - TASK_OVERHEAD_S))
     out = [lead]
     for mid in followers or []:
-        out.append(ValidationRequest(model_id=mid, backend=lead.backend, tier=lead.tier, seed=lead.seed, timeout_s=lead.timeout_s, memory_gb=lead.memory_gb))
+        out.append(ValidationRequest(model_id=mid, backend=lead.backend, tier=lead.tier, seed=lead.seed, timeout_s=lead.timeout_s, memory_gb=lead.memory_gb, precision=lead.precision))
     return out
 
 

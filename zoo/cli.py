@@ -56,11 +56,13 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from . import jobs, render
 
-    out = jobs.main_job(top=args.top, backend=args.backend, tier=args.tier, timeout=args.timeout, detach=args.detach, jobs=args.jobs)
+    out = jobs.main_job(top=args.top, backend=args.backend, tier=args.tier, timeout=args.timeout, detach=args.detach, jobs=args.jobs, precision=args.precision)
+    at = "" if args.precision == "auto" else f", judged at {args.precision}"
     if out.get("detached"):
-        print(f"run {out['run_id']}: enqueued {out['enqueued']} validations on {out['backend']} ({out['tier']}); see `zoo coverage --backend {out['backend']}`")
+        see = f"zoo coverage --backend {out['backend']}" + ("" if args.precision == "auto" else f" --precision {args.precision}")
+        print(f"run {out['run_id']}: enqueued {out['enqueued']} validations on {out['backend']} ({out['tier']}{at}); see `{see}`")
         return 0
-    print(f"run {out['run_id']}: {out['stored']} results stored ({out['backend']}, {out['tier']} tier)\n")
+    print(f"run {out['run_id']}: {out['stored']} results stored ({out['backend']}, {out['tier']} tier{at})\n")
     print(render.coverage_table(out["coverage"]))
     return 0
 
@@ -76,7 +78,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     backend = jobs.resolve_backend(args.backend)
     if args.tier not in TIERS:
         raise ZooError(f"unknown tier {args.tier!r}")
-    req = ValidationRequest(model_id=args.model, backend=backend, tier=args.tier, revision=args.revision, seed=args.seed, timeout_s=args.timeout, memory_gb=args.memory_gb)
+    req = ValidationRequest(model_id=args.model, backend=backend, tier=args.tier, revision=args.revision, seed=args.seed, timeout_s=args.timeout, memory_gb=args.memory_gb, precision=args.precision)
     result = run_validation(req)
     if not args.no_store:
         with session_scope() as s:
@@ -96,7 +98,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     from . import render
 
     with session_scope() as s:
-        cov = queries.coverage(s, backend=args.backend, tier=args.tier, week=args.week)
+        cov = queries.coverage(s, backend=args.backend, tier=args.tier, week=args.week, precision=args.precision)
     print(json.dumps(cov.to_dict(), indent=2) if args.json else render.coverage_table(cov))
     return 0
 
@@ -171,6 +173,25 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- parser
 
+PRECISION_HELP = (
+    "what the backend is judged at: auto (default) = the backend's declared compute precision "
+    "(bf16 for TorchNeuron and OpenVINO on bf16 CPUs, tf32 for CUDA with TF32 matmuls, else fp32); "
+    "fp32, tf32, bf16 or fp16 = judge it against a CPU reference at that precision instead"
+)
+
+
+def _precisions() -> tuple[str, ...]:
+    from zoo_runner.precision import PRECISIONS
+
+    return PRECISIONS
+
+
+def _add_precision(sp: argparse.ArgumentParser) -> None:
+    from zoo_runner.precision import CHOICES
+
+    sp.add_argument("--precision", choices=CHOICES, default="auto", help=PRECISION_HELP)
+
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="zoo", description="Validate the Hub's most-downloaded models on an accelerator backend against a CPU reference.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -194,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=_positive_float, default=600.0, help="seconds per model before it is killed (default 600)")
     r.add_argument("--jobs", type=_positive_int, default=max(1, min(2, os.cpu_count() or 1)), help="models validated at once in-process (default: up to 2)")
     r.add_argument("--detach", action="store_true", help="with ZOO_BROKER_URL: enqueue and return without waiting")
+    _add_precision(r)
 
     v = add("validate", cmd_validate, "Validate one model now; store the result and print it.")
     v.add_argument("model", help="a Hub repo id org/name, or arch:ClassName (e.g. arch:BertModel)")
@@ -205,12 +227,14 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--memory-gb", type=_positive_float, default=16.0, help="address-space budget of the model process in GiB (default 16)")
     v.add_argument("--json", action="store_true", help="print the SPEC result as JSON, alone on stdout")
     v.add_argument("--no-store", action="store_true", help="do not write the result to the database")
+    _add_precision(v)
 
     c = add("coverage", cmd_coverage, "Print coverage (functional, strict, harness; by count and by downloads).")
     c.add_argument("--backend", help="backend spec (default: the newest results')")
     c.add_argument("--tier", choices=TIERS, help="tier (default: the newest results')")
     c.add_argument("--week", help="ISO week YYYY-Www (default: the newest results')")
     c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.add_argument("--precision", choices=_precisions(), help="only results judged at this precision (default: each backend's declared one)")
 
     d = add("db", cmd_db, "Database maintenance.")
     d.add_argument("action", choices=["upgrade"], help="upgrade: apply all migrations")

@@ -58,17 +58,17 @@ def pick_models(top: int) -> tuple[int | None, list[str]]:
         return snap.id, [m.id for m, _ in repository.snapshot_models(s, snap, top)]
 
 
-def _request(model_id: str, backend: str, tier: str, timeout: float) -> ValidationRequest:
-    return ValidationRequest(model_id=model_id, backend=backend, tier=tier, timeout_s=timeout)
+def _request(model_id: str, backend: str, tier: str, timeout: float, precision: str = "auto") -> ValidationRequest:
+    return ValidationRequest(model_id=model_id, backend=backend, tier=tier, timeout_s=timeout, precision=precision)
 
 
-def run_inprocess(model_ids: list[str], backend: str, tier: str, run_id: int, timeout: float, jobs: int = 1) -> list[dict[str, Any]]:
+def run_inprocess(model_ids: list[str], backend: str, tier: str, run_id: int, timeout: float, jobs: int = 1, precision: str = "auto") -> list[dict[str, Any]]:
     from workers.execute import validate_and_store
 
     results: list[dict[str, Any]] = []
 
     def one(mid: str) -> dict[str, Any]:
-        req = _request(mid, backend, tier, timeout)
+        req = _request(mid, backend, tier, timeout, precision)
         try:
             return validate_and_store(req, run_id=run_id)
         except ZooError as exc:  # unknown model, unreachable Hub: still a row, the run goes on
@@ -88,19 +88,19 @@ def run_inprocess(model_ids: list[str], backend: str, tier: str, run_id: int, ti
     return results
 
 
-def enqueue(model_ids: list[str], backend: str, tier: str, run_id: int | None, timeout: float) -> list[str]:
+def enqueue(model_ids: list[str], backend: str, tier: str, run_id: int | None, timeout: float, precision: str = "auto") -> list[str]:
     """One validation task per model on the backend's queue, published in pipelined batches."""
     from .scheduler import Candidate, Group, enqueue_groups
 
-    return enqueue_groups([Group(Candidate(model_id=mid, downloads=0, weight=0.0)) for mid in model_ids], backend, tier, run_id, timeout)
+    return enqueue_groups([Group(Candidate(model_id=mid, downloads=0, weight=0.0)) for mid in model_ids], backend, tier, run_id, timeout, precision=precision)
 
 
-def enqueue_top(top: int, backend: str, tier: str = "tiny", timeout: float = 600.0) -> int:
+def enqueue_top(top: int, backend: str, tier: str = "tiny", timeout: float = 600.0, precision: str = "auto") -> int:
     ensure_catalog()
     snap_id, ids = pick_models(top)
     with session_scope() as s:
-        run_id = repository.start_run(s, backend, tier, "celery", len(ids), snap_id).id
-    return len(enqueue(ids, backend, tier, run_id, timeout))
+        run_id = repository.start_run(s, backend, tier, "celery", len(ids), snap_id, precision=precision).id
+    return len(enqueue(ids, backend, tier, run_id, timeout, precision))
 
 
 def wait_for(run_id: int, expected: int, poll_s: float = 1.0, timeout_s: float | None = None) -> int:
@@ -119,23 +119,25 @@ def wait_for(run_id: int, expected: int, poll_s: float = 1.0, timeout_s: float |
     return done
 
 
-def main_job(top: int, backend: str, tier: str, timeout: float, detach: bool = False, jobs: int = 1) -> dict[str, Any]:
+def main_job(top: int, backend: str, tier: str, timeout: float, detach: bool = False, jobs: int = 1, precision: str = "auto") -> dict[str, Any]:
+    """``precision``: ``auto`` judges the backend at its declared compute precision; ``fp32``,
+    ``tf32``, ``bf16`` or ``fp16`` at that one (the coverage summary is then of that precision)."""
     backend = resolve_backend(backend)
     source = ensure_catalog()
     snap_id, ids = pick_models(top)
     broker = os.environ.get("ZOO_BROKER_URL")
     with session_scope() as s:
-        run_id = repository.start_run(s, backend, tier, "celery" if broker else "inprocess", len(ids), snap_id).id
-    log.info("run %s: %d models on %s (%s tier), catalog %s", run_id, len(ids), backend, tier, source)
+        run_id = repository.start_run(s, backend, tier, "celery" if broker else "inprocess", len(ids), snap_id, precision=precision).id
+    log.info("run %s: %d models on %s (%s tier, precision %s), catalog %s", run_id, len(ids), backend, tier, precision, source)
     if broker:
-        enqueue(ids, backend, tier, run_id, timeout)
+        enqueue(ids, backend, tier, run_id, timeout, precision)
         if detach:
-            return {"run_id": run_id, "enqueued": len(ids), "backend": backend, "tier": tier, "detached": True}
+            return {"run_id": run_id, "enqueued": len(ids), "backend": backend, "tier": tier, "precision": precision, "detached": True}
         wait_for(run_id, len(ids))
     else:
-        run_inprocess(ids, backend, tier, run_id, timeout, jobs=jobs)
+        run_inprocess(ids, backend, tier, run_id, timeout, jobs=jobs, precision=precision)
     with session_scope() as s:
         repository.finish_run(s, run_id)
-        cov = queries.coverage(s, backend=backend, tier=tier)
+        cov = queries.coverage(s, backend=backend, tier=tier, precision=None if precision == "auto" else precision)
         stored = repository.count_results(s, run_id)
-    return {"run_id": run_id, "backend": backend, "tier": tier, "stored": stored, "coverage": cov}
+    return {"run_id": run_id, "backend": backend, "tier": tier, "precision": precision, "stored": stored, "coverage": cov}

@@ -20,7 +20,7 @@ def human(n: int) -> str:
 def coverage_table(cov: Coverage) -> str:
     r = cov.rates
     lines = [
-        f"Coverage — backend {cov.backend or '?'} · tier {cov.tier} · week {cov.week or '?'} · catalog snapshot {cov.snapshot_id} ({cov.catalog_models} models, {human(cov.catalog_downloads)} downloads)",
+        f"Coverage — backend {cov.backend or '?'} · tier {cov.tier} · week {cov.week or '?'} · precision {cov.precision} · catalog snapshot {cov.snapshot_id} ({cov.catalog_models} models, {human(cov.catalog_downloads)} downloads)",
         "",
         f"{'metric':<12} {'by count':>8} {'numerator/denominator':>24}   {'by downloads':>12} {'numerator/denominator':>24}",
         f"{'functional':<12} {pct(r['functional']):>8} {f'{cov.passing}/{cov.valid_reference}':>24}   {pct(r['functional_weighted']):>12} {f'{human(cov.passing_downloads)}/{human(cov.valid_reference_downloads)}':>24}",
@@ -36,6 +36,8 @@ def coverage_table(cov: Coverage) -> str:
 def result_line(res: dict[str, Any]) -> str:
     m = res.get("metrics") or {}
     bits = [f"{res['model_id']}", f"[{res.get('backend')}/{res.get('tier')}]", f"status={res['status']}"]
+    if res.get("precision"):
+        bits.append(f"precision={res['precision']}")
     if res.get("reason"):
         bits.append(f"reason={res['reason']}")
     if m.get("max_abs_diff") is not None:

@@ -88,11 +88,14 @@ def _aware(t: dt.datetime | None) -> dt.datetime | None:
 
 
 def latest_results(session: Session, backend: str, tier: str) -> dict[str, Any]:
-    """Model id -> its newest result row (as a named tuple) on ``backend`` and ``tier``."""
+    """Model id -> its newest result row (as a named tuple) on ``backend`` and ``tier`` at the
+    backend's declared precision (what sweeps run; ``--precision`` runs are someone's experiment)."""
+    from db.queries import precision_scope
+
     rn = func.row_number().over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc())).label("rn")
     sub = (
         select(Result.model_id, Result.started_at, Result.revision, Result.status, Result.harness_version, Result.versions, Result.attempts, Result.week, rn)
-        .where(Result.backend == backend, Result.tier == tier)
+        .where(Result.backend == backend, Result.tier == tier, precision_scope())
         .subquery()
     )
     return {r.model_id: r for r in session.execute(select(sub).where(sub.c.rn == 1))}
@@ -238,9 +241,11 @@ def group_by_fingerprint(cands: Iterable[Candidate]) -> list[Group]:
 # ---------------------------------------------------------------- enqueue
 
 
-def _task_args(g: Group, backend: str, tier: str, run_id: int | None, timeout: float) -> tuple[list, dict]:
+def _task_args(g: Group, backend: str, tier: str, run_id: int | None, timeout: float, precision: str = "auto") -> tuple[list, dict]:
     # only what differs from ValidationRequest's defaults: small messages, cheap to build
     req = {"model_id": g.leader.model_id, "backend": backend, "tier": tier, "timeout_s": float(timeout)}
+    if precision and precision != "auto":
+        req["precision"] = precision
     return [req, run_id], ({"followers": [f.model_id for f in g.followers]} if g.followers else {})
 
 
@@ -280,8 +285,9 @@ def redis_messages(app, task_name: str, queue: str, payloads: Iterable[tuple[lis
         yield tid, dumps(msg)
 
 
-def enqueue_groups(groups: list[Group], backend: str, tier: str, run_id: int | None, timeout: float = 600.0, batch: int = 2000, queue: str | None = None) -> list[str]:
-    """Publish one validation task per group on the backend's queue.
+def enqueue_groups(groups: list[Group], backend: str, tier: str, run_id: int | None, timeout: float = 600.0, batch: int = 2000, queue: str | None = None, precision: str = "auto") -> list[str]:
+    """Publish one validation task per group on the backend's queue, each judged at ``precision``
+    (``auto``: the backend's declared one).
 
     On Redis the first goes through Celery (declaring the queue) and the rest are written as the
     same messages in pipelined ``LPUSH`` batches (``batch`` per round trip); on other brokers each
@@ -299,9 +305,9 @@ def enqueue_groups(groups: list[Group], backend: str, tier: str, run_id: int | N
     try:
         with app.producer_or_acquire() as producer:
             producer.connection.ensure_connection(max_retries=2, timeout=5)
-            args, kwargs = _task_args(groups[0], backend, tier, run_id, timeout)
+            args, kwargs = _task_args(groups[0], backend, tier, run_id, timeout, precision)
             ids.append(validate_task.apply_async(args=args, kwargs=kwargs, queue=queue, producer=producer, time_limit=None, soft_time_limit=None).id)
-            rest = (_task_args(g, backend, tier, run_id, timeout) for g in groups[1:])
+            rest = (_task_args(g, backend, tier, run_id, timeout, precision) for g in groups[1:])
             if producer.connection.transport.driver_type == "redis":
                 with producer.channel.conn_or_acquire() as client:
                     pipe = client.pipeline(transaction=False)

@@ -74,7 +74,7 @@ def empty_result(req: ValidationRequest) -> dict[str, Any]:
         spec = BackendSpec.parse(req.backend) if req.backend != "auto" else None
     except Exception:
         spec = None
-    return {
+    result = {
         "model_id": req.model_id,
         "revision": req.revision,
         "tier": req.tier,
@@ -98,6 +98,10 @@ def empty_result(req: ValidationRequest) -> dict[str, Any]:
         "duration_s": None,
         "details": {"seed": req.seed, "harness_version": HARNESS_VERSION},
     }
+    if req.precision and req.precision != "auto":  # asked for: even a row that never got a verdict is at that precision
+        result["precision"] = req.precision
+        result["details"]["precision_source"] = "flag"
+    return result
 
 
 def error_info(exc: BaseException | None = None, *, type_: str | None = None, message: str = "", tb: str | None = None) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from typing import Literal
 
 from fastapi import APIRouter, Query
 
-from api.deps import WEEK_PATTERN, Format, ScopeDep, SessionDep, check_week
+from api.deps import PRECISION_QUERY, WEEK_PATTERN, Format, ScopeDep, SessionDep, check_week
 from api.pagination import csv_response
-from api.schemas import BackendsOut, CoverageGroup, CoverageGrouped, CoverageHistory, CoverageOut
+from api.schemas import BackendsOut, CoverageGroup, CoverageGrouped, CoverageHistory, CoverageOut, Precision, PrecisionRow
 from db import queries
 
 router = APIRouter(tags=["coverage"])
@@ -25,11 +25,13 @@ def coverage(
     """Over the latest result per model in the scope, weighted by the latest catalog snapshot's
     downloads: **functional** = (pass + pass_with_fallback) / valid reference, **strict** = pass /
     valid reference, **harness** = valid reference / attempted; each by count and by downloads,
-    with numerators and denominators."""
-    cov = queries.cached_coverage(session, backend=scope.backend, tier=scope.tier, week=scope.week)
+    with numerators and denominators. By default each backend is judged at its declared compute
+    precision (`precision: declared`); `precision=` counts only the results judged at that one
+    (a `--precision` run, or a backend that declares it)."""
+    cov = queries.cached_coverage(session, backend=scope.backend, tier=scope.tier, week=scope.week, precision=scope.precision)
     out = CoverageGrouped(**cov.to_dict(), group_by=group_by)
     if group_by:
-        out.groups = [CoverageGroup(**c.to_dict(), group=g) for g, c in queries.coverage_grouped(session, group_by, backend=cov.backend, tier=cov.tier, week=cov.week)]
+        out.groups = [CoverageGroup(**c.to_dict(), group=g) for g, c in queries.coverage_grouped(session, group_by, backend=cov.backend, tier=cov.tier, week=cov.week, precision=scope.precision)]
     if format == "csv":
         if group_by:
             return csv_response([{"group_by": group_by, **g.model_dump()} for g in out.groups or []], "coverage.csv")
@@ -44,11 +46,12 @@ def coverage_history(
     tier: Literal["census", "tiny", "full"] | None = Query(None, description="one tier (default: all)"),
     weeks: int = Query(12, ge=1, le=104, description="how many weeks back from `until`"),
     until: str | None = Query(None, pattern=WEEK_PATTERN, description="last week (default: the newest with results)"),
+    precision: Precision | None = Query(None, description=PRECISION_QUERY),
     format: Format = "json",
 ):
     """One point per week and (backend, tier): the same numbers as `GET /coverage` for that scope
     (weights: the latest catalog snapshot's downloads)."""
-    items = [CoverageOut(**c.to_dict()) for c in queries.coverage_history(session, backend=backend or None, tier=tier, weeks=weeks, until=check_week(until))]
+    items = [CoverageOut(**c.to_dict()) for c in queries.coverage_history(session, backend=backend or None, tier=tier, weeks=weeks, until=check_week(until), precision=precision)]
     if format == "csv":
         return csv_response([i.model_dump() for i in items], "coverage_history.csv")
     return CoverageHistory(backend=backend, tier=tier, weeks=weeks, items=items)
@@ -56,11 +59,13 @@ def coverage_history(
 
 @router.get("/backends", response_model=BackendsOut, responses=CSV, summary="Every backend and tier of a week, side by side")
 def backends(session: SessionDep, week: str | None = Query(None, pattern=WEEK_PATTERN), format: Format = "json"):
-    """`GET /coverage` for each (backend, tier) with results in the week (default: the newest)."""
+    """`GET /coverage` for each (backend, tier) with results in the week (default: the newest), at
+    each backend's declared precision; `precisions` says what each backend's rows were judged at
+    (declared, or asked for with `--precision`) and how many would also meet the fp32 budget."""
     week = check_week(week) or queries.newest_week(session)
     pairs = queries.scopes(session, week)
     items = [CoverageOut(**queries.cached_coverage(session, backend=b, tier=t, week=week).to_dict()) for b, t in pairs]
     wk = items[0].week if items else week
     if format == "csv":
         return csv_response([i.model_dump() for i in items], "backends.csv")
-    return BackendsOut(week=wk, items=items)
+    return BackendsOut(week=wk, items=items, precisions=[PrecisionRow(**p) for p in queries.precision_summary(session, wk)] if wk else [])

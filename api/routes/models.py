@@ -21,7 +21,7 @@ def _latest_status(session, ids: list[str]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {i: {} for i in ids}
     if not ids:
         return out
-    q = select(Result.model_id, Result.backend, Result.tier, Result.status).where(Result.model_id.in_(ids)).order_by(Result.started_at.asc(), Result.id.asc())
+    q = select(Result.model_id, Result.backend, Result.tier, Result.status).where(Result.model_id.in_(ids), queries.precision_scope()).order_by(Result.started_at.asc(), Result.id.asc())
     for mid, backend, tier, status in session.execute(q):
         out[mid][f"{backend}/{tier}"] = status
     return out
@@ -92,6 +92,6 @@ def model_detail(session: SessionDep, model_id: str) -> ModelDetail:
         tags=(m.tags or []) if m else [],
         sha=m.sha if m else None,
         parameters=m.parameters if m else None,
-        latest_status={f"{r.backend}/{r.tier}": r.status for r in latest},
+        latest_status={f"{r.backend}/{r.tier}": r.status for r in latest if r.precision_source != "flag"},
         latest=out,
     )

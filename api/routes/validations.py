@@ -30,17 +30,18 @@ def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAcc
     """With `ZOO_BROKER_URL` set, the models are sent to the Celery workers (`status: queued`,
     one task id per model); otherwise the request is recorded as a run (`status: recorded`) for
     `zoo run` to pick up. Either way the run id lets you follow the results
-    (`GET /models/{model_id}/results`)."""
+    (`GET /models/{model_id}/results`). `precision` (default `auto`: the backend's declared compute
+    precision) chooses what the backend is judged at."""
     ids = list(dict.fromkeys(body.model_ids))
     broker = os.environ.get("ZOO_BROKER_URL")
-    run = repository.start_run(session, body.backend, body.tier, "celery" if broker else "api", len(ids), None)
+    run = repository.start_run(session, body.backend, body.tier, "celery" if broker else "api", len(ids), None, precision=body.precision)
     session.commit()
     task_ids: list[str] = []
     if broker:
         from zoo import jobs
 
         try:
-            task_ids = jobs.enqueue(ids, body.backend, body.tier, run_id=run.id, timeout=body.timeout)
+            task_ids = jobs.enqueue(ids, body.backend, body.tier, run_id=run.id, timeout=body.timeout, precision=body.precision)
         except Exception as exc:  # BrokerUnavailable and friends: one clear line
             raise HTTPException(503, detail=str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
-    return ValidationAccepted(run_id=run.id, status="queued" if broker else "recorded", model_ids=ids, backend=body.backend, tier=body.tier, task_ids=task_ids)
+    return ValidationAccepted(run_id=run.id, status="queued" if broker else "recorded", model_ids=ids, backend=body.backend, tier=body.tier, precision=body.precision, task_ids=task_ids)
