@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_CSV = ROOT.parent / "shared" / "data" / "hub-top1000-2025-03.csv"
+SNAPSHOT_CSV = ROOT / "data" / "hub-top1000-2025-03.csv"  # the Hub snapshot kept in the repository (data/README.md)
 PG_ADMIN = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
@@ -124,7 +124,7 @@ def bench_ingest(n: int, database_url: str | None) -> list[str]:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "catalog-100k.csv"
             t0 = time.perf_counter()
-            a, b = synthesize(SHARED_CSV, n, path)
+            a, b = synthesize(SNAPSHOT_CSV, n, path)
             lines.append(f"ingest: synthesized {n:,} entries in {time.perf_counter() - t0:.1f} s ({path.stat().st_size / 1e6:.0f} MB CSV; downloads = {a:.3g} x rank^-{b:.3f}, fitted on the shared top 1,000)")
             times = []
             for label in ("first sync (insert)", "second sync (update)"):
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--redis-db", type=int, default=13)
     p.add_argument("--entries", type=int, default=100_000)
     p.add_argument("--database-url", help="where to ingest (default: a temporary PostgreSQL database on 127.0.0.1)")
-    p.add_argument("--csv", default=str(SHARED_CSV))
+    p.add_argument("--csv", default=str(SNAPSHOT_CSV))
     p.add_argument("--tier", default="tiny", choices=["census", "tiny"])
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--skip", action="append", default=[], choices=["enqueue", "ingest", "dedup"])

@@ -21,13 +21,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_CSV = ROOT.parent / "shared" / "data" / "hub-top1000-2025-03.csv"
+SNAPSHOT_CSV = ROOT / "data" / "hub-top1000-2025-03.csv"  # the Hub snapshot kept in the repository (data/README.md)
 NO_PYTORCH = {"gguf", "onnx", "mlx"}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--csv", default=str(SHARED_CSV))
+    p.add_argument("--csv", default=str(SNAPSHOT_CSV))
     p.add_argument("--tier", default="tiny", choices=["census", "tiny"])
     p.add_argument("--backend", default="cpu")
     p.add_argument("--top", type=int, default=None)

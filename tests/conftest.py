@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_CSV = ROOT.parent / "shared" / "data" / "hub-top1000-2025-03.csv"
+SNAPSHOT_CSV = ROOT / "data" / "hub-top1000-2025-03.csv"  # the Hub snapshot kept in the repository (data/README.md)
 PG_ADMIN_URL = os.environ.get("ZOO_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 REQUIRE_SERVICES = os.environ.get("ZOO_REQUIRE_SERVICES") == "1"
@@ -200,7 +200,7 @@ def snapshot_hub():
     """The Hub stand-in over the shared snapshot (synthetic repos plus recorded files), one a session."""
     from tests.hub_standin import start_standin
 
-    base, stop = start_standin(str(SHARED_CSV))
+    base, stop = start_standin(str(SNAPSHOT_CSV))
     yield base
     stop()
 

@@ -72,8 +72,8 @@ def test_every_command_has_help(zoo, cmd):
 
 
 def test_sync_from_shared_file_stores_999_models(zoo):
-    from tests.conftest import SHARED_CSV
+    from tests.conftest import SNAPSHOT_CSV
 
-    proc = zoo(["sync", "--from-file", str(SHARED_CSV)])
+    proc = zoo(["sync", "--from-file", str(SNAPSHOT_CSV)])
     assert proc.returncode == 0, proc.stderr
     assert "stored 999 models" in proc.stdout

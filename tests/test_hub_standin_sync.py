@@ -26,16 +26,15 @@ except ImportError:  # tests/ is not a package: it is on sys.path itself
     from hub_standin import fake_sha, packaged_repos, start_standin
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_CSV = REPO_ROOT.parent / "shared" / "data" / "hub-top1000-2025-03.csv"
+SNAPSHOT_CSV = REPO_ROOT / "data" / "hub-top1000-2025-03.csv"  # the Hub snapshot kept in the repository (data/README.md)
 CLI_TIMEOUT = 600
 
-pytestmark = pytest.mark.skipif(not SHARED_CSV.is_file(), reason=f"{SHARED_CSV} is not here")
 
 
 # ---------------------------------------------------------------- helpers
 
 
-def csv_rows(path: Path = SHARED_CSV) -> list[dict[str, str]]:
+def csv_rows(path: Path = SNAPSHOT_CSV) -> list[dict[str, str]]:
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
@@ -81,7 +80,7 @@ def db_session(workdir: Path):
 @pytest.fixture(scope="module")
 def hub():
     """The stand-in serving the shared March 2025 snapshot (and the packaged MiniLM, if installed)."""
-    url, stop = start_standin(str(SHARED_CSV), packaged_repos())
+    url, stop = start_standin(str(SNAPSHOT_CSV), packaged_repos())
     yield url
     stop()
 
