@@ -39,6 +39,11 @@ class ConfigView:
     anyres_tiles: int = 1  # LLaVA-NeXT-style any-resolution: tiles of one square image, plus its overview
     max_num_tiles: int = 4  # Mllama-style tiled images: tiles per image, padded to this many
     video_frames: int = 4  # frames of a video clip (kept small; a multiple of the tubelet size)
+    type_vocab_sizes: tuple[int, ...] = ()  # one token-type vocabulary per column (TAPAS: segment, column, row, ...)
+    patch_embed_dim: int = 768  # width of one flattened patch (Pix2Struct: patch height x width x channels)
+    state_dim: int = 1  # trajectory models (Decision Transformer): one state, one action a step
+    act_dim: int = 1
+    max_timestep: int = 1000
 
     @classmethod
     def of(cls, config: Any) -> "ConfigView":
@@ -76,6 +81,11 @@ class ConfigView:
             max_num_tiles=first([vision], ["max_num_tiles"], 4),
             # models with per-frame position embeddings fix num_frames; others (RoPE) take a short clip
             video_frames=first([vision, config], ["num_frames"], 2 * first([vision, config], ["tubelet_size"], 2)),
+            type_vocab_sizes=tuple(getattr(config, "type_vocab_sizes", None) or ()),
+            patch_embed_dim=first([vision, config], ["patch_embed_hidden_size"], 768),
+            state_dim=first([config], ["state_dim"], 1),
+            act_dim=first([config], ["act_dim"], 1),
+            max_timestep=first([config], ["max_ep_len"], 1000),
         )
 
 
@@ -121,10 +131,26 @@ def _mask(view, shape, gen):
     return mask
 
 
+def _token_types(v: ConfigView, s: dict, g: torch.Generator) -> torch.Tensor:
+    """One token type a token, or one per type vocabulary where the config lists several (TAPAS)."""
+    b, n = s["batch"], s["seq"]
+    if v.type_vocab_sizes:
+        return torch.stack([torch.randint(0, size, (b, n), generator=g) for size in v.type_vocab_sizes], dim=-1)
+    return _ids(v.type_vocab_size, (b, n), g) if v.type_vocab_size > 1 else torch.zeros(b, n, dtype=torch.long)
+
+
+def _flattened_patches(v: ConfigView, s: dict, g: torch.Generator) -> torch.Tensor:
+    """Pix2Struct-style images: rows of (row id, column id, flattened patch), ids 1-based over a grid."""
+    rows, cols = NAFLEX_GRID
+    ids = torch.tensor([[r + 1, c + 1] for r in range(rows) for c in range(cols)], dtype=torch.float32)
+    patches = torch.randn(s["batch"], rows * cols, v.patch_embed_dim, generator=g)
+    return torch.cat([ids.expand(s["batch"], -1, -1), patches], dim=-1)
+
+
 GENERATORS: dict[str, Gen] = {
     "input_ids": lambda v, s, g: _ids(v.vocab_size, (s["batch"], s["seq"]), g),
     "attention_mask": _mask,
-    "token_type_ids": lambda v, s, g: _ids(v.type_vocab_size, (s["batch"], s["seq"]), g) if v.type_vocab_size > 1 else torch.zeros(s["batch"], s["seq"], dtype=torch.long),
+    "token_type_ids": _token_types,
     # as long as the encoder input: sequence classifiers (BART) pool decoder states at the EOS of input_ids
     "decoder_input_ids": lambda v, s, g: _ids(v.decoder_vocab_size, (s["batch"], s["seq"]), g),
     "pixel_values": lambda v, s, g: torch.randn(s["batch"], v.num_channels, v.image_size, v.image_size, generator=g),
@@ -164,10 +190,20 @@ GENERATORS: dict[str, Gen] = {
     "image_grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
     # random masking (MAE-style) takes its noise as an input so both runs mask the same patches
     "noise": lambda v, s, g: torch.rand(s["batch"], v.num_patches, generator=g),
+    # image-to-text models that take images as flattened patches with their positions (Pix2Struct)
+    "flattened_patches": _flattened_patches,
+    # trajectories (Decision Transformer): per step a state, an action, a reward, the return to go, a time step
+    "states": lambda v, s, g: torch.randn(s["batch"], s["seq"], v.state_dim, generator=g),
+    "actions": lambda v, s, g: torch.randn(s["batch"], s["seq"], v.act_dim, generator=g),
+    "rewards": lambda v, s, g: torch.randn(s["batch"], s["seq"], 1, generator=g),
+    "returns_to_go": lambda v, s, g: random_walk(s["batch"], s["seq"], g).unsqueeze(-1),
+    "timesteps": lambda v, s, g: torch.randint(0, v.max_timestep, (s["batch"], s["seq"]), generator=g),
 }
 
 # Inputs filled only when the forward needs them or they change the graph meaningfully.
 OPTIONAL_WANTED = ("attention_mask", "token_type_ids", "decoder_input_ids", "noise")
+# Inputs that come with a main input: a model taking the first takes the others where it has them.
+CO_INPUTS = {"states": ("actions", "rewards", "returns_to_go", "timesteps")}
 
 
 def forward_params(model: torch.nn.Module) -> list[inspect.Parameter]:
@@ -193,6 +229,7 @@ def make_inputs(model: torch.nn.Module, config: Any, shape: dict, seed: int, is_
         elif name in OPTIONAL_WANTED and (name != "decoder_input_ids" or is_encoder_decoder):
             wanted.append(name)
     wanted += [name for name in extra if name in params and name not in wanted]
+    wanted += [co for name in list(wanted) for co in CO_INPUTS.get(name, ()) if co in params and co not in wanted]
     if "pixel_values" in wanted and "image_sizes" in params and "image_sizes" not in wanted and _image_features_need(model, "image_sizes"):
         wanted.append("image_sizes")  # (height, width) of each image, as image processors return it
     if "input_ids" not in wanted:

@@ -55,6 +55,22 @@ AUTO_BY_TASK = {
 }
 
 
+# Heads that pool at each row's last real token find it through pad_token_id: decoder-only
+# sequence classifiers (GPT-2, Llama, Mistral, Qwen reward models) refuse a batch without one.
+PADDED_TASKS = ("text-classification",)
+
+
+def _ensure_pad_token(cfg: dict[str, Any]) -> None:
+    """A default config with no pad token gets one: its eos token where that lies in the
+    vocabulary, else 0 (the text config's, for configs that nest one)."""
+    for node in (cfg, cfg.get("text_config")):
+        if not isinstance(node, dict) or node.get("pad_token_id") is not None or "vocab_size" not in node:
+            continue
+        eos = node.get("eos_token_id")
+        eos = eos[0] if isinstance(eos, list) and eos else eos
+        node["pad_token_id"] = eos if isinstance(eos, int) and 0 <= eos < int(node["vocab_size"]) else 0
+
+
 def task_for(architecture: str) -> str | None:
     for suffix, task in TASK_BY_SUFFIX:
         if architecture.endswith(suffix):
@@ -175,6 +191,8 @@ class TransformersBuilder:
         quirk = quirk_for(architecture, getattr(config, "model_type", None))
         if request.tier in ("tiny", "census"):
             cfg_dict = shrink_dict(copy.deepcopy(config.to_dict()))
+            if task_for(architecture) in PADDED_TASKS:
+                _ensure_pad_token(cfg_dict)
             if quirk and quirk.config:
                 apply_overrides(cfg_dict, quirk.config)
             config = cls.config_class.from_dict(cfg_dict)

@@ -1,0 +1,38 @@
+"""Architecture families that had no valid CPU reference: decoder-only sequence classifiers (no
+pad token in their default config), table QA (one token type per table vocabulary), image-to-text
+over flattened patches, and trajectory models. Each is fixed by a generic rule (a pad token for
+text-classification heads, input generators per input name), never a per-model branch."""
+from __future__ import annotations
+
+import pytest
+
+from zoo_runner.engine import validate_here
+from zoo_runner.request import ValidationRequest
+
+
+def _validate(arch: str, backend: str = "cpu") -> dict:
+    return validate_here(ValidationRequest(f"arch:{arch}", backend=backend))
+
+
+@pytest.mark.parametrize("arch", ["LlamaForSequenceClassification", "MistralForSequenceClassification", "TapasForQuestionAnswering", "Pix2StructForConditionalGeneration", "DecisionTransformerModel"])
+def test_long_tail_architectures_get_a_valid_reference_and_pass_on_cpu(arch):
+    r = _validate(arch)
+    assert r["status"] == "pass", (arch, r["status"], r["error"])
+
+
+def test_a_decoder_sequence_classifier_passes_on_inductor():
+    """GPT-2's classifier pools each row at its last non-pad token: a batch needs a pad token."""
+    r = _validate("GPT2ForSequenceClassification", "cpu+inductor")
+    assert r["status"] == "pass", (r["status"], r["error"])
+    assert r["details"]["input_shapes"][0]["input_ids"] == [2, 16]  # a batch of two, which needs the pad token
+
+
+def test_table_qa_gets_one_token_type_per_table_vocabulary():
+    r = _validate("TapasModel")
+    assert r["status"] == "pass", r["error"]
+    assert r["details"]["input_shapes"][0]["token_type_ids"] == [2, 16, 7]
+
+
+def test_trajectory_inputs_come_together():
+    r = _validate("DecisionTransformerModel")
+    assert set(r["details"]["input_shapes"][0]) == {"states", "actions", "rewards", "returns_to_go", "timesteps"}
