@@ -7,6 +7,8 @@
 #   bash scripts/setup.sh dev open_clip  + OpenCLIP models (the same torchvision)
 #   bash scripts/setup.sh dev pyannote   + pyannote.audio models (torchaudio links torch's CUDA
 #                                          libraries, so the same 2.14.1 build)
+#   bash scripts/setup.sh openvino       + the cpu+openvino backend (OpenVINO; also in dev)
+#   bash scripts/setup.sh onnxruntime    + the cpu+onnxrt backend (ONNX Runtime, onnxscript; also in dev)
 # torch is installed first (CPU build by default) so nothing pulls a larger build; override with
 # ZOO_TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" or similar.
 set -euo pipefail
@@ -17,8 +19,8 @@ extras=()
 torch_spec="${ZOO_TORCH:-torch==2.13.0}"
 for arg in "$@"; do
   case "$arg" in
-    dev|timm|open_clip|pyannote|diffusers|chronos|neuron) extras+=("$arg") ;;
-    *) echo "setup.sh: unknown extra '$arg' (dev, timm, open_clip, pyannote, diffusers, chronos, neuron)" >&2; exit 2 ;;
+    dev|timm|open_clip|pyannote|diffusers|chronos|neuron|openvino|onnxruntime) extras+=("$arg") ;;
+    *) echo "setup.sh: unknown extra '$arg' (dev, timm, open_clip, pyannote, diffusers, chronos, neuron, openvino, onnxruntime)" >&2; exit 2 ;;
   esac
   if { [ "$arg" = timm ] || [ "$arg" = open_clip ] || [ "$arg" = pyannote ]; } && [ -z "${ZOO_TORCH:-}" ]; then
     torch_spec="torch==2.14.1 torchvision==0.29.1"

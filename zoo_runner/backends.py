@@ -2,7 +2,9 @@
 
 Parsing is pure; resolution imports torch and checks what this machine really has.
 Device support beyond what torch ships (``neuron`` through ``torch_neuronx``) lives in a small
-registry of :class:`DevicePlugin` entries; ``ZOO_PLUGINS`` modules may add to it.
+registry of :class:`DevicePlugin` entries; ``ZOO_PLUGINS`` modules may add to it. Compile backends
+Zoo ships a plugin for (``openvino``, ``onnxrt``: :mod:`zoo_runner.plugins`) register a
+:class:`CompilerPlugin` when a spec first names them (:data:`BUILTIN_COMPILERS`).
 """
 from __future__ import annotations
 
@@ -68,6 +70,7 @@ class DevicePlugin:
     package: str | None = None
     package_dist: str | None = None
     fallback_tracker: Callable[[], "FallbackTracker"] | None = None
+    backend: Callable[..., Callable] | None = None
     precision: Callable[["BackendSpec"], str | None] | None = None
     extra: dict = field(default_factory=dict)
 
@@ -77,12 +80,25 @@ class CompilerPlugin:
     """What Zoo knows about a ``torch.compile`` backend beyond its name in dynamo's registry.
 
     ``package_dist`` is the distribution whose version goes on every row; ``precision`` declares
-    the compiler's compute precision for a spec (see :func:`declared_precision`).
+    the compiler's compute precision for a spec (see :func:`declared_precision`). ``packages`` are
+    imported before the backend is used (importing them registers it with dynamo); where one is
+    missing the backend is unavailable, with ``pip install -e .[EXTRA]`` as the hint (``extra``).
+    ``compile_options`` returns the ``options`` passed to ``torch.compile`` for a spec (None: none),
+    and raises :class:`UnknownBackend` for a setting it cannot honour; it configures the backend,
+    never what Zoo judges it against (``--precision`` does that). ``fallback_tracker`` is as for a
+    :class:`DevicePlugin`: what the compiler handed back to PyTorch instead of compiling.
+    ``backend`` is a dynamo backend the plugin ships itself, registered under ``name`` when a spec
+    is checked unless dynamo already has one of that name.
     """
 
     name: str
     package_dist: str | None = None
     precision: Callable[["BackendSpec"], str | None] | None = None
+    packages: tuple[str, ...] = ()
+    extra: str | None = None
+    compile_options: Callable[["BackendSpec"], dict | None] | None = None
+    fallback_tracker: Callable[[], "FallbackTracker"] | None = None
+    backend: Callable[..., Callable] | None = None
 
 
 class FallbackTracker:
@@ -91,6 +107,10 @@ class FallbackTracker:
 
     def collect(self) -> list[str]:  # pragma: no cover - interface
         return []
+
+    def report(self) -> dict:
+        """Anything beyond the op names worth keeping on the row (``details.fallback_report``)."""
+        return {}
 
 
 class NeuronFallbackTracker(FallbackTracker):
@@ -114,6 +134,11 @@ class NeuronFallbackTracker(FallbackTracker):
 DEVICE_PLUGINS: dict[str, DevicePlugin] = {}
 COMPILER_PLUGINS: dict[str, CompilerPlugin] = {}
 
+# Compile backends Zoo ships a plugin for: compiler name -> the module that registers its
+# CompilerPlugin. Imported only when a spec names that compiler; a plugin a ZOO_PLUGINS module
+# registered under the same name first is kept.
+BUILTIN_COMPILERS = {"openvino": "zoo_runner.plugins.openvino", "onnxrt": "zoo_runner.plugins.onnxrt"}
+
 
 def register_device(plugin: DevicePlugin) -> None:
     DEVICE_PLUGINS[plugin.device] = plugin
@@ -121,6 +146,21 @@ def register_device(plugin: DevicePlugin) -> None:
 
 def register_compiler(plugin: CompilerPlugin) -> None:
     COMPILER_PLUGINS[plugin.name] = plugin
+
+
+def compiler_plugin(name: str | None) -> CompilerPlugin | None:
+    """The :class:`CompilerPlugin` registered for compile backend ``name``, importing Zoo's own on first use."""
+    if not name:
+        return None
+    if name not in COMPILER_PLUGINS and name in BUILTIN_COMPILERS:
+        importlib.import_module(BUILTIN_COMPILERS[name])
+    return COMPILER_PLUGINS.get(name)
+
+
+def compile_options(spec: "BackendSpec") -> dict | None:
+    """The ``options`` for ``torch.compile(..., backend=spec.compiler)``: the compiler plugin's, else None."""
+    plugin = compiler_plugin(spec.compiler)
+    return plugin.compile_options(spec) if plugin and plugin.compile_options else None
 
 
 def neuron_precision(spec: "BackendSpec") -> str:
@@ -154,7 +194,7 @@ def declared_precision(spec: "BackendSpec") -> str | None:
     declares by setting ``precision`` on its :class:`DevicePlugin` or :class:`CompilerPlugin`: a
     function of the spec that returns ``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"`` or None.
     """
-    for plugin in (COMPILER_PLUGINS.get(spec.compiler or ""), DEVICE_PLUGINS.get(spec.device)):
+    for plugin in (compiler_plugin(spec.compiler), DEVICE_PLUGINS.get(spec.device)):
         if plugin is not None and plugin.precision is not None:
             declared = plugin.precision(spec)
             if declared is not None:
@@ -215,6 +255,18 @@ def device_available(device: str) -> tuple[bool, str]:
     return True, ""
 
 
+def _import_compiler_packages(spec: "BackendSpec", plugin: CompilerPlugin) -> None:
+    for package in plugin.packages:
+        try:
+            importlib.import_module(package)
+        except ImportError as exc:
+            top = package.split(".")[0]
+            missing = isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == top
+            why = f"{top} is not installed" if missing else f"{package} cannot be imported ({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''})"
+            hint = f": pip install -e .[{plugin.extra}] (or bash scripts/setup.sh {plugin.extra})" if plugin.extra else ""
+            raise BackendUnavailable(f"backend {spec} is not available here: {why}{hint}") from exc
+
+
 def _torch_knows_device(device: str) -> bool:
     import torch
 
@@ -251,16 +303,44 @@ def check_backend(spec: BackendSpec) -> None:
     if not ok:
         raise BackendUnavailable(why)
     if spec.compiler:
+        plugin = compiler_plugin(spec.compiler)
+        if plugin is not None:
+            _import_compiler_packages(spec, plugin)
+            if plugin.backend is not None:
+                from torch._dynamo import list_backends, register_backend
+
+                if plugin.name not in list_backends(exclude_tags=()):
+                    register_backend(plugin.backend, name=plugin.name)
         ok, why = compiler_available(spec.compiler)
         if not ok:
             raise UnknownBackend(why)
+        compile_options(spec)  # a setting the compiler cannot honour fails here, in one line
 
 
-def fallback_tracker(device: str) -> FallbackTracker | None:
-    plugin = DEVICE_PLUGINS.get(device)
-    if plugin and plugin.fallback_tracker:
-        return plugin.fallback_tracker()
+def fallback_tracker(device: str, compiler: str | None = None) -> FallbackTracker | None:
+    """The compiler plugin's tracker where it has one (it knows what it did not compile), else the device's."""
+    for plugin in (compiler_plugin(compiler), DEVICE_PLUGINS.get(device)):
+        if plugin is not None and plugin.fallback_tracker:
+            return plugin.fallback_tracker()
     return None
+
+
+def backend_package_versions(device: str | None, compiler: str | None = None) -> dict[str, str]:
+    """{distribution: version} of the backend's packages (the device plugin's and the compiler
+    plugin's ``package_dist``), read from installed metadata: the packages are not imported."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str] = {}
+    pkg = backend_package_version(device) if device else None
+    if pkg:
+        out[pkg[0]] = pkg[1]
+    plugin = compiler_plugin(compiler)
+    if plugin is not None and plugin.package_dist:
+        try:
+            out[plugin.package_dist] = version(plugin.package_dist)
+        except PackageNotFoundError:
+            pass
+    return out
 
 
 def backend_package_version(device: str) -> tuple[str, str] | None:

@@ -29,15 +29,13 @@ log = logging.getLogger(__name__)
 TIMING_RUNS = 3
 
 
-def versions(device: str | None) -> dict[str, str]:
+def versions(device: str | None, compiler: str | None = None) -> dict[str, str]:
     import transformers
 
     from . import __version__
 
     out = {"torch": torch.__version__, "transformers": transformers.__version__, "zoo": __version__}
-    pkg = backends.backend_package_version(device) if device else None
-    if pkg:
-        out[pkg[0]] = pkg[1]
+    out.update(backends.backend_package_versions(device, compiler))
     return out
 
 
@@ -145,7 +143,7 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     backends.load_plugins(req.plugins)
     spec = backends.BackendSpec.parse(req.backend)
     result.update(device=spec.device, dtype=spec.dtype, backend=str(spec) if req.backend != "auto" else req.backend)
-    result["versions"] = versions(spec.device)
+    result["versions"] = versions(spec.device, spec.compiler)
     judged_at, result["details"]["precision_source"] = precision.resolve(req.precision, spec)
     result["precision"] = judged_at
 
@@ -203,7 +201,7 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
         return result
     dtype = getattr(torch, spec.dtype)
     device = torch.device(spec.device)
-    tracker = backends.fallback_tracker(spec.device)
+    tracker = backends.fallback_tracker(spec.device, spec.compiler)
     sync = getattr(getattr(torch, spec.device, None), "synchronize", None) if spec.device != "cpu" else None
     outs: list[Any] = []
     phase = "runtime"
@@ -216,7 +214,7 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
 
             dynamo.reset()
             counters.clear()
-            runner = torch.compile(target, backend=spec.compiler)
+            runner = torch.compile(target, backend=spec.compiler, options=backends.compile_options(spec))
         if tracker:
             tracker.clear()
         with torch.no_grad():
@@ -245,6 +243,9 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
             if reasons:
                 result["details"]["graph_break_reasons"] = reasons
         result["fallback_ops"] = tracker.collect() if tracker else []
+        report = getattr(tracker, "report", dict)() if tracker else {}  # optional on a tracker
+        if report:
+            result["details"]["fallback_report"] = report
     except Exception as exc:
         if _is_oom(exc):
             status = Status.OOM

@@ -48,8 +48,8 @@ class ValidationRequest:
         return shlex.join(parts)
 
 
-def _versions() -> dict[str, str]:
-    """Package versions without importing the packages (cheap in the parent)."""
+def _versions(spec: Any = None) -> dict[str, str]:
+    """Package versions without importing the packages (cheap in the parent), the backend's too."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
@@ -61,6 +61,10 @@ def _versions() -> dict[str, str]:
     from . import __version__
 
     out["zoo"] = __version__
+    if spec is not None:
+        from .backends import backend_package_versions
+
+        out.update(backend_package_versions(spec.device, spec.compiler))
     return out
 
 
@@ -92,7 +96,7 @@ def empty_result(req: ValidationRequest) -> dict[str, Any]:
         "fallback_ops": [],
         "op_census": {},
         "error": None,
-        "versions": _versions(),
+        "versions": _versions(spec),
         "repro": req.repro(),
         "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "duration_s": None,

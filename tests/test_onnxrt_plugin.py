@@ -1,0 +1,135 @@
+"""``cpu+onnxrt`` (zoo_runner/plugins/onnxrt.py): registration, install hint, fp32, the shipped backend.
+
+torch >= 2.9 has no ``onnxrt`` dynamo backend any more; the plugin ships one (dynamo graph ->
+``torch.onnx.export`` -> ONNX Runtime) and registers it when the spec is checked. The first tests
+are pure Python and run everywhere; the rest need the ``onnxruntime`` extra (in ``dev``).
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import pytest
+
+from tests.conftest import ROOT
+from zoo_runner import backends
+from zoo_runner.backends import BackendSpec, CompilerPlugin, check_backend, declared_precision, register_compiler
+from zoo_runner.exceptions import BackendUnavailable
+from zoo_runner.precision import resolve
+from zoo_runner.request import ValidationRequest, empty_result
+
+SPEC = BackendSpec.parse("cpu+onnxrt")
+
+
+# -- everywhere ---------------------------------------------------------------------------------
+
+
+def test_naming_the_backend_imports_the_plugin_but_nothing_heavy():
+    code = (
+        "import sys; from zoo_runner import backends as b; "
+        "spec = b.BackendSpec.parse('cpu+onnxrt'); assert (spec.device, spec.compiler) == ('cpu', 'onnxrt'); "
+        "assert 'zoo_runner.plugins.onnxrt' not in sys.modules; "
+        "p = b.compiler_plugin('onnxrt'); "
+        "assert not {'torch', 'onnxruntime', 'onnxscript', 'onnx'} & set(sys.modules), 'registering imports nothing heavy'; "
+        "print(p.name, p.package_dist, p.extra, ','.join(p.packages), p.backend is not None)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["onnxrt", "onnxruntime", "onnxruntime", "onnxruntime,onnxscript,onnx", "True"]
+
+
+@pytest.mark.parametrize("hidden", ["onnxruntime", "onnxscript"])
+def test_missing_extra_is_one_line_with_the_install_hint(monkeypatch, hidden):
+    packages = backends.compiler_plugin("onnxrt").packages
+    for before in packages[: packages.index(hidden)]:  # present, whatever this machine has
+        monkeypatch.setitem(sys.modules, before, types.ModuleType(before))
+    monkeypatch.setitem(sys.modules, hidden, None)
+    with pytest.raises(BackendUnavailable) as info:
+        check_backend(SPEC)
+    assert str(info.value) == f"backend cpu+onnxrt is not available here: {hidden} is not installed: pip install -e .[onnxruntime] (or bash scripts/setup.sh onnxruntime)"
+
+
+def test_declares_fp32():
+    assert declared_precision(SPEC) == "fp32"
+    assert resolve("auto", SPEC) == ("fp32", "plugin")
+    assert resolve("bf16", SPEC) == ("bf16", "flag")
+    assert backends.compile_options(SPEC) is None
+
+
+def test_a_backend_a_plugin_ships_is_registered_with_dynamo_when_checked():
+    import torch
+
+    calls = []
+
+    def shipped(gm, example_inputs):
+        calls.append(len(example_inputs))
+        return gm.forward
+
+    register_compiler(CompilerPlugin("zoo_test_shipped", backend=shipped))
+    assert "zoo_test_shipped" not in torch._dynamo.list_backends(exclude_tags=())
+    check_backend(BackendSpec.parse("cpu+zoo_test_shipped"))
+    assert "zoo_test_shipped" in torch._dynamo.list_backends(exclude_tags=())
+    torch._dynamo.reset()
+    assert torch.compile(lambda x: x * 2, backend="zoo_test_shipped")(torch.ones(2)).tolist() == [2.0, 2.0]
+    assert calls == [1]
+
+
+def test_every_row_names_the_onnxruntime_version(monkeypatch):
+    import importlib.metadata as md
+
+    real = md.version
+    monkeypatch.setattr(md, "version", lambda dist: "9.8.7" if dist == "onnxruntime" else real(dist))
+    assert backends.backend_package_versions("cpu", "onnxrt") == {"onnxruntime": "9.8.7"}
+    assert empty_result(ValidationRequest("arch:GPT2Model", backend="cpu+onnxrt"))["versions"]["onnxruntime"] == "9.8.7"
+
+
+# -- with the onnxruntime extra -------------------------------------------------------------------
+
+
+def _need_extra() -> None:
+    for package in ("onnxruntime", "onnxscript", "onnx"):
+        pytest.importorskip(package)
+
+
+def test_gpt2_passes_at_fp32():
+    from importlib.metadata import version
+
+    from zoo_runner.engine import validate_here
+
+    _need_extra()
+    r = validate_here(ValidationRequest("arch:GPT2Model", backend="cpu+onnxrt"))
+    assert r["status"] == "pass", (r["metrics"], r["error"])
+    assert (r["precision"], r["details"]["precision_source"]) == ("fp32", "plugin")
+    assert r["details"]["strict_fp32"] is True and r["fallback_ops"] == []
+    assert r["versions"]["onnxruntime"] == version("onnxruntime")
+
+
+def test_the_graph_runs_in_onnx_runtime_for_every_shape(monkeypatch):
+    _need_extra()
+    import onnxruntime
+    import torch
+
+    runs = []
+    real_run = onnxruntime.InferenceSession.run_with_ort_values
+    monkeypatch.setattr(onnxruntime.InferenceSession, "run_with_ort_values", lambda self, *a, **k: runs.append(1) or real_run(self, *a, **k))
+    check_backend(SPEC)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16)).eval()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="onnxrt")
+    with torch.no_grad():
+        for batch in (4, 3, 5):  # the second shape recompiles with a dynamic batch: exported again per shape
+            x = torch.randn(batch, 8)
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
+    assert len(runs) == 3
+
+
+def test_what_onnx_cannot_express_is_a_compile_error():
+    _need_extra()
+    import torch
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    check_backend(SPEC)
+    torch._dynamo.reset()
+    with pytest.raises(BackendCompilerFailed):  # no fallback to PyTorch: the engine calls this compile_error
+        torch.compile(lambda x: torch.special.zeta(x, x + 2), backend="onnxrt")(torch.rand(3) + 1)
