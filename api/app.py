@@ -1,7 +1,12 @@
 """The FastAPI application: REST API under /api/v1 and the dashboard pages."""
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -9,18 +14,44 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from zoo_runner import __version__
 from zoo_runner.exceptions import DatabaseUnavailable
 
-from .middleware import ETag, NoNul, RateLimit
+from .docs import install_openapi, mount_docs
+from .middleware import BodyLimit, ETag, NoNul, RateLimit, SecurityHeaders
 from .routes import analytics, coverage, health, models, reports, validations
 from .security import hashed_keys
 
 API_PREFIX = "/api/v1"
+ECHO_MAX = 200  # characters of an invalid input a 422 repeats
+
+
+def _short(value: Any) -> Any:
+    """``value`` if its JSON is at most ECHO_MAX characters, else a note of its size."""
+    text = json.dumps(value, default=str)
+    return value if len(text) <= ECHO_MAX else f"<{len(text)} characters, not echoed>"
+
+
+def validation_errors(errors: Any) -> list[dict[str, Any]]:
+    """FastAPI's 422 detail, with each error's ``input`` and ``ctx`` values cut short: a
+    validation error never echoes a big request back."""
+    out = []
+    for e in jsonable_encoder(errors):
+        e = {k: v for k, v in e.items() if k != "url"}
+        if "input" in e:
+            e["input"] = _short(e["input"])
+        if isinstance(e.get("ctx"), dict):
+            e["ctx"] = {k: _short(v) for k, v in e["ctx"].items()}
+        out.append(e)
+    return out
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="Zoo", version=__version__, description="Which of the Hub's most-downloaded models run on an accelerator backend, and correctly.")
+    app = FastAPI(title="Zoo", version=__version__, description="Which of the Hub's most-downloaded models run on an accelerator backend, and correctly.", docs_url=None, redoc_url=None)
     app.state.api_key_digests = hashed_keys()  # only digests are kept
     for r in (health.router, models.router, coverage.router, analytics.router, reports.router, validations.router):
         app.include_router(r, prefix=API_PREFIX)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": validation_errors(exc.errors())}, status_code=422)
 
     @app.exception_handler(DatabaseUnavailable)
     async def _db_down(request: Request, exc: DatabaseUnavailable) -> JSONResponse:
@@ -33,10 +64,14 @@ def create_app() -> FastAPI:
     from dashboards.pages import HERE as DASHBOARDS
     from dashboards.pages import router as pages_router
 
+    mount_docs(app)  # /docs, /redoc and /static/docs (before /static)
+    install_openapi(app)
     # (not dashboards.__file__: a stale editable install can make the package a namespace one)
     app.mount("/static", StaticFiles(directory=DASHBOARDS / "static"), name="static")
     app.include_router(pages_router)
     app.add_middleware(ETag)
     app.add_middleware(NoNul)
-    app.add_middleware(RateLimit)  # outermost: a throttled request costs nothing else
+    app.add_middleware(BodyLimit)  # before anything reads the body
+    app.add_middleware(RateLimit)  # a throttled request costs nothing else
+    app.add_middleware(SecurityHeaders)  # outermost: on every response, 429 and 413 included
     return app

@@ -1,14 +1,19 @@
-"""Pure-ASGI middlewares: a per-client token-bucket rate limit (429 + Retry-After) and weak
-ETags on GET responses (304 on a matching If-None-Match)."""
+"""Pure-ASGI middlewares: a per-client token-bucket rate limit (429 + Retry-After), a request
+body-size limit (413, before anything parses the body), security headers on every response, and
+weak ETags on GET responses (304 on a matching If-None-Match)."""
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import math
 import os
 import threading
 import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
 
 
 class RateLimit:
@@ -137,3 +142,97 @@ class NoNul:
                 scope["query_string"] = qs.replace(b"%00", b"%EF%BF%BD").replace(b"\x00", b"%EF%BF%BD")
                 scope["path"] = path.replace("\x00", "\ufffd")
         await self.app(scope, receive, send)
+
+
+async def _send_json(send: Send, status: int, detail: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    base = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": base + (headers or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+DEFAULT_MAX_BODY = 1 << 20  # 1 MiB: POST /validations with 1,000 ids of the longest allowed length is 260 KB
+
+
+class BodyLimit:
+    """413 for a request body over ``max_bytes`` (``ZOO_API_MAX_BODY``, default 1 MiB; 0: no
+    limit), before the application reads any of it: a larger ``Content-Length`` is refused at
+    once, and any body (chunked, or longer than it said) is read here, counting bytes, up to the
+    limit and no further; the application then gets the body as one message."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int | None = None) -> None:
+        self.app = app
+        self.max_bytes = int(os.environ.get("ZOO_API_MAX_BODY", str(DEFAULT_MAX_BODY))) if max_bytes is None else max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.max_bytes <= 0:
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.strip().isdigit() or int(length) > self.max_bytes):
+            await self._too_large(scope, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._too_large(scope, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, send: Send) -> None:
+        log.info("413: %s %s body over %d bytes", scope.get("method"), scope.get("path"), self.max_bytes)
+        await _send_json(send, 413, f"request body too large: at most {self.max_bytes} bytes", [(b"connection", b"close")])
+
+
+# The dashboard: its own scripts and styles only (Chart.js is vendored; its charts' data sit in
+# <script type="application/json"> blocks, which are not executed); style attributes stay
+# allowed (bar widths and chart heights are set inline), scripts cannot be injected.
+PAGE_CSP = "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+API_CSP = "default-src 'none'; frame-ancestors 'none'"  # JSON, CSV, markdown: nothing to load
+SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer")]
+
+
+class SecurityHeaders:
+    """Content-Security-Policy (unless the response set its own: the API docs pages do),
+    X-Content-Type-Options: nosniff, X-Frame-Options: DENY and Referrer-Policy: no-referrer on
+    every HTTP response."""
+
+    def __init__(self, app: ASGIApp, api_prefix: str = "/api/") -> None:
+        self.app = app
+        self.api_prefix = api_prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        csp = (API_CSP if scope["path"].startswith(self.api_prefix) else PAGE_CSP).encode()
+
+        async def wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers") or [])
+                present = {k.lower() for k, _ in headers}
+                headers += [(k, v) for k, v in SECURITY_HEADERS if k not in present]
+                if b"content-security-policy" not in present:
+                    headers.append((b"content-security-policy", csp))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, wrapped)

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.orm import Session
 
 from zoo_runner.request import HARNESS_VERSION
@@ -195,11 +195,19 @@ def _stored_source(existing: str | None, new: str | None) -> str | None:
     return new
 
 
+RESULT_KEY = ("model_id", "revision", "backend", "tier", "harness_version", "week", "precision")  # uq_result_key
+
+
 def store_result(session: Session, result: dict[str, Any], run_id: int | None = None, task_id: str | None = None, model_id: str | None = None) -> Result:
-    """Upsert one SPEC result on (model, revision, backend, tier, harness version, week, precision)."""
+    """Upsert one SPEC result on (model, revision, backend, tier, harness version, week, precision).
+
+    On PostgreSQL and SQLite one ``INSERT .. ON CONFLICT (uq_result_key) DO UPDATE``: a concurrent
+    writer of the same key waits for the other's commit, then updates its row, so no result is lost
+    and ``attempts`` counts both. Returns the stored row."""
     started = _parse_time(result.get("started_at"))
     precision, source = result_precision(result)
-    key = dict(
+    error = result.get("error")
+    values: dict[str, Any] = dict(
         model_id=model_id or result["model_id"],
         revision=result.get("revision") or "",
         backend=result["backend"],
@@ -207,29 +215,65 @@ def store_result(session: Session, result: dict[str, Any], run_id: int | None = 
         harness_version=str((result.get("details") or {}).get("harness_version", HARNESS_VERSION)),
         week=iso_week(started),
         precision=precision,
+        device=result.get("device"),
+        dtype=result.get("dtype"),
+        status=result["status"],
+        reason=result.get("reason"),
+        fingerprint=result.get("fingerprint"),
+        library=result.get("library"),
+        architecture=result.get("architecture"),
+        task=result.get("task"),
+        metrics={k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in (result.get("metrics") or {}).items()},
+        fallback_ops=result.get("fallback_ops") or [],
+        op_census=result.get("op_census") or {},
+        error=error,
+        error_signature=(error or {}).get("signature", None) and error["signature"][:300],
+        versions=result.get("versions") or {},
+        details=result.get("details") or {},
+        precision_source=source,
+        repro=result.get("repro"),
+        started_at=started,
+        duration_s=result.get("duration_s"),
+        attempts=1,
+        run_id=run_id or None,
+        task_id=task_id or None,
     )
+    if session.get_bind().dialect.name in ("postgresql", "sqlite"):
+        return _upsert_result(session, values)
+    return _merge_result(session, values)
+
+
+def _upsert_result(session: Session, values: dict[str, Any]) -> Result:
+    col = Result.__table__.c
+    stmt = _upsert_insert(session, Result).values(**values)
+    ex = stmt.excluded
+    keep_source = and_(ex.precision_source == "flag", col.precision_source.is_not(None), col.precision_source != "flag")  # _stored_source
+    update = {k: getattr(ex, k) for k in values if k not in RESULT_KEY and k not in ("attempts", "run_id", "task_id", "precision_source")}
+    update.update(
+        attempts=func.coalesce(col.attempts, 0) + 1,
+        run_id=func.coalesce(ex.run_id, col.run_id),
+        task_id=func.coalesce(ex.task_id, col.task_id),
+        precision_source=case((keep_source, col.precision_source), else_=ex.precision_source),
+    )
+    stmt = stmt.on_conflict_do_update(index_elements=list(RESULT_KEY), set_=update).returning(Result)
+    return session.scalars(stmt, execution_options={"populate_existing": True}).one()
+
+
+def _merge_result(session: Session, values: dict[str, Any]) -> Result:
+    """The portable path (other databases): select, then insert or update."""
+    key = {k: values[k] for k in RESULT_KEY}
     row = session.scalars(select(Result).filter_by(**key).with_for_update()).first()
     if row is None:
-        row = Result(**key, attempts=0)
+        row = Result(**values)
         session.add(row)
-    error = result.get("error")
-    row.device, row.dtype = result.get("device"), result.get("dtype")
-    row.status, row.reason = result["status"], result.get("reason")
-    row.fingerprint, row.library, row.architecture, row.task = result.get("fingerprint"), result.get("library"), result.get("architecture"), result.get("task")
-    row.metrics = {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in (result.get("metrics") or {}).items()}
-    row.fallback_ops = result.get("fallback_ops") or []
-    row.op_census = result.get("op_census") or {}
-    row.error = error
-    row.error_signature = (error or {}).get("signature", None) and error["signature"][:300]
-    row.versions = result.get("versions") or {}
-    row.details = result.get("details") or {}
-    row.precision_source = _stored_source(row.precision_source, source)
-    row.repro = result.get("repro")
-    row.started_at = started
-    row.duration_s = result.get("duration_s")
-    row.attempts = (row.attempts or 0) + 1
-    row.run_id = run_id or row.run_id
-    row.task_id = task_id or row.task_id
+    else:
+        for k, v in values.items():
+            if k not in RESULT_KEY and k not in ("attempts", "run_id", "task_id", "precision_source"):
+                setattr(row, k, v)
+        row.precision_source = _stored_source(row.precision_source, values["precision_source"])
+        row.attempts = (row.attempts or 0) + 1
+        row.run_id = values["run_id"] or row.run_id
+        row.task_id = values["task_id"] or row.task_id
     session.flush()
     return row
 

@@ -15,3 +15,16 @@
   }
   if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", draw); } else { draw(); }
 })();
+/* The scope form: choosing a backend · tier sends the form with that option's tier (wired here:
+   the Content-Security-Policy runs no inline event handler). */
+(function () {
+  function wire() {
+    document.querySelectorAll("form.scope-form select[name=backend]").forEach(function (sel) {
+      sel.addEventListener("change", function () {
+        sel.form.elements.tier.value = sel.selectedOptions[0].dataset.tier;
+        sel.form.submit();
+      });
+    });
+  }
+  if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", wire); } else { wire(); }
+})();
