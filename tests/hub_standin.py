@@ -299,19 +299,26 @@ class HubData:
             tags.append("sentence-transformers")
         if os.path.isfile(os.path.join(folder, "config.json")):
             tags.append("transformers")
-            try:
-                with open(os.path.join(folder, "config.json")) as f:
-                    mt = json.load(f).get("model_type")
-                if mt:
-                    tags.append(str(mt))
-            except (OSError, ValueError):
-                pass
+            mt = (HubData._read_config(os.path.join(folder, "config.json")) or {}).get("model_type")
+            if isinstance(mt, str) and mt:
+                tags.append(mt)
         for root, _, files in os.walk(folder):
             for fn in files:
                 for ext, tag in ((".safetensors", "safetensors"), (".bin", "pytorch"), (".gguf", "gguf"), (".onnx", "onnx")):
                     if fn.endswith(ext) and tag not in tags:
                         tags.append(tag)
         return tags
+
+    @staticmethod
+    def _read_config(path: str) -> dict[str, Any] | None:
+        """A repo's config.json as the Hub shows it in model info: an object, or nothing (a file
+        that is not JSON, nests too deep to parse, or is not an object)."""
+        try:
+            with open(path, "rb") as f:
+                cfg = json.loads(f.read())
+        except (OSError, ValueError, RecursionError):
+            return None
+        return cfg if isinstance(cfg, dict) else None
 
     # -- facts
 
@@ -329,10 +336,8 @@ class HubData:
         tags = row["tags"]
         real = self.real.get(row["id"]) or self.recorded.get(row["id"])
         if real and os.path.isfile(os.path.join(real, "config.json")):
-            try:
-                with open(os.path.join(real, "config.json")) as f:
-                    cfg = json.load(f)
-            except (OSError, ValueError):
+            cfg = self._read_config(os.path.join(real, "config.json"))
+            if cfg is None:
                 return None
             return cfg if full else {k: cfg[k] for k in ("architectures", "model_type") if k in cfg}
         if self.library_name(tags) == "timm":  # timm's own format, even where transformers is tagged too

@@ -51,7 +51,16 @@ def test_malformed_csv(zoo, tmp_path):
     bad.write_text("name,count\nfoo,1\n")
     assert "missing column" in _one_clear_line(zoo(["sync", "--from-file", str(bad)]))
     bad.write_text("model_id,downloads,tags\norg/a,12,\"['transformers']\"\norg/b,lots,\"[]\"\n")
-    assert "bad.csv:3" in _one_clear_line(zoo(["sync", "--from-file", str(bad)]))
+    # a bad row is reported with its line number and skipped; the good ones are stored (exit 0)
+    proc = zoo(["sync", "--from-file", str(bad)])
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "stored 1 models" in proc.stdout
+    assert "bad.csv:3: downloads 'lots' is not a non-negative whole number; row skipped" in proc.stderr
+    # nothing valid at all: the rows are listed, then one error line, exit 2
+    bad.write_text("model_id,downloads,tags\norg/b,lots,\"[]\"\n")
+    proc = zoo(["sync", "--from-file", str(bad)])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "bad.csv:2: downloads 'lots'" in proc.stderr and proc.stderr.strip().splitlines()[-1] == f"zoo: error: {bad}: no valid catalog rows (1 skipped, see above)"
     assert "does not exist" in _one_clear_line(zoo(["sync", "--from-file", str(tmp_path / "missing.csv")]))
 
 

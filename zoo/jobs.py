@@ -13,7 +13,7 @@ from tqdm import tqdm
 from db import queries, repository
 from db.session import session_scope
 from zoo_runner.backends import BackendSpec, check_backend, load_plugins
-from zoo_runner.exceptions import ZooError
+from zoo_runner.exceptions import DatabaseUnavailable, ZooError
 from zoo_runner.request import ValidationRequest, empty_result, error_info
 
 from . import catalog
@@ -71,11 +71,20 @@ def run_inprocess(model_ids: list[str], backend: str, tier: str, run_id: int, ti
         req = _request(mid, backend, tier, timeout, precision)
         try:
             return validate_and_store(req, run_id=run_id)
-        except ZooError as exc:  # unknown model, unreachable Hub: still a row, the run goes on
+        except DatabaseUnavailable:
+            raise  # nothing can be stored: the run stops with one line
+        except Exception as exc:  # unknown model, unreachable Hub, a bug of Zoo's: still a row, the run goes on
             res = empty_result(req)
             res.update(status="reference_error", error=error_info(exc), duration_s=0.0)
-            with session_scope() as s:
-                repository.store_result(s, res, run_id=run_id)
+            if not isinstance(exc, ZooError):
+                log.warning("%s: %s; stored as reference_error", mid, res["error"]["signature"])
+            try:
+                with session_scope() as s:
+                    repository.store_result(s, res, run_id=run_id)
+            except DatabaseUnavailable:
+                raise
+            except Exception as store_exc:  # the row itself cannot be stored: say so, go on
+                log.error("%s: its row could not be stored: %s", mid, error_info(store_exc)["signature"])
             return res
 
     with tqdm(total=len(model_ids), desc=f"validate {backend}", unit="model", file=sys.stderr) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

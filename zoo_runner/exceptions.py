@@ -59,6 +59,21 @@ class NonDeterministic(ReferenceError_):
     """Two CPU fp32 runs of the model on the same inputs differ: it cannot be a reference."""
 
 
+class UntrustedFile(NotSupported):
+    """A file from a repo (config.json, config.yaml, model_index.json, ...) that Zoo refuses to
+    read: over the size or depth limits, not UTF-8, not valid JSON/YAML, or not the expected shape.
+    Over the size limit is ``too_large``; anything else ``library_unsupported``."""
+
+    def __init__(self, name: str, problem: str, reason: str = "library_unsupported") -> None:
+        super().__init__(reason, f"{name} {problem}")
+        self.name, self.problem = name, problem
+
+
 class NoInputs(NotSupported):
     def __init__(self, message: str) -> None:
         super().__init__("no_inputs", message)
+
+
+class SandboxUnavailable(ZooError):
+    """``ZOO_SANDBOX=strict`` and this machine cannot give a model process the full sandbox
+    (``zoo doctor`` says which protection is missing and why)."""

@@ -5,14 +5,14 @@ unpickled. The model process later runs offline on the files fetched here.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
 from typing import Any
 
-from .exceptions import HubUnreachable, NotSupported, UnknownModel
+from .exceptions import HubUnreachable, NotSupported, UnknownModel, UntrustedFile
 from .request import ValidationRequest
+from .untrusted import load_json, load_mapping
 
 log = logging.getLogger(__name__)
 
@@ -106,20 +106,9 @@ def check_policy(facts: HubFacts, tier: str, allow_remote_code: bool = False) ->
 
 
 def load_config(path: str) -> dict[str, Any]:
-    """A repo's config file: JSON, or YAML (pyannote) read with the safe loader (no objects)."""
-    with open(path) as f:
-        if path.endswith((".yaml", ".yml")):
-            import yaml
-
-            try:
-                value = yaml.safe_load(f)
-            except yaml.YAMLError as exc:
-                raise ValueError(f"invalid YAML: {exc}") from exc
-        else:
-            value = json.load(f)
-    if not isinstance(value, dict):
-        raise ValueError(f"{os.path.basename(path)} is not a mapping")
-    return value
+    """A repo's config file: JSON, or YAML (pyannote) read with the safe loader (no objects), both
+    within size and depth limits (:mod:`zoo_runner.untrusted`); a bad one is ``UntrustedFile``."""
+    return load_mapping(path)
 
 
 def fetch_config(model_id: str, revision: str | None, filename: str = "config.json") -> dict[str, Any]:
@@ -141,9 +130,8 @@ def fetch_extras(model_id: str, revision: str | None, files: list[str], files_di
             continue
         path = os.path.join(files_dir, name) if files_dir else hf_hub_download(model_id, name, revision=revision)
         try:
-            with open(path) as f:
-                out[name] = json.load(f)
-        except (OSError, json.JSONDecodeError):
+            out[name] = load_json(path, name=name)  # over the limits, or not JSON: UntrustedFile, the model's row
+        except OSError:
             continue
     return out
 
@@ -162,8 +150,10 @@ def _other_repo_config(repo: str, revision: str | None, name: str, errors: Any) 
     (the builder then says which model is missing)."""
     try:
         return fetch_config(repo, revision, name)
-    except (errors.EntryNotFoundError, errors.RepositoryNotFoundError, errors.RevisionNotFoundError, errors.GatedRepoError, ValueError):
+    except (errors.EntryNotFoundError, errors.RepositoryNotFoundError, errors.RevisionNotFoundError, errors.GatedRepoError):
         return None
+    except UntrustedFile as exc:  # the model's row says which repo's file was refused
+        raise UntrustedFile(f"{repo}/{name}", exc.problem, exc.reason) from None
 
 
 def _library_from_config(req: ValidationRequest, errors: Any) -> tuple[str | None, dict[str, Any] | None]:
@@ -172,7 +162,7 @@ def _library_from_config(req: ValidationRequest, errors: Any) -> tuple[str | Non
 
     try:
         config = fetch_config(req.model_id, req.revision)
-    except (errors.EntryNotFoundError, FileNotFoundError, ValueError):
+    except (errors.EntryNotFoundError, FileNotFoundError):
         return None, None
     except (OSError, errors.HfHubHTTPError) as exc:
         raise HubUnreachable(f"could not fetch config.json of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}") from exc

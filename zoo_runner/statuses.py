@@ -29,6 +29,9 @@ class Reason(str, Enum):
 
 # The reason a reference_error carries when two CPU fp32 runs on the same inputs differ.
 NONDETERMINISTIC = "nondeterministic"
+# The reason a reference_error carries when the parent could not prepare the model (its Hub
+# metadata or config files broke Zoo's reading of them): one row, the run goes on.
+PREPARE_FAILED = "prepare_failed"
 
 PASSING = frozenset({Status.PASS.value, Status.PASS_WITH_FALLBACK.value})
 # A valid reference: the CPU reference ran (anything but these).
