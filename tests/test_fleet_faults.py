@@ -2,7 +2,8 @@
 local Redis and PostgreSQL, killed and restarted the ways machines die.
 
 - kill -9 of a worker mid-task, then a new worker: `zoo run --top 12` still ends with exactly 12
-  results (the killed task is redelivered once the visibility timeout, made short here, expires);
+  results (the killed task is put back by the new worker's recovery sweep, `workers.recovery`;
+  `tests/test_worker_recovery.py` does the same with default settings);
 - the same task delivered twice: one row, and the second delivery does not run the model again;
 - two beats: one leader sends, one weekly sweep (a second sweep finds the week claimed);
 - SIGTERM on a worker: the running task's message goes back to the queue at once;
@@ -26,7 +27,7 @@ from tests.conftest import _reset_pg, child_env, free_port, run_zoo
 
 pytestmark = pytest.mark.services
 
-# A short visibility timeout, so a dead worker's task comes back in ~2 minutes, not an hour; the
+# A short visibility timeout (the last resort behind `workers.recovery`) and soft shutdown; the
 # hard limit stays above the slowest tiny model's first run (forkserver start included).
 FAST_REDELIVERY = {
     "ZOO_TASK_TIME_LIMIT": "90",

@@ -4,11 +4,14 @@ Reliability settings: late acks (a task is acknowledged only after its row is st
 of one, and tasks rejected back to the queue when their worker dies. The model itself always runs
 in a child process, so a model crash is a result row, never a lost or looping task.
 
-Redelivery on Redis: an unacknowledged message stays in the broker's ``unacked`` hash; when its
-worker dies (``kill -9``, a lost machine) another worker puts it back on its queue once it is
-older than the visibility timeout. So the visibility timeout must exceed the longest a task can
-run (the hard time limit) plus a margin, or a task still running is delivered a second time:
-the worker refuses to start otherwise (``check_visibility``).
+Redelivery on Redis: an unacknowledged message stays in the broker's ``unacked`` hash. When its
+worker dies (``kill -9``, a lost machine) any live worker, or the leading beat, puts it back on its
+queue within 2 minutes: workers record which messages they hold and keep a liveness key fresh,
+and a sweep restores the messages of a worker whose key has expired (``workers.recovery``). The
+last resort is kombu's own: a message older than the visibility timeout is put back by any worker.
+So the visibility timeout must exceed the longest a task can run (the hard time limit) plus a
+margin, or a task still running is delivered a second time: the worker refuses to start otherwise
+(``check_visibility``).
 
 Environment (all optional):
 
@@ -138,6 +141,23 @@ def visibility_problem(conf=None) -> str | None:
             f"({VISIBILITY_MARGIN_S} s), or running tasks are delivered twice: raise ZOO_VISIBILITY_TIMEOUT or lower ZOO_TASK_TIME_LIMIT"
         )
     return None
+
+
+@signals.worker_ready.connect
+def _start_recovery(sender=None, **_):
+    """Liveness key and sweep thread in the worker's main process (``workers.recovery``)."""
+    from .recovery import worker_recovery
+
+    worker_recovery(sender.app, sender.hostname)
+
+
+@signals.task_received.connect
+def _claim_delivery(sender=None, request=None, **_):
+    """Record this worker as the holder of the message just received (main process)."""
+    from .recovery import worker_recovery
+
+    rec = worker_recovery(sender.app, sender.hostname)
+    rec.guarded(rec.claim, request.message.delivery_tag)
 
 
 @signals.worker_init.connect

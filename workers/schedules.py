@@ -6,6 +6,10 @@ and only the leader sends due tasks. A standby takes over within ``ZOO_BEAT_LOCK
 the leader's death. The sweeps are idempotent on their own too: each is claimed once per period
 in the database (``zoo.scheduler.run_sweep``), so a sweep sent twice still runs once.
 
+The leader also sweeps the broker for dead workers' unacknowledged tasks every 10 s
+(``workers.recovery``), as every worker does, so they are back on their queues even while no
+worker of their kind is alive.
+
 Environment: ``ZOO_SCHEDULE_BACKENDS`` (comma-separated backend specs, default ``cpu``),
 ``ZOO_DAILY_TOP_K`` (default 100), ``ZOO_SCHEDULE_TIER`` (default tiny), ``ZOO_BEAT_LOCK_TTL``
 (seconds, default 30), and for tests and demos ``ZOO_BEAT_SWEEP_EVERY_S`` (send the weekly sweep
@@ -21,6 +25,8 @@ import uuid
 
 from celery.beat import PersistentScheduler
 from celery.schedules import crontab
+
+from .recovery import SWEEP_S, Recovery
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +109,17 @@ class LeaderScheduler(PersistentScheduler):
     def tick(self, *args, **kwargs):
         if not self.hold_lock():
             return min(self.lock_ttl_s / 3, self.max_interval)
-        return min(super().tick(*args, **kwargs), self.lock_ttl_s / 3)
+        self.recovery().maybe_sweep()
+        return min(super().tick(*args, **kwargs), self.lock_ttl_s / 3, SWEEP_S)
+
+    def recovery(self) -> Recovery:
+        if getattr(self, "_recovery", None) is None:
+            self._recovery = Recovery(self.app)
+        return self._recovery
 
     def close(self):
+        if getattr(self, "_recovery", None) is not None:
+            self._recovery.close()
         try:
             client = self._client()
             if client is not None and self.is_leader:
