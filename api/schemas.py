@@ -164,6 +164,13 @@ class OpGapPage(BaseModel):
     items: list[OpGap]
 
 
+class KnownFailureOut(BaseModel):
+    reason: str
+    link: str
+    expires: str
+    expired: bool
+
+
 class FailureCluster(BaseModel):
     signature: str
     error_type: str | None = None
@@ -171,6 +178,9 @@ class FailureCluster(BaseModel):
     downloads: int
     statuses: dict[str, int]
     example_models: list[ExampleModel]
+    known: int = Field(0, description="models whose failure a quirk row names a known failure, not expired")
+    expired: int = Field(0, description="models under a known-failure row that has expired: re-check")
+    known_failure: KnownFailureOut | None = None
 
 
 class FailurePage(BaseModel):
@@ -180,6 +190,11 @@ class FailurePage(BaseModel):
     precision: str = Field("declared", description="the precision scope: `declared` or the one asked for with `precision=`")
     failing_models: int
     failing_downloads: int
+    new_models: int = Field(0, description="failing models no known-failure row names")
+    new_downloads: int = 0
+    known_models: int = Field(0, description="failing models a known-failure row names (expired ones included)")
+    known_downloads: int = 0
+    expired_models: int = Field(0, description="failing models whose known-failure row has expired: re-check")
     total: int
     items: list[FailureCluster]
 

@@ -174,9 +174,15 @@ def render_markdown(rep: dict[str, Any]) -> str:
     fc = rep.get("failure_clusters") or {"items": []}
     lines += ["", "## Failure clusters", ""]
     if fc["items"]:
-        lines += ["| error signature | models | downloads | examples |", "|---|---:|---:|---|"]
+        expired = f" ({fc.get('expired_models', 0)} expired: re-check)" if fc.get("expired_models") else ""
+        lines += [
+            f"New failures: **{fc.get('new_models', 0)}** models ({fc.get('new_downloads', 0):,} downloads); known failures: {fc.get('known_models', 0)} models ({fc.get('known_downloads', 0):,} downloads){expired}.",
+            "",
+            "| error signature | models | downloads | known failure | examples |",
+            "|---|---:|---:|---|---|",
+        ]
         for f in fc["items"]:
-            lines.append(f"| {_esc(f['signature'][:140])} | {f['models']} | {f['downloads']:,} | {', '.join(e['model_id'] for e in f['example_models'][:3])} |")
+            lines.append(f"| {_esc(f['signature'][:140])} | {f['models']} | {f['downloads']:,} | {_known(f)} | {', '.join(e['model_id'] for e in f['example_models'][:3])} |")
     else:
         lines.append("None.")
     lines += ["", f"Query: `GET {qs.get('failure_clusters', '')}`"]
@@ -205,6 +211,15 @@ def render_markdown(rep: dict[str, Any]) -> str:
         lines.append("None.")
     lines += ["", f"Numbers: `GET /api/v1/coverage?backend={rep['backend']}&tier={rep['tier']}&week={rep['week']}`; failing models: `GET /api/v1/models?backend={rep['backend']}&status=...`."]
     return "\n".join(lines) + "\n"
+
+
+def _known(cluster: dict[str, Any]) -> str:
+    """How a failure cluster stands against the known-failure rows: new, known until a date, or expired."""
+    known = cluster.get("known_failure")
+    if not known:
+        return "new"
+    state = "expired: re-check" if cluster.get("expired") else f"known until {known['expires']}"
+    return f"{state} — {_esc(known['reason'][:100])} ([why]({known['link']}))"
 
 
 def _precision_markdown(rep: dict[str, Any]) -> list[str]:

@@ -473,35 +473,64 @@ def failure_clusters(session: Session, backend: str | None = None, tier: str | N
     """Failing latest results (any status but pass / pass_with_fallback) grouped by error
     signature (the status itself where a result has none), by downloads."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
-    out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "precision": precision_label(precision), "failing_models": 0, "failing_downloads": 0, "items": [], "total": 0}
+    out: dict[str, Any] = {
+        "backend": backend, "tier": tier, "week": week, "precision": precision_label(precision), "failing_models": 0, "failing_downloads": 0,
+        "new_models": 0, "new_downloads": 0, "known_models": 0, "known_downloads": 0, "expired_models": 0, "items": [], "total": 0,
+    }  # fmt: skip
     if backend is None or week is None:
         return out
     snapshot = latest_snapshot(session)
-    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.reason, Result.error_signature, precision=precision)
+    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.reason, Result.error_signature, Result.details, precision=precision)
     q = (
-        select(ranked.c.mid, ranked.c.status, ranked.c.reason, ranked.c.error_signature, func.coalesce(SnapshotEntry.downloads, 0))
+        select(ranked.c.mid, ranked.c.status, ranked.c.reason, ranked.c.error_signature, func.coalesce(SnapshotEntry.downloads, 0), ranked.c.details)
         .outerjoin(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)))
         .where(ranked.c.rn == 1, ranked.c.status.not_in(tuple(PASSING)))
     )
     if status:
         q = q.where(ranked.c.status == status)
     groups: dict[str, dict[str, Any]] = {}
-    for mid, st, reason, sig, dl in session.execute(q):
+    today = _dt.date.today()
+    for mid, st, reason, sig, dl, details in session.execute(q):
         dl = int(dl or 0)
         key = sig or (f"{st}: {reason}" if reason else st)
-        g = groups.setdefault(key, {"signature": key, "error_type": key.split(":", 1)[0] if sig else None, "models": 0, "downloads": 0, "statuses": {}, "examples": []})
+        g = groups.setdefault(key, {"signature": key, "error_type": key.split(":", 1)[0] if sig else None, "models": 0, "downloads": 0, "statuses": {}, "examples": [], "known": 0, "expired": 0, "known_failure": None})
         g["models"] += 1
         g["downloads"] += dl
         g["statuses"][st] = g["statuses"].get(st, 0) + 1
         g["examples"].append((dl, mid))
         out["failing_models"] += 1
         out["failing_downloads"] += dl
+        known = known_failure_now((details or {}).get("known_failure"), today)
+        if known is None:
+            out["new_models"] += 1
+            out["new_downloads"] += dl
+            continue
+        g["known_failure"] = g["known_failure"] or known
+        out["known_models"] += 1
+        out["known_downloads"] += dl
+        if known["expired"]:
+            g["expired"] += 1
+            out["expired_models"] += 1
+        else:
+            g["known"] += 1
     items = sorted(groups.values(), key=lambda g: (-g["downloads"], -g["models"], g["signature"]))
     for g in items:
         g["example_models"] = [{"model_id": m, "downloads": d} for d, m in sorted(g.pop("examples"), key=lambda t: (-t[0], t[1]))[:5]]
     out["total"] = len(items)
     out["items"] = items[:limit]
     return out
+
+
+def known_failure_now(known: Any, today: _dt.date | None = None) -> dict[str, Any] | None:
+    """A stored ``details.known_failure`` with ``expired`` as of ``today`` (an entry that was
+    current when the row was stored may have expired since)."""
+    if not isinstance(known, dict) or not known.get("expires"):
+        return None
+    try:
+        expires = _dt.date.fromisoformat(str(known["expires"]))
+    except ValueError:
+        return None
+    return {**known, "expired": (today or _dt.date.today()) > expires}
 
 
 @cached

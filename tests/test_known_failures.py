@@ -1,0 +1,69 @@
+"""Known failures, end to end: a quirk row names a failure Zoo sees (with a reason, a link and an
+expiry); a matching result keeps its status and is flagged; the report and the failures page count
+it apart from new failures, and an expired row is shown as "expired: re-check"."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from db import queries, repository
+from db.repository import CatalogEntry
+from db.session import session_scope
+from dashboards.report import build_report, render_html, render_markdown
+from zoo_runner import quirks
+from zoo_runner.engine import validate_here
+from zoo_runner.request import ValidationRequest
+
+
+def _validate(arch: str) -> dict:
+    return validate_here(ValidationRequest(f"arch:{arch}", backend="cpu", reference_cache=""))
+
+
+def test_a_real_known_failure_keeps_its_status_and_is_flagged():
+    r = _validate("LayoutLMv2Model")  # needs detectron2: a failure Zoo really sees
+    assert r["status"] == "reference_error"
+    known = r["details"]["known_failure"]
+    assert "detectron2" in known["reason"] and known["link"].startswith("https://") and known["expired"] is False
+    assert dt.date.fromisoformat(known["expires"]) > dt.date(2026, 12, 1)
+
+
+def test_a_passing_model_under_no_row_is_not_flagged():
+    r = _validate("BertModel")
+    assert r["status"] == "pass" and "known_failure" not in r["details"] and "known_failure_fixed" not in r["details"]
+
+
+@pytest.fixture
+def expired_bark(monkeypatch):
+    """The Bark row as it would stand after its expiry date."""
+    row = quirks.QUIRKS["bark"]
+    past = quirks.KnownFailure(row.known_failure.reason, row.known_failure.link, dt.date(2026, 1, 1))
+    monkeypatch.setitem(quirks.QUIRKS, "bark", quirks.Quirk(row.reason, known_failure=past))
+
+
+def test_report_and_failures_page_separate_new_known_and_expired(database_url, expired_bark):
+    layout, bark, new = _validate("LayoutLMv2Model"), _validate("BarkModel"), _validate("BertModel")
+    assert bark["status"] == "reference_error" and bark["details"]["known_failure"]["expired"] is True
+    new.update(status="runtime_error", error={"type": "RuntimeError", "message": "boom", "signature": "RuntimeError: boom", "traceback": ""})
+    queries.clear_cache()
+    with session_scope() as s:
+        repository.store_snapshot(s, iter([CatalogEntry(r["model_id"], d) for r, d in ((layout, 300), (bark, 200), (new, 100))]), "file:known")
+        for r in (layout, bark, new):
+            repository.store_result(s, r)
+    with session_scope() as s:
+        fc = queries.failure_clusters(s, backend="cpu", tier="tiny")
+    assert (fc["new_models"], fc["known_models"], fc["expired_models"]) == (1, 2, 1)
+    assert (fc["new_downloads"], fc["known_downloads"]) == (100, 500)
+    by_example = {c["example_models"][0]["model_id"]: c for c in fc["items"]}
+    assert by_example["arch:LayoutLMv2Model"]["known"] == 1 and by_example["arch:LayoutLMv2Model"]["expired"] == 0
+    assert by_example["arch:BarkModel"]["expired"] == 1
+    assert by_example["arch:BertModel"]["known_failure"] is None
+
+    rep = build_report(backend="cpu", tier="tiny")
+    md = render_markdown(rep)
+    assert "New failures: **1** models" in md and "known failures: 2 models" in md and "(1 expired: re-check)" in md
+    assert "known until 2027-03-01" in md and "expired: re-check — BarkModel" in md
+    html = render_html(rep)
+    assert "expired: re-check" in html and "known until 2027-03-01" in html
+    json.dumps(rep, default=str)  # the JSON report carries them too
