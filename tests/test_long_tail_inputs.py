@@ -14,7 +14,19 @@ def _validate(arch: str, backend: str = "cpu") -> dict:
     return validate_here(ValidationRequest(f"arch:{arch}", backend=backend))
 
 
-@pytest.mark.parametrize("arch", ["LlamaForSequenceClassification", "MistralForSequenceClassification", "TapasForQuestionAnswering", "Pix2StructForConditionalGeneration", "DecisionTransformerModel"])
+@pytest.mark.parametrize(
+    "arch",
+    [
+        "LlamaForSequenceClassification",
+        "MistralForSequenceClassification",
+        "TapasForQuestionAnswering",
+        "Pix2StructForConditionalGeneration",
+        "DecisionTransformerModel",
+        "GLPNForDepthEstimation",
+        "TimesformerForVideoClassification",
+        "VivitForVideoClassification",
+    ],
+)
 def test_long_tail_architectures_get_a_valid_reference_and_pass_on_cpu(arch):
     r = _validate(arch)
     assert r["status"] == "pass", (arch, r["status"], r["error"])
@@ -36,3 +48,20 @@ def test_table_qa_gets_one_token_type_per_table_vocabulary():
 def test_trajectory_inputs_come_together():
     r = _validate("DecisionTransformerModel")
     assert set(r["details"]["input_shapes"][0]) == {"states", "actions", "rewards", "returns_to_go", "timesteps"}
+
+
+def test_video_models_get_clips_of_their_own_frame_count():
+    r = _validate("TimesformerModel")
+    assert r["status"] == "pass", r["error"]
+    assert r["details"]["input_shapes"][0]["pixel_values"] == [2, 4, 3, 64, 64]  # (batch, frames, channels, h, w)
+
+
+def test_shrinking_keeps_each_stage_s_heads_dividing_its_width():
+    import copy
+
+    import transformers
+
+    from zoo_runner.shrink import shrink_dict
+
+    cfg = shrink_dict(copy.deepcopy(transformers.GLPNConfig().to_dict()))
+    assert all(w % h == 0 for w, h in zip(cfg["hidden_sizes"], cfg["num_attention_heads"]))

@@ -234,7 +234,9 @@ def make_inputs(model: torch.nn.Module, config: Any, shape: dict, seed: int, is_
         wanted.append("image_sizes")  # (height, width) of each image, as image processors return it
     if "input_ids" not in wanted:
         wanted = [w for w in wanted if w not in ("attention_mask", "token_type_ids")]
-    kinds = kinds or {}
+    kinds = dict(kinds or {})
+    if "pixel_values" in wanted and "pixel_values" not in kinds and _is_video(config):
+        kinds["pixel_values"] = "pixel_values_videos"  # a video model's pixel_values is a clip
     missing = [w for w in wanted if kinds.get(w, w) not in GENERATORS]
     if missing:
         raise KeyError(f"no input generator for {', '.join(missing)}")
@@ -243,6 +245,11 @@ def make_inputs(model: torch.nn.Module, config: Any, shape: dict, seed: int, is_
         _end_with_eos(out, config)
     _insert_image_tokens(model, config, out, params)
     return out
+
+
+def _is_video(config: Any) -> bool:
+    """Video models (TimeSformer, ViViT, VideoMAE) say how many frames a clip has in their own config."""
+    return isinstance(getattr(config, "num_frames", None), int) and getattr(config, "vision_config", None) is None
 
 
 def _image_features_need(model: torch.nn.Module, name: str) -> bool:

@@ -143,6 +143,8 @@ QUIRKS: dict[str, Quirk] = {
     "parakeet_ctc": Quirk("input features are (batch, frames, mel bins)", input_kinds={"input_features": "spectrogram"}),
     # Video models take (batch, frames, channels, size, size) under the name pixel_values.
     "videomae": Quirk("pixel_values is a video clip (batch, frames, channels, size, size); 16 frames of 224 px are slow, 4 of 64 px keep the tubelets", config={"num_frames": 4, "image_size": 64}, input_kinds={"pixel_values": "pixel_values_videos"}),
+    "timesformer": Quirk("8 frames of 224 px are slow; 4 of 64 px keep the divided space-time attention", config={"num_frames": 4, "image_size": 64}),
+    "vivit": Quirk("32 frames of 224 px are slow; 4 of 64 px keep whole tubelets (2 x 16 x 16)", config={"num_frames": 4, "image_size": 64}),
     "xclip": Quirk("pixel_values is a video clip (batch, frames, channels, size, size)", input_kinds={"pixel_values": "pixel_values_videos"}),
     # ViTPose's backbone takes 256 x 192 person crops: a non-square image size, kept non-square and small.
     "vitpose": Quirk("pose crops are non-square (height, width); the backbone checks the size", config={"backbone_config.image_size": [64, 48]}, input_kinds={"pixel_values": "pixels_hw"}),

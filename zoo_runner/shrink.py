@@ -171,6 +171,10 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
     stage_heads = cfg.get("num_heads")
     if isinstance(stage_heads, list) and stage_heads and all(_is_int(h) for h in stage_heads) and _is_int(cfg.get("embed_dim")) and isinstance(cfg.get("depths"), list):
         cfg["num_heads"] = [_largest_divisor_at_most(cfg["embed_dim"] * 2**i, h) for i, h in enumerate(stage_heads)]
+    # per-stage widths with per-stage heads (SegFormer, GLPN): each stage's heads divide its width
+    stage_widths, heads_list = cfg.get("hidden_sizes"), cfg.get("num_attention_heads")
+    if isinstance(stage_widths, list) and isinstance(heads_list, list) and len(stage_widths) == len(heads_list) and all(_is_int(x) for x in stage_widths + heads_list):
+        cfg["num_attention_heads"] = [_largest_divisor_at_most(w, h) for w, h in zip(stage_widths, heads_list)]
     width_key = next((k for k in WIDTH if _is_int(cfg.get(k))), None)
     heads_key = next((k for k in HEADS if _is_int(cfg.get(k))), None)
     if width_key and heads_key:
