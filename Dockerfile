@@ -10,8 +10,12 @@ COPY workers ./workers
 COPY api ./api
 COPY db ./db
 COPY dashboards ./dashboards
-RUN pip install --no-cache-dir . && useradd --create-home zoo && mkdir -p /home/zoo/.cache/huggingface /home/zoo/.cache/zoo/references && chown -R zoo /home/zoo/.cache
-USER zoo
-ENV HF_HOME=/home/zoo/.cache/huggingface ZOO_REFERENCE_CACHE=/home/zoo/.cache/zoo/references
+RUN pip install --no-cache-dir . && useradd --create-home zoo && mkdir -p /home/zoo/.cache/huggingface /home/zoo/.cache/zoo/references /home/zoo/.cache/zoo/compile && chown -R zoo /home/zoo/.cache
+# Model processes run sandboxed, and strictly: a worker runs as root (this image's user), and each
+# model process switches to uid 65533 with no capabilities, no network and a read-only filesystem.
+# unshare and mount need CAP_SYS_ADMIN and no AppArmor mount denial: docker-compose.yml gives the
+# workers `cap_add: [SYS_ADMIN]` and `security_opt: [apparmor=unconfined]`; services that never run
+# a model (api, beat) run as `zoo`. `zoo doctor` prints what a container allows.
+ENV HF_HOME=/home/zoo/.cache/huggingface ZOO_REFERENCE_CACHE=/home/zoo/.cache/zoo/references ZOO_COMPILE_CACHE=/home/zoo/.cache/zoo/compile ZOO_SANDBOX=strict
 EXPOSE 8000
 CMD ["zoo", "serve", "--host", "0.0.0.0", "--port", "8000"]

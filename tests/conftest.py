@@ -53,6 +53,19 @@ def reference_cache_dir(tmp_path_factory):
         os.environ["ZOO_REFERENCE_CACHE"] = old
 
 
+@pytest.fixture(scope="session", autouse=True)
+def sandbox_test_env():
+    """The test plugins' own settings reach model processes: their environment is an allowlist,
+    and ZOO_SANDBOX_ENV names what else to pass."""
+    old = os.environ.get("ZOO_SANDBOX_ENV")
+    os.environ["ZOO_SANDBOX_ENV"] = "ZOO_TEST_PIDFILE,ZOO_FAKE_NEURON_EXTRA_OPS"
+    yield
+    if old is None:
+        os.environ.pop("ZOO_SANDBOX_ENV", None)
+    else:
+        os.environ["ZOO_SANDBOX_ENV"] = old
+
+
 @pytest.fixture(scope="session")
 def pg_server_url():
     """A fresh PostgreSQL database for this test session, dropped at the end."""

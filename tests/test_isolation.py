@@ -61,9 +61,38 @@ if __name__ == "__main__":
 """
 
 
+def _model_process(requester: int) -> int | None:
+    """The requester's model process once it hangs in the backend: a descendant whose working
+    directory is its run's work directory, at stage ``target`` (found through /proc: the sandboxed
+    model process can write nowhere a test could look)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    ppid = int(next(line.split()[1] for line in f if line.startswith("PPid:")))
+            except (OSError, StopIteration, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    todo, found = [requester], []
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    for pid in found:
+        try:
+            if os.path.basename(os.readlink(f"/proc/{pid}/cwd")) == "work":
+                with open(f"/proc/{pid}/cwd/stage") as f:
+                    if f.read().strip() == "target":
+                        return pid
+        except OSError:
+            continue
+    return None
+
+
 def test_model_process_dies_with_its_requester(tmp_path):
     """A worker killed with -9 leaves no model process running on (forked models are the
-    forkserver's children, so they watch their requester)."""
+    forkserver's children, so they watch their requester, sandboxed as another uid)."""
     import signal
     import subprocess
     import sys
@@ -71,14 +100,14 @@ def test_model_process_dies_with_its_requester(tmp_path):
 
     script = tmp_path / "requester.py"
     script.write_text(REQUESTER)
-    pidfile = tmp_path / "model.pid"
-    env = {**os.environ, "ZOO_TEST_PIDFILE": str(pidfile), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     requester = subprocess.Popen([sys.executable, str(script)], env=env, cwd=tmp_path)
     deadline = time.monotonic() + 240
-    while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+    model_pid = None
+    while model_pid is None and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert pidfile.exists(), "the model never started"
-    model_pid = int(pidfile.read_text())
+        model_pid = _model_process(requester.pid)
+    assert model_pid, "the model never started"
     os.kill(requester.pid, signal.SIGKILL)
     requester.wait()
     deadline = time.monotonic() + 30

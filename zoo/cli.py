@@ -14,7 +14,7 @@ from zoo_runner.statuses import PASSING, TIERS
 log = logging.getLogger("zoo")
 
 EPILOG = """Configuration: ZOO_DATABASE_URL (default sqlite:///./zoo.db), ZOO_BROKER_URL (unset: run in-process),
-ZOO_API_KEYS, ZOO_PLUGINS, HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE."""
+ZOO_API_KEYS, ZOO_PLUGINS, HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, ZOO_SANDBOX (off, best_effort, strict)."""
 
 
 def _positive_int(text: str) -> int:
@@ -56,6 +56,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from . import jobs, render
 
+    if not os.environ.get("ZOO_BROKER_URL"):  # in-process: the models run here
+        _check_sandbox()
     out = jobs.main_job(top=args.top, backend=args.backend, tier=args.tier, timeout=args.timeout, detach=args.detach, jobs=args.jobs, precision=args.precision)
     at = "" if args.precision == "auto" else f", judged at {args.precision}"
     if out.get("detached"):
@@ -76,6 +78,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from . import jobs, render
 
     backend = jobs.resolve_backend(args.backend)
+    _check_sandbox()
     if args.tier not in TIERS:
         raise ZooError(f"unknown tier {args.tier!r}")
     req = ValidationRequest(model_id=args.model, backend=backend, tier=args.tier, revision=args.revision, seed=args.seed, timeout_s=args.timeout, memory_gb=args.memory_gb, precision=args.precision)
@@ -122,6 +125,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     problem = visibility_problem()
     if problem:
         raise ZooError(problem)
+    _check_sandbox()
     argv = ["worker", "--loglevel", args.loglevel, "--queues", args.queues, "--concurrency", str(args.concurrency), "--pool", "prefork"]
     if args.hostname:
         argv += ["--hostname", args.hostname]
@@ -161,6 +165,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         print(text)
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from . import doctor
+
+    facts = doctor.collect()
+    print(json.dumps(facts, indent=2, default=str) if args.json else doctor.render(facts))
+    return 0
+
+
+def _check_sandbox() -> None:
+    """Under ZOO_SANDBOX=strict, refuse to validate anything here without the full sandbox."""
+    from zoo_runner.sandbox import check_strict
+
+    check_strict()
 
 
 def cmd_seed(args: argparse.Namespace) -> int:
@@ -260,6 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--tier", choices=TIERS, help="tier (default: the newest results')")
     rp.add_argument("--format", choices=["md", "html", "json"], default="md")
     rp.add_argument("--output", "-o", help="write to this file instead of stdout")
+
+    dr = add("doctor", cmd_doctor, "Print what this machine offers: sandbox features for model processes, backends and their declared precision, services reachable.")
+    dr.add_argument("--json", action="store_true", help="machine-readable output")
 
     sd = add("seed", cmd_seed, "Fill the database with realistic synthetic history (demos, tests, benchmarks).")
     sd.add_argument("--models", type=_positive_int, default=200)

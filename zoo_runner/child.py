@@ -1,4 +1,4 @@
-"""Entry point of the model process: ``python -m zoo_runner.child REQUEST RESULT STAGE``."""
+"""Entry point of the model process: ``python -m zoo_runner.child REQUEST RESULT STAGE [PLAN]``."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,13 @@ import sys
 
 
 def main(argv: list[str]) -> int:
+    """``argv``: REQUEST RESULT STAGE [PLAN]; with a sandbox plan (a spawned model process), the
+    sandbox is entered before anything else is imported or read."""
     req_path, out_path, stage_path = argv[1:4]
+    if len(argv) > 4:
+        from .sandbox_linux import enter
+
+        enter(argv[4])
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
     def stage(name: str) -> None:

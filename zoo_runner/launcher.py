@@ -1,53 +1,50 @@
-"""Run one validation in its own process with wall-clock and memory budgets.
+"""Run one validation in its own process with wall-clock and memory budgets, in a sandbox.
 
 The parent never dies with the model: a segfault becomes ``crash`` (with its signal), a hang
-``timeout`` (the whole process group killed), an allocation failure ``oom``. The model process
-gets no Hub token, no database or broker credentials and ``HF_HUB_OFFLINE=1``; the parent has
-already fetched every file it needs.
+``timeout`` (the whole process group killed), an allocation failure ``oom``. The model process runs
+in the sandbox of :mod:`zoo_runner.sandbox` (another uid, no network, a read-only filesystem but its
+work directory and the caches, an allowlisted environment with ``HF_HUB_OFFLINE=1`` and no secret,
+rlimits); the parent has already fetched every file it needs. The parent trusts nothing from the
+model process but measurements: :mod:`zoo_runner.result_schema` caps and validates its result and
+takes identity fields from the parent's own request.
 
 Model processes are forked from a forkserver that has imported torch and transformers once (and
-was started with the cleaned environment), so each model pays milliseconds, not seconds, to
-start. ``ZOO_LAUNCHER=spawn`` starts a fresh interpreter per model instead.
+was started with the allowlisted environment), so each model pays milliseconds, not seconds, to
+start; the sandbox is applied in each forked model process, never in the forkserver.
+``ZOO_LAUNCHER=spawn`` starts a fresh interpreter per model instead.
 """
 from __future__ import annotations
 
-import json
 import logging
 import multiprocessing
 import os
 import resource
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from . import reference_cache
+from . import reference_cache, sandbox
+from .exceptions import SandboxUnavailable
 from .request import ValidationRequest, empty_result, error_info
+from .result_schema import RESULT_MAX_BYTES, BadResult, read_json_file, read_stage, trusted_result
 from .statuses import Status
 
 log = logging.getLogger(__name__)
 
-# Variables the model process must never see.
-SECRET_PREFIXES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "ZOO_DATABASE_URL", "ZOO_BROKER_URL", "ZOO_API_KEYS", "AWS_SECRET", "AWS_SESSION", "PGPASSWORD", "DATABASE_URL", "REDIS_URL", "CELERY_")
 # Stages before the backend runs: dying there is the reference's failure, not the backend's.
 REFERENCE_STAGES = ("start", "build", "reference")
 PRELOAD = ["zoo_runner.preload"]
+STDERR_TAIL = 6000
 
 
 def child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(SECRET_PREFIXES)}
-    env["HF_HUB_OFFLINE"] = "1"
-    env["TRANSFORMERS_OFFLINE"] = "1"
-    env["HF_HUB_DISABLE_TELEMETRY"] = "1"
-    env.setdefault("PYTHONHASHSEED", "0")
-    # no proxies: the model process has no business on the network
-    for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
-        env.pop(k, None)
-    return env
+    """The environment model processes (and the forkserver) start from: an allowlist, no secret."""
+    return sandbox.base_env()
 
 
 def _limit_memory(memory_bytes: int) -> None:
@@ -100,18 +97,24 @@ def _watch_requester(pid: int, interval_s: float = 1.0) -> None:
             time.sleep(interval_s)
             try:
                 os.kill(pid, 0)
+            except PermissionError:  # alive, and another uid than this sandboxed process
+                continue
             except ProcessLookupError:
                 os.killpg(os.getpgid(0), signal.SIGKILL)
 
     threading.Thread(target=watch, name="zoo-requester-watch", daemon=True).start()
 
 
-def _forked_child(req_path: str, out_path: str, stage_path: str, stderr_path: str, memory_bytes: int, requester: int = 0) -> None:
-    """Runs in the forked model process."""
-    fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+def _forked_child(req_path: str, out_path: str, stage_path: str, stderr_path: str, plan_path: str, requester: int = 0) -> None:
+    """Runs in the forked model process: the sandbox first, then the model."""
+    fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     os.dup2(fd, 2)
     os.dup2(fd, 1)
-    _limit_memory(memory_bytes)
+    os.close(fd)
+    os.setsid()
+    from .sandbox_linux import enter
+
+    enter(plan_path)  # single-threaded still: the requester watch starts after
     if requester:
         _watch_requester(requester)
     from .child import main
@@ -119,9 +122,10 @@ def _forked_child(req_path: str, out_path: str, stage_path: str, stderr_path: st
     main(["child", req_path, out_path, stage_path])
 
 
-def _run_forked(cmd_paths: tuple[str, str, str, str], memory_bytes: int, timeout_s: float) -> tuple[int, bool]:
+def _run_forked(run: sandbox.Run, timeout_s: float) -> tuple[int, bool]:
     ctx = _forkserver_context()
-    proc = ctx.Process(target=_forked_child, args=(*cmd_paths, memory_bytes, os.getpid()), daemon=False)
+    args = (str(run.request), str(run.result), str(run.stage), str(run.stderr), str(run.plan_path), os.getpid())
+    proc = ctx.Process(target=_forked_child, args=args, daemon=False)
     proc.start()
     proc.join(timeout_s)
     timed_out = proc.is_alive()
@@ -131,11 +135,10 @@ def _run_forked(cmd_paths: tuple[str, str, str, str], memory_bytes: int, timeout
     return proc.exitcode if proc.exitcode is not None else -signal.SIGKILL, timed_out
 
 
-def _run_spawned(cmd_paths: tuple[str, str, str, str], memory_bytes: int, timeout_s: float, cwd: str, python: str | None) -> tuple[int, bool]:
-    req_path, out_path, stage_path, stderr_path = cmd_paths
-    cmd = [python or sys.executable, "-m", "zoo_runner.child", req_path, out_path, stage_path]
-    with open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(cmd, env=child_env(), stdin=subprocess.DEVNULL, stdout=err, stderr=err, preexec_fn=lambda: _limit_memory(memory_bytes), cwd=cwd)
+def _run_spawned(run: sandbox.Run, memory_bytes: int, timeout_s: float, python: str | None) -> tuple[int, bool]:
+    cmd = [python or sys.executable, "-m", "zoo_runner.child", str(run.request), str(run.result), str(run.stage), str(run.plan_path)]
+    with open(run.stderr, "wb") as err:
+        proc = subprocess.Popen(cmd, env=run.plan.env, stdin=subprocess.DEVNULL, stdout=err, stderr=err, preexec_fn=lambda: _limit_memory(memory_bytes), cwd=str(run.work))
         try:
             return proc.wait(timeout=timeout_s), False
         except subprocess.TimeoutExpired:
@@ -149,33 +152,69 @@ def launcher_kind() -> str:
 
 
 def run_isolated(req: ValidationRequest, python: str | None = None) -> dict[str, Any]:
-    """Validate ``req`` in a child process; always returns a result dict."""
+    """Validate ``req`` in a sandboxed child process; always returns a result dict, except that
+    under ``ZOO_SANDBOX=strict`` a machine without the full sandbox raises SandboxUnavailable."""
     t0 = time.perf_counter()
     if req.plugins is None:
         req.plugins = os.environ.get("ZOO_PLUGINS", "")
     if req.reference_cache is None:
         req.reference_cache = reference_cache.configured_dir() or ""
+    mem = int(req.memory_gb * (1 << 30))
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp:
-        tmpdir = Path(tmp)
-        paths = tuple(str(tmpdir / n) for n in ("request.json", "result.json", "stage", "stderr"))
-        req_path, out_path, stage_path, stderr_path = (Path(p) for p in paths)
-        req_path.write_text(json.dumps(req.to_dict()))
-        stage_path.write_text("start")
-        mem = int(req.memory_gb * (1 << 30))
+        run, _ = sandbox.prepare_run(req, tmp, mem, python)
         if python is None and launcher_kind() == "forkserver":
-            rc, timed_out = _run_forked(paths, mem, req.timeout_s)  # type: ignore[arg-type]
+            rc, timed_out = _run_forked(run, req.timeout_s)
         else:
-            rc, timed_out = _run_spawned(paths, mem, req.timeout_s, tmp, python)  # type: ignore[arg-type]
-        stage = stage_path.read_text().strip() if stage_path.exists() else "start"
-        stderr_tail = stderr_path.read_bytes()[-6000:].decode("utf-8", "replace") if stderr_path.exists() else ""
-        if out_path.exists() and not timed_out:
-            try:
-                result = json.loads(out_path.read_text())
-                result["duration_s"] = round(time.perf_counter() - t0, 3)
-                return result
-            except json.JSONDecodeError:
-                pass
-        return _failure_result(req, rc, timed_out, stage, stderr_tail, time.perf_counter() - t0)
+            rc, timed_out = _run_spawned(run, mem, req.timeout_s, python)
+        report = sandbox.read_report(run)
+        if report is not None and sandbox.refused(run, rc, report):
+            raise SandboxUnavailable(f"ZOO_SANDBOX=strict, but the model process could not get {', '.join(report.get('missing', []))} ({report.get('errors', {})}); `zoo doctor` shows what this machine allows")
+        details_sandbox = sandbox.describe(run, report)
+        stage = read_stage(run.stage, owner=run.uid)
+        stderr_tail = _tail(run.stderr)
+        problem = None
+        if not timed_out:
+            raw, problem = read_json_file(run.result, RESULT_MAX_BYTES, owner=run.uid)
+            if raw is not None:
+                try:
+                    result = trusted_result(req, raw)
+                except BadResult as exc:
+                    problem = f"result.json fails the result schema: {exc}"
+                else:
+                    result["duration_s"] = round(time.perf_counter() - t0, 3)
+                    result["details"]["sandbox"] = details_sandbox
+                    return result
+        if problem:
+            result = _bad_result(req, problem, stage, stderr_tail, time.perf_counter() - t0)
+        else:
+            result = _failure_result(req, rc, timed_out, stage, stderr_tail, time.perf_counter() - t0)
+        result["details"]["sandbox"] = details_sandbox
+        return result
+
+
+def _tail(path: Any, size: int = STDERR_TAIL) -> str:
+    """The end of the model process's stderr (never through a link, never more than ``size``)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        end = os.lseek(fd, 0, os.SEEK_END)
+        os.lseek(fd, max(0, end - size), os.SEEK_SET)
+        return os.read(fd, size).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+
+
+def _bad_result(req: ValidationRequest, problem: str, stage: str, stderr_tail: str, elapsed: float) -> dict[str, Any]:
+    """A result the parent will not store as written: a ``crash`` row saying why."""
+    log.warning("%s (%s on %s): %s", req.model_id, req.tier, req.backend, problem)
+    result = empty_result(req)
+    result.update(status=Status.CRASH.value, duration_s=round(elapsed, 3), error=error_info(type_="BadResult", message=f"the model process wrote an invalid result: {problem}", tb=stderr_tail))
+    result["details"]["stage"] = stage
+    return result
 
 
 def _failure_result(req: ValidationRequest, rc: int, timed_out: bool, stage: str, stderr_tail: str, elapsed: float) -> dict[str, Any]:
@@ -184,6 +223,9 @@ def _failure_result(req: ValidationRequest, rc: int, timed_out: bool, stage: str
     result["details"]["stage"] = stage
     if timed_out:
         status, err = Status.TIMEOUT, error_info(type_="Timeout", message=f"exceeded the time budget of {req.timeout_s:g}s during {stage}", tb=stderr_tail)
+    elif rc == -signal.SIGXCPU:
+        result["details"]["signal"] = "SIGXCPU"
+        status, err = Status.TIMEOUT, error_info(type_="Timeout", message=f"exceeded the CPU time budget (rlimit from the {req.timeout_s:g}s time budget) during {stage}", tb=stderr_tail)
     elif rc < 0:
         sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
         result["details"]["signal"] = sig

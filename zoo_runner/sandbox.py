@@ -1,0 +1,449 @@
+"""The sandbox a model process runs in: policy, environment, and the parent's half of the setup.
+
+Model files come from strangers, so the model process gets (docs/SPEC.md, "The sandbox a model
+runs in"):
+
+- an unprivileged uid: when Zoo runs as root it switches to ``ZOO_SANDBOX_UID`` (default 65533, a
+  uid no account uses: no passwd entry is needed) and ``ZOO_SANDBOX_GID`` (default: the uid), with
+  no supplementary groups and no capabilities; being another uid, it cannot read its ancestors'
+  ``/proc/<pid>/environ``;
+- ``PR_SET_NO_NEW_PRIVS``;
+- its own network namespace with loopback only, and its own mount namespace: everything read-only,
+  ``/tmp``, ``/var/tmp``, ``/run`` and home directories hidden (Unix sockets of PostgreSQL, Redis
+  and friends live there), only its work directory and the configured caches writable;
+- an environment built from an allowlist (:func:`base_env`); ``ZOO_SANDBOX_ENV`` names extra
+  variables to pass, never one whose name looks like a secret;
+- an ``HF_HOME`` of its own holding only the files the parent fetched, never a token;
+- rlimits on address space, CPU time (from the time budget), file size and processes.
+
+``ZOO_SANDBOX=off|best_effort|strict`` (default ``best_effort``). ``best_effort`` applies what this
+machine allows and says what it could not in one warning line; ``strict`` refuses to run a model
+without every protection (:class:`~zoo_runner.exceptions.SandboxUnavailable`); ``off`` runs models
+as Zoo's own user, still with the allowlisted environment and the staged ``HF_HOME``. Every row's
+``details.sandbox`` says what held. The mechanics are in :mod:`zoo_runner.sandbox_linux`.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .exceptions import BadInput, SandboxUnavailable
+from .sandbox_linux import EXIT_REFUSED, PROTECTIONS, Plan
+
+log = logging.getLogger(__name__)
+
+MODES = ("off", "best_effort", "strict")
+DEFAULT_UID = 65533  # Debian reserves 65000-65533 and allocates none of them to accounts
+SANDBOX_USER = "zoo-sandbox"
+
+# The model process's environment: exactly these names, and names with these prefixes, from
+# Zoo's own environment (then ZOO_SANDBOX_ENV), minus any that look like a secret.
+ALLOW_NAMES = frozenset(
+    """PATH LANG LANGUAGE TZ LD_LIBRARY_PATH PYTHONPATH PYTHONHASHSEED PYTHONUNBUFFERED
+    PYTHONDONTWRITEBYTECODE PYTHONWARNINGS PYTHONFAULTHANDLER PYTHONIOENCODING PYTHONUTF8
+    TOKENIZERS_PARALLELISM NUMEXPR_NUM_THREADS VECLIB_MAXIMUM_THREADS
+    ZOO_PLUGINS ZOO_REFERENCE_CACHE_MB ZOO_SANDBOX ZOO_OPENVINO_INFERENCE_PRECISION_HINT""".split()
+)
+ALLOW_PREFIXES = (
+    "LC_", "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "ONEDNN_", "DNNL_",  # CPU math libraries
+    "TORCH", "TRITON_",  # TORCH_*, TORCHINDUCTOR_*, TORCHDYNAMO_*: torch and its compilers
+    "NEURON_", "XLA_", "PJRT_", "TPU_",  # TorchNeuron, torch-xla
+    "CUDA_", "NVIDIA_", "CUBLAS_", "CUDNN_", "HIP_", "ROCR_", "HSA_", "ZE_", "SYCL_",  # devices
+)
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSW", "CREDENTIAL", "API_KEY", "APIKEY", "ACCESS_KEY", "PRIVATE_KEY", "AUTH", "COOKIE", "SESSION")
+FIXED_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "HF_DATASETS_OFFLINE": "1"}
+# Compile caches a backend writes, set per run: under the sandbox's compile cache (never one Zoo's
+# own processes share: a model process could plant compiled code there), or Zoo's own when off.
+CACHE_VARS = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "NEURON_COMPILE_CACHE_URL": "neuron"}
+# Directories the model process must not see: scratch space other processes share, sockets, homes.
+HIDE = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/root", "/home")
+
+_WARNED: set[str] = set()
+
+
+def warn_once(key: str, message: str) -> None:
+    if key not in _WARNED:
+        _WARNED.add(key)
+        log.warning("%s", message)
+
+
+# ------------------------------------------------------------------ configuration
+
+
+def mode() -> str:
+    value = os.environ.get("ZOO_SANDBOX", "best_effort").strip().lower().replace("-", "_") or "best_effort"
+    if value not in MODES:
+        raise BadInput(f"ZOO_SANDBOX must be one of {', '.join(MODES)}, not {value!r}")
+    return value
+
+
+def _env_int(name: str, default: int, low: int = 1) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadInput(f"{name} must be a whole number, not {raw!r}") from None
+    if value < low:
+        raise BadInput(f"{name} must be at least {low}, not {value}")
+    return value
+
+
+def sandbox_ids() -> tuple[int, int]:
+    uid = _env_int("ZOO_SANDBOX_UID", DEFAULT_UID)
+    gid = _env_int("ZOO_SANDBOX_GID", uid)
+    if uid >= 2**32 - 1 or gid >= 2**32 - 1:
+        raise BadInput("ZOO_SANDBOX_UID and ZOO_SANDBOX_GID must be below 4294967295")
+    return uid, gid
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return any(word in upper for word in SECRET_WORDS)
+
+
+def base_env() -> dict[str, str]:
+    """The environment every model process (and the forkserver) starts from: the allowlist."""
+    env = {k: v for k, v in os.environ.items() if (k in ALLOW_NAMES or k.startswith(ALLOW_PREFIXES)) and k not in CACHE_VARS and not is_secret_name(k)}
+    for name in (n.strip() for n in os.environ.get("ZOO_SANDBOX_ENV", "").split(",")):
+        if not name or name not in os.environ:
+            continue
+        if is_secret_name(name):
+            warn_once(f"env:{name}", f"ZOO_SANDBOX_ENV names {name}, which looks like a secret: not passed to model processes")
+            continue
+        env[name] = os.environ[name]
+    env.update(FIXED_ENV)
+    env.setdefault("PYTHONHASHSEED", "0")
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return env
+
+
+def _cache_base() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")) / "zoo"
+
+
+def compile_cache_dir(uid: int | None) -> str:
+    """Where backends' compile caches persist between model processes (one per sandbox uid)."""
+    configured = os.environ.get("ZOO_COMPILE_CACHE", "").strip()
+    if configured:
+        return configured
+    return str(_cache_base() / (f"compile-{uid}" if uid is not None else "compile"))
+
+
+def _real_dirs(paths: list[str]) -> list[str]:
+    out: list[str] = []
+    for p in paths:
+        if not p or not os.path.isabs(p):
+            continue
+        for q in (os.path.normpath(p), os.path.realpath(p)):
+            if os.path.isdir(q) and q != "/" and q not in out:
+                out.append(q)
+    return out
+
+
+def hidden_dirs() -> list[str]:
+    """The directories covered by an empty tmpfs, outermost only (/home hides /home/me)."""
+    found = _real_dirs([*HIDE, os.path.expanduser("~"), tempfile.gettempdir()])
+    return [d for d in found if not any(d.startswith(o + "/") for o in found)]
+
+
+def kept_dirs(python: str | None = None) -> list[str]:
+    """What the model process needs to see under a hidden directory: the Python installation,
+    the import path, Zoo's own source, and ``ZOO_SANDBOX_KEEP`` (colon-separated)."""
+    import zoo_runner
+
+    paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *sys.path]
+    paths += os.environ.get("PYTHONPATH", "").split(os.pathsep) + os.environ.get("ZOO_SANDBOX_KEEP", "").split(os.pathsep)
+    paths.append(os.path.dirname(os.path.dirname(os.path.abspath(zoo_runner.__file__))))
+    if python:
+        real = os.path.realpath(python)
+        paths += [os.path.dirname(os.path.dirname(os.path.abspath(python))), os.path.dirname(os.path.dirname(real))]
+    hidden = hidden_dirs()
+    # only what lies under a hidden directory, and never a hidden directory itself
+    keep = [p for p in _real_dirs(paths) if any(p.startswith(h + "/") for h in hidden) and not any(h == p or h.startswith(p + "/") for h in hidden)]
+    keep.sort(key=len)
+    out: list[str] = []
+    for p in keep:
+        if not any(p.startswith(k.rstrip("/") + "/") for k in out):
+            out.append(p)
+    return out
+
+
+# ------------------------------------------------------------------ what this machine allows
+
+
+@functools.lru_cache(maxsize=4)
+def capabilities(uid: int | None = None, gid: int | None = None) -> dict[str, Any]:
+    """What :mod:`zoo_runner.sandbox_linux` achieves here, tried once in a throwaway process."""
+    if uid is None or gid is None:
+        uid, gid = sandbox_ids()
+    caps: dict[str, Any] = {"root": os.geteuid() == 0, "bwrap": shutil.which("bwrap"), "platform": sys.platform}
+    if not sys.platform.startswith("linux"):
+        caps.update(missing=list(PROTECTIONS), error="the sandbox needs Linux")
+        return caps
+    with tempfile.TemporaryDirectory(prefix="zoo-probe-") as tmp:
+        args = json.dumps({"uid": uid, "gid": gid, "run_dir": tmp, "hide": hidden_dirs(), "keep": kept_dirs()})
+        try:
+            proc = subprocess.run([sys.executable, "-m", "zoo_runner.sandbox_linux", "probe", args], env=base_env(), capture_output=True, text=True, timeout=60, cwd=tmp)
+            caps.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
+            caps.update(missing=list(PROTECTIONS), error=f"the probe failed: {exc}")
+            return caps
+    if caps.get("uid_switched") and not caps.get("python_readable", True):
+        caps["missing"] = sorted(set(caps.get("missing", [])) | {"uid"})
+        caps.setdefault("errors", {})["uid"] = f"uid {uid} cannot read the Python installation at {sys.base_prefix} (and no mount namespace to show it)"
+    return caps
+
+
+def missing(caps: dict[str, Any]) -> list[str]:
+    return [p for p in PROTECTIONS if p in set(caps.get("missing", PROTECTIONS))]
+
+
+def why_missing(caps: dict[str, Any]) -> str:
+    errors = caps.get("errors") or {}
+    parts = []
+    for p in missing(caps):
+        reason = errors.get(p) or errors.get("namespaces" if p in ("netns", "mountns") else "", "")
+        if p == "uid" and not caps.get("root"):
+            reason = reason or f"Zoo runs as uid {os.geteuid()}, not root"
+        parts.append(f"{p} ({reason})" if reason else p)
+    return ", ".join(parts)
+
+
+def check_strict() -> None:
+    """Under ``ZOO_SANDBOX=strict``, raise unless this machine gives the full sandbox."""
+    if mode() != "strict":
+        return
+    caps = capabilities(*sandbox_ids())
+    if missing(caps):
+        raise SandboxUnavailable(f"ZOO_SANDBOX=strict, but this machine cannot give model processes {why_missing(caps)}; `zoo doctor` shows what it allows (ZOO_SANDBOX=best_effort runs them anyway)")
+
+
+# ------------------------------------------------------------------ one run
+
+
+@dataclass
+class Run:
+    """The files of one model process's run. ``root`` is Zoo's (read-only to the model); ``work``
+    is the model's own, and everything in it is untrusted."""
+
+    root: Path
+    work: Path
+    plan: Plan
+    uid: int | None  # the uid the model process is meant to run as (None: Zoo's own)
+    setup: dict[str, Any]
+
+    @property
+    def request(self) -> Path:
+        return self.root / "request.json"
+
+    @property
+    def plan_path(self) -> Path:
+        return self.root / "sandbox.json"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "sandbox-report.json"
+
+    @property
+    def stderr(self) -> Path:
+        return self.root / "stderr"
+
+    @property
+    def result(self) -> Path:
+        return self.work / "result.json"
+
+    @property
+    def stage(self) -> Path:
+        return self.work / "stage"
+
+
+def _chown_tree(path: Path, uid: int, gid: int) -> None:
+    for dirpath, dirnames, filenames in os.walk(path):
+        os.chown(dirpath, uid, gid)
+        for name in filenames:
+            os.lchown(os.path.join(dirpath, name), uid, gid)
+
+
+def _own_reference_cache(root: Path, uid: int, gid: int) -> None:
+    """Hand the reference cache to the sandbox uid: its directory, its two-hex-digit subdirectories
+    and their cache files only (never an arbitrary tree someone pointed ZOO_REFERENCE_CACHE at)."""
+    os.chown(root, uid, gid)
+    for sub in root.iterdir():
+        if sub.is_dir() and not sub.is_symlink() and len(sub.name) == 2 and all(c in "0123456789abcdef" for c in sub.name):
+            os.chown(sub, uid, gid)
+            for f in sub.iterdir():
+                if f.suffix == ".safetensors" and f.is_file() and not f.is_symlink():
+                    os.lchown(f, uid, gid)
+
+
+def _traversable(path: str, uid: int, gid: int) -> bool:
+    """Whether ``uid`` can reach and write ``path`` by the mode bits alone."""
+    p = Path(path)
+    for d in [*reversed(p.parents), p]:
+        try:
+            st = d.stat()
+        except OSError:
+            return False
+        bits = st.st_mode >> (6 if st.st_uid == uid else 3 if st.st_gid == gid else 0)
+        if not bits & 1:
+            return False
+    return True
+
+
+def _stage_files(files_dir: str, dest: Path) -> int:
+    """The fetched files, hard-linked (copied across filesystems or when not world-readable) into
+    ``dest``: the model sees these files and nothing else of the Hub cache. Returns how many."""
+    n = 0
+    src_root = Path(files_dir)
+    for dirpath, _, filenames in os.walk(src_root, followlinks=True):
+        rel = Path(dirpath).relative_to(src_root)
+        (dest / rel).mkdir(parents=True, exist_ok=True, mode=0o755)
+        for name in filenames:
+            real = os.path.realpath(os.path.join(dirpath, name))
+            if not os.path.isfile(real):
+                continue
+            target = dest / rel / name
+            try:
+                if not os.stat(real).st_mode & stat.S_IROTH:
+                    raise PermissionError("not world-readable")
+                os.link(real, target)
+            except OSError:
+                shutil.copyfile(real, target)
+                os.chmod(target, 0o644)
+            n += 1
+    return n
+
+
+def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None) -> tuple[Run, Any]:
+    """Lay out the run directory for ``req`` and write the plan; returns the run and the request
+    the model process reads (paths as it sees them). Raises SandboxUnavailable under strict."""
+    m = mode()
+    caps: dict[str, Any] = {}
+    uid = gid = None
+    if m != "off":
+        want_uid, want_gid = sandbox_ids()
+        caps = capabilities(want_uid, want_gid)
+        gaps = missing(caps)
+        if gaps:
+            if m == "strict":
+                check_strict()
+            warn_once(f"missing:{','.join(gaps)}", f"sandbox (ZOO_SANDBOX=best_effort): model processes run without {why_missing(caps)}; `zoo doctor` shows what this machine allows, ZOO_SANDBOX=strict refuses instead")
+        if os.geteuid() == 0 and "uid" not in gaps:
+            uid, gid = want_uid, want_gid
+    else:
+        warn_once("off", "sandbox off (ZOO_SANDBOX=off): model processes run as Zoo's own user, on its network and filesystem")
+    mountns = m != "off" and "mountns" not in missing(caps)
+
+    root = Path(tmp)
+    os.chmod(root, 0o711)
+    work = root / "work"
+    for d in (work, work / "home", work / "tmp", work / "hf_home", work / "cache"):
+        d.mkdir(mode=0o700)
+    setup: dict[str, Any] = {"env": "allowlist", "hf_home": "empty"}
+    child_req = replace(req)
+    env = base_env()
+    env.update(HOME=str(work / "home"), TMPDIR=str(work / "tmp"), HF_HOME=str(work / "hf_home"), USER=SANDBOX_USER, LOGNAME=SANDBOX_USER)
+    binds: list[list[str]] = []
+
+    def cache(source: str, name: str, reference: bool = False) -> str | None:
+        """The path the model process writes ``source`` at, or None where it cannot."""
+        if m == "off":
+            return source
+        Path(source).mkdir(parents=True, exist_ok=True)
+        if uid is not None and gid is not None:
+            if reference:
+                _own_reference_cache(Path(source), uid, gid)
+            elif os.stat(source).st_uid != uid:
+                os.chown(source, uid, gid)
+        if mountns:
+            inside = work / "cache" / name
+            inside.mkdir(mode=0o700)
+            binds.append([source, str(inside)])
+            return str(inside)
+        if uid is not None and gid is not None and not _traversable(source, uid, gid):
+            warn_once(f"cache:{source}", f"sandbox: uid {uid} cannot reach the cache {source} (and no mount namespace to show it): model processes run without it")
+            return None
+        return source
+
+    if req.reference_cache:
+        inside = cache(req.reference_cache, "references", reference=True)
+        child_req.reference_cache = inside or ""
+        setup["reference_cache"] = "off" if inside is None else "bound" if mountns else "direct"
+    env["ZOO_REFERENCE_CACHE"] = child_req.reference_cache or "off"
+    if m == "off":
+        env.update({var: os.environ[var] for var in CACHE_VARS if var in os.environ})
+    else:  # the sandbox's own compile caches: compiled code Zoo's own processes never load
+        compile_root = cache(compile_cache_dir(uid), "compile") or str(work / "tmp")
+        env.update({var: os.path.join(compile_root, sub) for var, sub in CACHE_VARS.items()})
+    if uid is not None and gid is not None:
+        _chown_tree(work, uid, gid)  # before staging: hard links share their inode with Zoo's Hub cache
+    ro_binds: list[list[str]] = []
+    if req.files_dir:  # Zoo's, readable and not writable by the model
+        files = Path(req.files_dir)
+        if mountns:  # the repo's directory of the Hub cache (snapshots link into its blobs), read-only
+            repo = files.parent.parent if files.parent.name == "snapshots" and files.parent.parent.name.startswith("models--") else files
+            target = work / "hf_home" / "hub" / (repo.name if repo != files else "files")
+            target.mkdir(parents=True, mode=0o755)
+            ro_binds.append([str(repo), str(target)])
+            child_req.files_dir = str(target / files.relative_to(repo)) if repo != files else str(target)
+            setup["hf_home"] = "bound read-only"
+        else:
+            staged = work / "hf_home" / "files"
+            n = _stage_files(req.files_dir, staged)
+            child_req.files_dir = str(staged)
+            setup["hf_home"] = f"staged ({n} files)"
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    rlimits = {
+        "as": int(memory_bytes),
+        "cpu": int(req.timeout_s * max(1, cpus)) + 60,
+        "fsize": _env_int("ZOO_SANDBOX_FSIZE_MB", 8192) << 20,
+        "nproc": _env_int("ZOO_SANDBOX_NPROC", max(4096, 64 * cpus)),
+    }
+    plan = Plan(mode=m, run_dir=str(root), work_dir=str(work), report_path=str(root / "sandbox-report.json"), uid=uid, gid=gid, env=env, binds=binds, ro_binds=ro_binds, hide=hidden_dirs() if mountns else [], keep=kept_dirs(python) if mountns else [], shm_mb=_env_int("ZOO_SANDBOX_SHM_MB", 512), rlimits=rlimits)
+    run = Run(root=root, work=work, plan=plan, uid=uid, setup=setup)
+    run.plan_path.write_text(plan.to_json())
+    run.request.write_text(json.dumps(child_req.to_dict()))
+    for p in (run.plan_path, run.request):
+        os.chmod(p, 0o644)
+    return run, child_req
+
+
+def read_report(run: Run) -> dict[str, Any] | None:
+    """What the model process said held, written as root before it ran anything of the model's."""
+    from .result_schema import read_json_file
+
+    value, problem = read_json_file(run.report, 64 << 10, owner=os.geteuid())
+    if problem or not isinstance(value, dict):
+        return None
+    return value
+
+
+def refused(run: Run, rc: int, report: dict[str, Any] | None) -> bool:
+    return rc == EXIT_REFUSED and bool(report and report.get("refused"))
+
+
+def describe(run: Run, report: dict[str, Any] | None) -> dict[str, Any]:
+    """``details.sandbox``: what the parent set up, and what the model process says held."""
+    out: dict[str, Any] = {"mode": run.plan.mode, **run.setup}
+    if report is None:
+        out.update(report="missing", missing=list(PROTECTIONS))
+        return out
+    for key in ("uid", "gid", "uid_switched", "capabilities", "no_new_privs", "netns", "mountns", "userns", "loopback", "rlimits", "missing", "errors"):
+        if key in report:
+            out[key] = report[key]
+    if run.uid is None and report.get("uid_switched"):  # Zoo never asked for a switch: the report was rewritten
+        out.update(report="untrusted", missing=list(PROTECTIONS))
+    return out
