@@ -25,6 +25,7 @@ def _validate(arch: str, backend: str = "cpu") -> dict:
         "GLPNForDepthEstimation",
         "TimesformerForVideoClassification",
         "VivitForVideoClassification",
+        "AlbertForMultipleChoice",
     ],
 )
 def test_long_tail_architectures_get_a_valid_reference_and_pass_on_cpu(arch):
@@ -65,3 +66,9 @@ def test_shrinking_keeps_each_stage_s_heads_dividing_its_width():
 
     cfg = shrink_dict(copy.deepcopy(transformers.GLPNConfig().to_dict()))
     assert all(w % h == 0 for w, h in zip(cfg["hidden_sizes"], cfg["num_attention_heads"]))
+
+
+def test_multiple_choice_heads_get_a_choices_dimension():
+    r = _validate("RobertaForMultipleChoice")
+    assert r["status"] == "pass", r["error"]
+    assert r["details"]["input_shapes"][0]["input_ids"] == [2, 2, 16]  # (batch, choices, seq)

@@ -71,6 +71,16 @@ def _ensure_pad_token(cfg: dict[str, Any]) -> None:
         node["pad_token_id"] = eos if isinstance(eos, int) and 0 <= eos < int(node["vocab_size"]) else 0
 
 
+CHOICES = 2  # answers per question for multiple-choice heads
+
+
+def _as_choices(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Multiple-choice heads take (batch, choices, seq) text: each row's text paired with a second,
+    shifted answer so the choices differ."""
+    text = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
+    return {k: torch.stack([v, v.roll(1, dims=-1)], dim=1) if k in text and v.dim() == 2 else v for k, v in inputs.items()}
+
+
 def task_for(architecture: str) -> str | None:
     for suffix, task in TASK_BY_SUFFIX:
         if architecture.endswith(suffix):
@@ -224,6 +234,8 @@ class TransformersBuilder:
                 inputs = inputs_mod.make_inputs(model, config, shape, seed, is_enc_dec, kinds, quirk.extra_inputs if quirk else ())
             except KeyError as exc:
                 raise NotSupported("no_inputs", f"{architecture}: {exc.args[0]}") from exc
+            if task_for(architecture) == "multiple-choice":
+                inputs = _as_choices(inputs)
             if tokenizer is not None and "input_ids" in inputs:
                 texts = list(SAMPLE_TEXTS[: shape["batch"]])
                 enc = tokenizer(texts, padding=True, truncation=True, max_length=shape["seq"] * 4, return_tensors="pt")
