@@ -9,6 +9,10 @@
 #                                          libraries, so the same 2.14.1 build)
 #   bash scripts/setup.sh openvino       + the cpu+openvino backend (OpenVINO; also in dev)
 #   bash scripts/setup.sh onnxruntime    + the cpu+onnxrt backend (ONNX Runtime, onnxscript; also in dev)
+#   bash scripts/setup.sh xla            + the xla and xla+openxla backends (torch-xla 2.9.0, which pins
+#                                          torch==2.9.0: use a venv of its own, ZOO_VENV=.venv-xla; PyPI's
+#                                          torch 2.9.0 for Linux x86_64 is its CUDA build, about 4 GB with
+#                                          its nvidia-* wheels, unless ZOO_TORCH names a CPU build's index)
 # torch is installed first (CPU build by default) so nothing pulls a larger build; override with
 # ZOO_TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" or similar.
 set -euo pipefail
@@ -19,13 +23,20 @@ extras=()
 torch_spec="${ZOO_TORCH:-torch==2.13.0}"
 for arg in "$@"; do
   case "$arg" in
-    dev|timm|open_clip|pyannote|diffusers|chronos|neuron|openvino|onnxruntime) extras+=("$arg") ;;
-    *) echo "setup.sh: unknown extra '$arg' (dev, timm, open_clip, pyannote, diffusers, chronos, neuron, openvino, onnxruntime)" >&2; exit 2 ;;
+    dev|timm|open_clip|pyannote|diffusers|chronos|neuron|openvino|onnxruntime|xla) extras+=("$arg") ;;
+    *) echo "setup.sh: unknown extra '$arg' (dev, timm, open_clip, pyannote, diffusers, chronos, neuron, openvino, onnxruntime, xla)" >&2; exit 2 ;;
   esac
   if { [ "$arg" = timm ] || [ "$arg" = open_clip ] || [ "$arg" = pyannote ]; } && [ -z "${ZOO_TORCH:-}" ]; then
     torch_spec="torch==2.14.1 torchvision==0.29.1"
   fi
+  if [ "$arg" = xla ] && [ -z "${ZOO_TORCH:-}" ]; then
+    torch_spec="torch==2.9.0"  # torch-xla 2.9.0 requires exactly this torch
+  fi
 done
+if [[ " ${extras[*]} " == *" xla "* ]] && [[ " ${extras[*]} " =~ " "(timm|open_clip|pyannote)" " ]]; then
+  echo "setup.sh: xla needs torch==2.9.0, timm/open_clip/pyannote torch==2.14.1: install them in separate venvs (ZOO_VENV=...)" >&2
+  exit 2
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi

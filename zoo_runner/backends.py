@@ -2,9 +2,10 @@
 
 Parsing is pure; resolution imports torch and checks what this machine really has.
 Device support beyond what torch ships (``neuron`` through ``torch_neuronx``) lives in a small
-registry of :class:`DevicePlugin` entries; ``ZOO_PLUGINS`` modules may add to it. Compile backends
-Zoo ships a plugin for (``openvino``, ``onnxrt``: :mod:`zoo_runner.plugins`) register a
-:class:`CompilerPlugin` when a spec first names them (:data:`BUILTIN_COMPILERS`).
+registry of :class:`DevicePlugin` entries; ``ZOO_PLUGINS`` modules may add to it. Devices and
+compile backends Zoo ships a plugin for (``xla``; ``openvino``, ``onnxrt``, ``openxla``:
+:mod:`zoo_runner.plugins`) register a :class:`DevicePlugin` or :class:`CompilerPlugin` when a spec
+first names them (:data:`BUILTIN_DEVICES`, :data:`BUILTIN_COMPILERS`).
 """
 from __future__ import annotations
 
@@ -63,7 +64,10 @@ class DevicePlugin:
     ``fallback_tracker`` returns an object with ``clear()`` and ``collect() -> list[str]`` that
     reports the ATen ops that ran on CPU instead of the device; ``precision`` declares the
     device's compute precision for a spec on this machine and configuration (see
-    :func:`declared_precision`).
+    :func:`declared_precision`). ``install_hint`` follows "not installed" when ``package`` is
+    missing. ``device_module`` is for a package that gives torch no ``torch.<device>`` module:
+    called once after ``package`` imports, it returns the module registered as ``torch.<device>``
+    (``is_available()``, and ``synchronize()``, which Zoo calls after each run it times).
     """
 
     device: str
@@ -73,6 +77,8 @@ class DevicePlugin:
     backend: Callable[..., Callable] | None = None
     precision: Callable[["BackendSpec"], str | None] | None = None
     extra: dict = field(default_factory=dict)
+    install_hint: str | None = None
+    device_module: Callable[[], object] | None = None
 
 
 @dataclass
@@ -136,8 +142,9 @@ COMPILER_PLUGINS: dict[str, CompilerPlugin] = {}
 
 # Compile backends Zoo ships a plugin for: compiler name -> the module that registers its
 # CompilerPlugin. Imported only when a spec names that compiler; a plugin a ZOO_PLUGINS module
-# registered under the same name first is kept.
-BUILTIN_COMPILERS = {"openvino": "zoo_runner.plugins.openvino", "onnxrt": "zoo_runner.plugins.onnxrt"}
+# registered under the same name first is kept. BUILTIN_DEVICES: the same for devices.
+BUILTIN_COMPILERS = {"openvino": "zoo_runner.plugins.openvino", "onnxrt": "zoo_runner.plugins.onnxrt", "openxla": "zoo_runner.plugins.xla"}
+BUILTIN_DEVICES = {"xla": "zoo_runner.plugins.xla"}
 
 
 def register_device(plugin: DevicePlugin) -> None:
@@ -146,6 +153,15 @@ def register_device(plugin: DevicePlugin) -> None:
 
 def register_compiler(plugin: CompilerPlugin) -> None:
     COMPILER_PLUGINS[plugin.name] = plugin
+
+
+def device_plugin(device: str | None) -> DevicePlugin | None:
+    """The :class:`DevicePlugin` registered for ``device``, importing Zoo's own on first use."""
+    if not device:
+        return None
+    if device not in DEVICE_PLUGINS and device in BUILTIN_DEVICES:
+        importlib.import_module(BUILTIN_DEVICES[device])
+    return DEVICE_PLUGINS.get(device)
 
 
 def compiler_plugin(name: str | None) -> CompilerPlugin | None:
@@ -194,7 +210,7 @@ def declared_precision(spec: "BackendSpec") -> str | None:
     declares by setting ``precision`` on its :class:`DevicePlugin` or :class:`CompilerPlugin`: a
     function of the spec that returns ``"fp32"``, ``"tf32"``, ``"bf16"``, ``"fp16"`` or None.
     """
-    for plugin in (compiler_plugin(spec.compiler), DEVICE_PLUGINS.get(spec.device)):
+    for plugin in (compiler_plugin(spec.compiler), device_plugin(spec.device)):
         if plugin is not None and plugin.precision is not None:
             declared = plugin.precision(spec)
             if declared is not None:
@@ -216,14 +232,20 @@ def load_plugins(names: str | None = None) -> list[str]:
 
 
 def _import_device_package(device: str) -> None:
-    plugin = DEVICE_PLUGINS.get(device)
+    plugin = device_plugin(device)
     if plugin and plugin.package:
         try:
             importlib.import_module(plugin.package)
         except ImportError as exc:
+            hint = f": {plugin.install_hint}" if plugin.install_hint else ""
             raise BackendUnavailable(
-                f"backend {device} is not available here: package {plugin.package} is not installed ({exc.__class__.__name__})"
+                f"backend {device} is not available here: package {plugin.package} is not installed ({exc.__class__.__name__}){hint}"
             ) from exc
+        if plugin.device_module is not None:
+            import torch
+
+            if getattr(torch, device, None) is None:
+                torch._register_device_module(device, plugin.device_module())
 
 
 def device_available(device: str) -> tuple[bool, str]:
@@ -297,7 +319,7 @@ def resolve_auto() -> BackendSpec:
 
 def check_backend(spec: BackendSpec) -> None:
     """Raise a one-line error unless ``spec`` can run on this machine."""
-    if spec.device not in DEVICE_PLUGINS and not _torch_knows_device(spec.device):
+    if device_plugin(spec.device) is None and not _torch_knows_device(spec.device):
         raise UnknownBackend(f"unknown device {spec.device!r} in backend {spec}: not a torch device type and no plugin registers it")
     ok, why = device_available(spec.device)
     if not ok:
@@ -319,7 +341,7 @@ def check_backend(spec: BackendSpec) -> None:
 
 def fallback_tracker(device: str, compiler: str | None = None) -> FallbackTracker | None:
     """The compiler plugin's tracker where it has one (it knows what it did not compile), else the device's."""
-    for plugin in (compiler_plugin(compiler), DEVICE_PLUGINS.get(device)):
+    for plugin in (compiler_plugin(compiler), device_plugin(device)):
         if plugin is not None and plugin.fallback_tracker:
             return plugin.fallback_tracker()
     return None
@@ -344,7 +366,7 @@ def backend_package_versions(device: str | None, compiler: str | None = None) ->
 
 
 def backend_package_version(device: str) -> tuple[str, str] | None:
-    plugin = DEVICE_PLUGINS.get(device)
+    plugin = device_plugin(device)
     if not plugin or not plugin.package_dist:
         return None
     from importlib.metadata import PackageNotFoundError, version
