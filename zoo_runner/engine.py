@@ -114,6 +114,18 @@ def _timed(fn: Callable[[], Any], runs: int = TIMING_RUNS, sync: Callable[[], No
     return statistics.median(times)
 
 
+def _compile_cache() -> str | None:
+    """``hit`` when every graph inductor compiled came from its FX graph cache (``ZOO_COMPILE_CACHE``),
+    ``miss`` when none did, ``partial`` between; None for a compiler that does not say."""
+    from torch._dynamo.utils import counters
+
+    inductor = counters.get("inductor") or {}
+    hits, misses = int(inductor.get("fxgraph_cache_hit", 0)), int(inductor.get("fxgraph_cache_miss", 0))
+    if not hits and not misses:
+        return None
+    return "hit" if not misses else "miss" if not hits else "partial"
+
+
 def _graph_breaks(top: int = 5) -> tuple[int, list[str]]:
     """Graph breaks dynamo counted, and their most frequent reasons (first line each). Recent torch
     files some breaks (an LSTM dynamo will not trace) under "unimplemented" rather than "graph_break"."""
@@ -255,6 +267,9 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
             metrics["graph_breaks"], reasons = _graph_breaks()
             if reasons:
                 result["details"]["graph_break_reasons"] = reasons
+            cache = _compile_cache()
+            if cache:
+                result["details"]["compile_cache"] = cache
         result["fallback_ops"] = tracker.collect() if tracker else []
         report = getattr(tracker, "report", dict)() if tracker else {}  # optional on a tracker
         if report:

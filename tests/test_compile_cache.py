@@ -1,0 +1,15 @@
+"""Compiled artefacts persist under ZOO_COMPILE_CACHE and are shared by a worker's model processes:
+the second validation of the same model finds inductor's FX graph cache warm, and says so."""
+from __future__ import annotations
+
+from zoo_runner.launcher import run_isolated
+from zoo_runner.request import ValidationRequest
+
+
+def test_the_second_compile_of_a_model_hits_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZOO_COMPILE_CACHE", str(tmp_path / "compile"))
+    req = ValidationRequest("arch:BertModel", backend="cpu+inductor", timeout_s=600, reference_cache="")
+    first, second = run_isolated(req), run_isolated(req)
+    assert first["status"] == second["status"] == "pass", (first["error"], second["error"])
+    assert (first["details"]["compile_cache"], second["details"]["compile_cache"]) == ("miss", "hit")
+    assert any((tmp_path / "compile").rglob("*")), "nothing was written under ZOO_COMPILE_CACHE"
