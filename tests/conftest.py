@@ -224,3 +224,11 @@ def validate_through(zoo, hub: str, tmp_path: Path, model_id: str) -> dict:
     assert proc.returncode in (0, 1), proc.stderr  # 1: a verdict other than pass
     return json.loads(proc.stdout)
 
+
+
+def fresh_python(code: str, timeout: float = 60) -> str:
+    """Run ``code`` in a fresh interpreter at the repo root (what a module imports on its own);
+    returns its stdout, failing the test with its stderr if it exits non-zero."""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return out.stdout

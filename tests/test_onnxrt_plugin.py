@@ -6,13 +6,12 @@ are pure Python and run everywhere; the rest need the ``onnxruntime`` extra (in 
 """
 from __future__ import annotations
 
-import subprocess
 import sys
 import types
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import fresh_python
 from zoo_runner import backends
 from zoo_runner.backends import BackendSpec, CompilerPlugin, check_backend, declared_precision, register_compiler
 from zoo_runner.exceptions import BackendUnavailable
@@ -34,9 +33,7 @@ def test_naming_the_backend_imports_the_plugin_but_nothing_heavy():
         "assert not {'torch', 'onnxruntime', 'onnxscript', 'onnx'} & set(sys.modules), 'registering imports nothing heavy'; "
         "print(p.name, p.package_dist, p.extra, ','.join(p.packages), p.backend is not None)"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["onnxrt", "onnxruntime", "onnxruntime", "onnxruntime,onnxscript,onnx", "True"]
+    assert fresh_python(code).split() == ["onnxrt", "onnxruntime", "onnxruntime", "onnxruntime,onnxscript,onnx", "True"]
 
 
 @pytest.mark.parametrize("hidden", ["onnxruntime", "onnxscript"])

@@ -7,13 +7,12 @@ at fp32; told f32 explicitly, it passes at fp32.
 """
 from __future__ import annotations
 
-import subprocess
 import sys
 import types
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, fresh_python
 from zoo_runner import backends
 from zoo_runner.backends import BackendSpec, check_backend, compiler_plugin, declared_precision
 from zoo_runner.exceptions import BackendUnavailable, UnknownBackend
@@ -66,9 +65,7 @@ def test_naming_the_backend_imports_the_plugin_but_not_openvino():
         "assert 'openvino' not in sys.modules and 'torch' not in sys.modules, 'registering imports nothing heavy'; "
         "print(p.name, p.package_dist, p.extra, p.packages)"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["openvino", "openvino", "openvino", "('openvino.torch',)"]
+    assert fresh_python(code).split() == ["openvino", "openvino", "openvino", "('openvino.torch',)"]
 
 
 def test_missing_extra_is_one_line_with_the_install_hint(monkeypatch):

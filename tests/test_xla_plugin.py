@@ -9,13 +9,12 @@ FNet's: its token mixing is two FFTs, and torch_xla lowers no FFT (``aten::_fft_
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import types
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, fresh_python
 from zoo_runner import backends
 from zoo_runner.backends import BackendSpec, check_backend, declared_precision
 from zoo_runner.exceptions import BackendUnavailable, UnknownBackend
@@ -59,9 +58,7 @@ def test_naming_the_backends_imports_the_plugin_but_not_torch_xla():
         "assert 'torch_xla' not in sys.modules and 'torch' not in sys.modules, 'registering imports nothing heavy'; "
         "print(d.device, d.package, d.package_dist, c.name, c.package_dist, os.environ['PJRT_DEVICE'])"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["xla", "torch_xla", "torch-xla", "openxla", "torch-xla", "CPU"]
+    assert fresh_python(code).split() == ["xla", "torch_xla", "torch-xla", "openxla", "torch-xla", "CPU"]
 
 
 @pytest.mark.parametrize("spec", [XLA, OPENXLA])
