@@ -1,5 +1,8 @@
 # One image for the api, worker and beat services (docker-compose.yml).
 FROM python:3.11-slim
+# The torch to install first, so nothing pulls a larger build: the CPU build by default; the
+# compose file's worker-cuda sets a CUDA build (PyPI's torch for Linux x86_64) and worker-neuron
+# torch-neuronx.
 ARG TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 WORKDIR /app
 RUN pip install --no-cache-dir ${TORCH_SPEC}

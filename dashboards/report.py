@@ -39,26 +39,33 @@ def _session(session=None):
 
 
 def api(path: str, **params: Any) -> str:
+    """An API link with its query values URL-encoded (``cpu+inductor`` is ``cpu%2Binductor``: a bare
+    ``+`` would read as a space)."""
     q = urlencode({k: v for k, v in params.items() if v not in (None, "")})
     return f"/api/v1{path}" + (f"?{q}" if q else "")
 
 
-def build_report(week: str | None = None, backend: str | None = None, tier: str | None = None, session=None, top: int = 10) -> dict[str, Any]:
+def build_report(week: str | None = None, backend: str | None = None, tier: str | None = None, session=None, top: int = 10, snapshot_id: int | None = None) -> dict[str, Any]:
+    """The week's report for ``backend`` and ``tier`` (defaults: the newest results'), weighted by
+    catalog snapshot ``snapshot_id`` (default: the newest one holding models with results)."""
     with _session(session) as s:
         backend, tier, week_found = queries.default_scope(s, backend, tier, week)
         week = week or week_found or iso_week()
         prev_week = _previous_week(week)
-        cov = queries.cached_coverage(s, backend=backend, tier=tier, week=week)
-        prev = queries.cached_coverage(s, backend=backend, tier=tier, week=prev_week)
-        history = queries.coverage_history(s, backend=backend, tier=tier, weeks=12, until=week) if backend else []
-        regressed = queries.transitions(s, backend=backend, tier=tier, week=week, since=prev_week, direction="regressed", limit=50)
-        fixed = queries.transitions(s, backend=backend, tier=tier, week=week, since=prev_week, direction="fixed", limit=50)
-        gaps = queries.op_gaps(s, backend=backend, tier=tier, week=week, limit=top)
-        clusters = queries.failure_clusters(s, backend=backend, tier=tier, week=week, limit=top)
+        snap = dict(snapshot_id=snapshot_id)
+        cov = queries.cached_coverage(s, backend=backend, tier=tier, week=week, **snap)
+        prev = queries.cached_coverage(s, backend=backend, tier=tier, week=prev_week, **snap)
+        history = queries.coverage_history(s, backend=backend, tier=tier, weeks=12, until=week, **snap) if backend else []
+        regressed = queries.transitions(s, backend=backend, tier=tier, week=week, since=prev_week, direction="regressed", limit=50, **snap)
+        fixed = queries.transitions(s, backend=backend, tier=tier, week=week, since=prev_week, direction="fixed", limit=50, **snap)
+        gaps = queries.op_gaps(s, backend=backend, tier=tier, week=week, limit=top, **snap)
+        clusters = queries.failure_clusters(s, backend=backend, tier=tier, week=week, limit=top, **snap)
         slow = queries.slowest_compiles(s, backend=backend, tier=tier, week=week, limit=top)
-        failing = queries.failing_models(s, backend=backend, tier=tier, week=week, limit=100) if backend else {"items": [], "total": 0}
+        failing = queries.failing_models(s, backend=backend, tier=tier, week=week, limit=100, **snap) if backend else {"items": [], "total": 0}
         precisions = queries.precision_summary(s, week)
-        scope = dict(backend=backend, tier=tier, week=week)
+        # the API links name the snapshot only when one was asked for (the API's default is the same)
+        link = dict(snapshot=snapshot_id)
+        scope = dict(backend=backend, tier=tier, week=week, **link)
         return {
             "week": week,
             "backend": backend,
@@ -79,8 +86,8 @@ def build_report(week: str | None = None, backend: str | None = None, tier: str 
             "precision_lines": [queries.precision_line(p) for p in precisions],
             "queries": {
                 "headline": api("/coverage", **scope),
-                "previous": api("/coverage", backend=backend, tier=tier, week=prev_week),
-                "history": api("/coverage/history", backend=backend, tier=tier, until=week, weeks=12),
+                "previous": api("/coverage", backend=backend, tier=tier, week=prev_week, **link),
+                "history": api("/coverage/history", backend=backend, tier=tier, until=week, weeks=12, **link),
                 "newly_failing": api("/regressions", **scope, since=prev_week),
                 "newly_passing": api("/regressions", **scope, since=prev_week, direction="fixed"),
                 "op_gaps": api("/ops/gaps", **scope),
@@ -209,7 +216,9 @@ def render_markdown(rep: dict[str, Any]) -> str:
             lines.append(f"| … {total - 50} more | | | | |")
     else:
         lines.append("None.")
-    lines += ["", f"Numbers: `GET /api/v1/coverage?backend={rep['backend']}&tier={rep['tier']}&week={rep['week']}`; failing models: `GET /api/v1/models?backend={rep['backend']}&status=...`."]
+    numbers = (rep.get("queries") or {}).get("headline") or api("/coverage", backend=rep["backend"], tier=rep["tier"], week=rep["week"])
+    failing_url = api("/models", backend=rep["backend"])
+    lines += ["", f"Numbers: `GET {numbers}`; failing models: `GET {failing_url}{'&' if '?' in failing_url else '?'}status=...`."]
     return "\n".join(lines) + "\n"
 
 

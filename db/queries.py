@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import case, func, literal, or_, select
 from sqlalchemy.orm import Session
 
+from zoo_runner.exceptions import BadInput
 from zoo_runner.statuses import ALL_STATUSES, NO_VALID_REFERENCE, PASSING
 
 from .models import Model, Result, Snapshot, SnapshotEntry
@@ -145,11 +146,30 @@ def default_scope(session: Session, backend: str | None, tier: str | None, week:
     return backend or row[0], tier or row[1], week or row[2]
 
 
-def coverage(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, snapshot: Snapshot | None = None, precision: str | None = None) -> Coverage:
+def weighting_snapshot(session: Session, snapshot_id: int | None = None) -> Snapshot | None:
+    """The catalog snapshot whose downloads weight coverage and the analytics: ``snapshot_id``
+    (:class:`BadInput` if there is none), else the newest snapshot holding a model with results,
+    else the newest snapshot. So syncing a small CSV of models not yet run does not turn
+    coverage into 0 / 0; name its snapshot to see it."""
+    if snapshot_id is not None:
+        snap = session.get(Snapshot, snapshot_id)
+        if snap is None:
+            raise BadInput(f"no catalog snapshot {snapshot_id} (`zoo sync` prints the id of each)")
+        return snap
+    has_results = select(Result.id).where(Result.model_id == SnapshotEntry.model_id).exists()
+    newest_first = session.scalars(select(Snapshot.id).order_by(Snapshot.taken_at.desc(), Snapshot.id.desc())).all()
+    for sid in newest_first:  # one short index probe each, stopping at the first hit (usually the newest)
+        if session.scalar(select(SnapshotEntry.id).where(SnapshotEntry.snapshot_id == sid, has_results).limit(1)) is not None:
+            return session.get(Snapshot, sid)
+    return latest_snapshot(session)
+
+
+def coverage(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, snapshot: Snapshot | None = None, precision: str | None = None, snapshot_id: int | None = None) -> Coverage:
     """Coverage of a backend, tier and week at the backend's declared precision (``precision``
-    None), or over the rows judged at ``precision``."""
+    None), or over the rows judged at ``precision``; weighted by ``snapshot`` (or the one
+    :func:`weighting_snapshot` picks for ``snapshot_id``)."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
-    snapshot = snapshot or latest_snapshot(session)
+    snapshot = snapshot or weighting_snapshot(session, snapshot_id)
     cov = Coverage(backend=backend, tier=tier, week=week, snapshot_id=snapshot.id if snapshot else None, precision=precision_label(precision))
     if snapshot is None:
         return cov
@@ -312,12 +332,12 @@ cached_coverage = cached(coverage)
 
 
 @cached
-def coverage_grouped(session: Session, group_by: str, backend: str | None = None, tier: str | None = None, week: str | None = None, precision: str | None = None) -> list[tuple[str | None, Coverage]]:
+def coverage_grouped(session: Session, group_by: str, backend: str | None = None, tier: str | None = None, week: str | None = None, precision: str | None = None, snapshot_id: int | None = None) -> list[tuple[str | None, Coverage]]:
     """Coverage of one scope split by task, library or architecture (the result's own fields),
     largest download denominators first."""
     col = GROUP_COLUMNS[group_by]
     backend, tier, week = default_scope(session, backend, tier, week, precision)
-    snapshot = latest_snapshot(session)
+    snapshot = weighting_snapshot(session, snapshot_id)
     if snapshot is None or backend is None or week is None:
         return []
     ranked = _latest_in_scope(backend, tier, week, Result.status, col.label("grp"), precision=precision)
@@ -337,11 +357,11 @@ def coverage_grouped(session: Session, group_by: str, backend: str | None = None
 
 
 @cached
-def coverage_history(session: Session, backend: str | None = None, tier: str | None = None, weeks: int = 12, until: str | None = None, precision: str | None = None) -> list[Coverage]:
+def coverage_history(session: Session, backend: str | None = None, tier: str | None = None, weeks: int = 12, until: str | None = None, precision: str | None = None, snapshot_id: int | None = None) -> list[Coverage]:
     """Coverage per ISO week and per (backend, tier), oldest week first, for the ``weeks`` weeks up
-    to ``until`` (default: the newest week with results). Weighted by the latest snapshot. At each
-    backend's declared precision, or over the rows judged at ``precision``."""
-    snapshot = latest_snapshot(session)
+    to ``until`` (default: the newest week with results). Weighted by :func:`weighting_snapshot`. At
+    each backend's declared precision, or over the rows judged at ``precision``."""
+    snapshot = weighting_snapshot(session, snapshot_id)
     if until is None:
         q = select(func.max(Result.week))
         if backend:
@@ -425,14 +445,14 @@ def _weights(session: Session, snapshot: Snapshot | None, ids: list[str]) -> dic
 
 
 @cached
-def op_gaps(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 50, precision: str | None = None) -> dict[str, Any]:
+def op_gaps(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 50, precision: str | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
     """Ops ranked by the downloads they would unlock (see ``blocking_op`` for the rule)."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
-    cov = coverage(session, backend=backend, tier=tier, week=week, precision=precision)
+    snapshot = weighting_snapshot(session, snapshot_id)
+    cov = coverage(session, backend=backend, tier=tier, week=week, precision=precision, snapshot=snapshot)
     out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "precision": precision_label(precision), "valid_reference": cov.valid_reference, "valid_reference_downloads": cov.valid_reference_downloads, "items": [], "total": 0}
     if backend is None or week is None:
         return out
-    snapshot = latest_snapshot(session)
     ranked = _latest_in_scope(backend, tier, week, Result.status, Result.fallback_ops, Result.error, precision=precision)
     rows = session.execute(
         select(ranked.c.mid, ranked.c.status, ranked.c.fallback_ops, ranked.c.error)
@@ -469,7 +489,7 @@ def op_gaps(session: Session, backend: str | None = None, tier: str | None = Non
 
 
 @cached
-def failure_clusters(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, status: str | None = None, limit: int = 50, precision: str | None = None) -> dict[str, Any]:
+def failure_clusters(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, status: str | None = None, limit: int = 50, precision: str | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
     """Failing latest results (any status but pass / pass_with_fallback) grouped by error
     signature (the status itself where a result has none), by downloads."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
@@ -479,7 +499,7 @@ def failure_clusters(session: Session, backend: str | None = None, tier: str | N
     }  # fmt: skip
     if backend is None or week is None:
         return out
-    snapshot = latest_snapshot(session)
+    snapshot = weighting_snapshot(session, snapshot_id)
     ranked = _latest_in_scope(backend, tier, week, Result.status, Result.reason, Result.error_signature, Result.details, precision=precision)
     q = (
         select(ranked.c.mid, ranked.c.status, ranked.c.reason, ranked.c.error_signature, func.coalesce(SnapshotEntry.downloads, 0), ranked.c.details)
@@ -534,7 +554,7 @@ def known_failure_now(known: Any, today: _dt.date | None = None) -> dict[str, An
 
 
 @cached
-def transitions(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, since: str | None = None, direction: str = "regressed", limit: int = 200, precision: str | None = None) -> dict[str, Any]:
+def transitions(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, since: str | None = None, direction: str = "regressed", limit: int = 200, precision: str | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
     """Models whose latest result changed between ``since`` (default: the week before) and ``week``:
     ``regressed`` = passing (pass / pass_with_fallback) then, failing now; ``fixed`` = the reverse.
     With each: both statuses, the error now, and the versions of the first failing (or first
@@ -545,7 +565,7 @@ def transitions(session: Session, backend: str | None = None, tier: str | None =
         return out
     since = since or previous_week(week)
     out["since"] = since
-    snapshot = latest_snapshot(session)
+    snapshot = weighting_snapshot(session, snapshot_id)
     now = _latest_in_scope(backend, tier, week, Result.status, Result.error_signature, Result.versions, Result.repro, precision=precision)
     then = (
         select(Result.model_id.label("mid"), Result.status, Result.versions, func.row_number().over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
@@ -601,17 +621,22 @@ def latest_status_map(session: Session, ids: list[str], weeks: int | None = None
     return out
 
 
+def has_backend(session: Session, backend: str) -> bool:
+    """Whether any result is stored under this backend spec (an index lookup)."""
+    return session.scalar(select(Result.id).where(Result.backend == backend).limit(1)) is not None
+
+
 def newest_week(session: Session) -> str | None:
     return session.scalar(select(func.max(Result.week)))
 
 
 @cached
-def failing_models(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 100, precision: str | None = None) -> dict[str, Any]:
+def failing_models(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 100, precision: str | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
     """Failing latest results of a scope, most downloaded first (for the report)."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
     if backend is None or week is None:
         return {"items": [], "total": 0}
-    snapshot = latest_snapshot(session)
+    snapshot = weighting_snapshot(session, snapshot_id)
     ranked = _latest_in_scope(backend, tier, week, Result.status, Result.reason, Result.error, Result.repro, precision=precision)
     base = (
         select(ranked.c.mid, ranked.c.status, ranked.c.reason, ranked.c.error, ranked.c.repro, func.coalesce(SnapshotEntry.downloads, 0).label("dl"))

@@ -27,6 +27,17 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _port(text: str) -> int:
+    """A TCP port to listen on: a whole number from 1 to 65535."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+    if not 1 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+    return v
+
+
 def _positive_float(text: str) -> float:
     try:
         v = float(text)
@@ -58,7 +69,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if not os.environ.get("ZOO_BROKER_URL"):  # in-process: the models run here
         _check_sandbox()
-    out = jobs.main_job(top=args.top, backend=args.backend, tier=args.tier, timeout=args.timeout, detach=args.detach, jobs=args.jobs, precision=args.precision)
+    out = jobs.main_job(top=args.top, backend=args.backend, tier=args.tier, timeout=args.timeout, detach=args.detach, jobs=args.jobs, precision=args.precision, status=_status("run"))
     at = "" if args.precision == "auto" else f", judged at {args.precision}"
     if out.get("detached"):
         see = f"zoo coverage --backend {out['backend']}" + ("" if args.precision == "auto" else f" --precision {args.precision}")
@@ -67,6 +78,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"run {out['run_id']}: {out['stored']} results stored ({out['backend']}, {out['tier']} tier{at})\n")
     print(render.coverage_table(out["coverage"]))
     return 0
+
+
+def _status(command: str) -> Callable[[str], None]:
+    """One line on stderr per step of a long command, as it starts."""
+
+    def say(text: str) -> None:
+        print(f"zoo {command}: {text}", file=sys.stderr, flush=True)
+
+    return say
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -101,7 +121,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     from . import render
 
     with session_scope() as s:
-        cov = queries.coverage(s, backend=args.backend, tier=args.tier, week=args.week, precision=args.precision)
+        cov = queries.coverage(s, backend=args.backend, tier=args.tier, week=args.week, precision=args.precision, snapshot_id=args.snapshot)
     print(json.dumps(cov.to_dict(), indent=2) if args.json else render.coverage_table(cov))
     return 0
 
@@ -149,6 +169,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from db.session import ensure_schema
 
     ensure_schema()
+    log.info("serving the API and dashboard on http://%s:%d/ (%d worker%s)", args.host, args.port, args.workers, "" if args.workers == 1 else "s")
     uvicorn.run("api.app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers, log_level="info")
     return 0
 
@@ -156,7 +177,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from dashboards.report import build_report, render_report
 
-    report = build_report(week=args.week, backend=args.backend, tier=args.tier)
+    report = build_report(week=args.week, backend=args.backend, tier=args.tier, snapshot_id=args.snapshot)
     text = render_report(report, args.format)
     if args.output:
         with open(args.output, "w") as f:
@@ -196,6 +217,12 @@ PRECISION_HELP = (
     "what the backend is judged at: auto (default) = the backend's declared compute precision "
     "(bf16 for TorchNeuron and OpenVINO on bf16 CPUs, tf32 for CUDA with TF32 matmuls, else fp32); "
     "fp32, tf32, bf16 or fp16 = judge it against a CPU reference at that precision instead"
+)
+
+
+SNAPSHOT_HELP = (
+    "the catalog snapshot whose downloads weight the numbers, by the id `zoo sync` prints "
+    "(default: the newest snapshot holding models with results)"
 )
 
 
@@ -254,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--week", help="ISO week YYYY-Www (default: the newest results')")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     c.add_argument("--precision", choices=_precisions(), help="only results judged at this precision (default: each backend's declared one)")
+    c.add_argument("--snapshot", type=_positive_int, metavar="ID", help=SNAPSHOT_HELP)
 
     d = add("db", cmd_db, "Database maintenance.")
     d.add_argument("action", choices=["upgrade"], help="upgrade: apply all migrations")
@@ -269,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--schedule-file", metavar="PATH", help="where beat keeps its last-run times (default ./celerybeat-schedule)")
 
     sv = add("serve", cmd_serve, "Serve the REST API and the dashboard.")
-    sv.add_argument("--port", type=_positive_int, default=8000)
+    sv.add_argument("--port", type=_port, default=8000, help="TCP port, 1-65535 (default 8000)")
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--workers", type=_positive_int, default=1, help="server processes (default 1; about one per core serves the most requests)")
 
@@ -279,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--tier", choices=TIERS, help="tier (default: the newest results')")
     rp.add_argument("--format", choices=["md", "html", "json"], default="md")
     rp.add_argument("--output", "-o", help="write to this file instead of stdout")
+    rp.add_argument("--snapshot", type=_positive_int, metavar="ID", help=SNAPSHOT_HELP)
 
     dr = add("doctor", cmd_doctor, "Print what this machine offers: sandbox features for model processes, backends and their declared precision, services reachable.")
     dr.add_argument("--json", action="store_true", help="machine-readable output")

@@ -5,8 +5,8 @@ import logging
 import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, Iterable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Any, Callable, Iterable
 
 from tqdm import tqdm
 
@@ -14,9 +14,11 @@ from db import queries, repository
 from db.session import session_scope
 from zoo_runner.backends import BackendSpec, check_backend, load_plugins
 from zoo_runner.exceptions import DatabaseUnavailable, ZooError
+from zoo_runner.launcher import stage_listener
 from zoo_runner.request import ValidationRequest, empty_result, error_info
 
 from . import catalog
+from .progress import RunProgress
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +65,24 @@ def _request(model_id: str, backend: str, tier: str, timeout: float, precision: 
 
 
 def run_inprocess(model_ids: list[str], backend: str, tier: str, run_id: int, timeout: float, jobs: int = 1, precision: str = "auto") -> list[dict[str, Any]]:
+    """Validate and store each model here, ``jobs`` at once, behind a bar that names every model
+    in flight and its stage from the start (the first compile can take minutes)."""
     from workers.execute import validate_and_store
 
     results: list[dict[str, Any]] = []
+    progress: RunProgress | None = None
 
     def one(mid: str) -> dict[str, Any]:
+        listen = progress.on_stage(mid) if progress else None
+        token = stage_listener.set(listen)  # the model process's stages, heard from run_isolated
+        try:
+            if listen:
+                listen("prepare")
+            return validate(mid)
+        finally:
+            stage_listener.reset(token)
+
+    def validate(mid: str) -> dict[str, Any]:
         req = _request(mid, backend, tier, timeout, precision)
         try:
             return validate_and_store(req, run_id=run_id)
@@ -88,12 +103,16 @@ def run_inprocess(model_ids: list[str], backend: str, tier: str, run_id: int, ti
             return res
 
     with tqdm(total=len(model_ids), desc=f"validate {backend}", unit="model", file=sys.stderr) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        progress = RunProgress(bar)
         futures = {pool.submit(one, mid): mid for mid in model_ids}
-        for fut in as_completed(futures):
-            res = fut.result()
-            results.append(res)
-            bar.set_postfix_str(f"{futures[fut][:40]}: {res['status']}")
-            bar.update(1)
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            for fut in done:
+                res = fut.result()
+                results.append(res)
+                progress.finished(futures[fut], res["status"])
+            progress.tick()
     return results
 
 
@@ -128,13 +147,19 @@ def wait_for(run_id: int, expected: int, poll_s: float = 1.0, timeout_s: float |
     return done
 
 
-def main_job(top: int, backend: str, tier: str, timeout: float, detach: bool = False, jobs: int = 1, precision: str = "auto") -> dict[str, Any]:
+def main_job(top: int, backend: str, tier: str, timeout: float, detach: bool = False, jobs: int = 1, precision: str = "auto", status: Callable[[str], None] | None = None) -> dict[str, Any]:
     """``precision``: ``auto`` judges the backend at its declared compute precision; ``fp32``,
-    ``tf32``, ``bf16`` or ``fp16`` at that one (the coverage summary is then of that precision)."""
+    ``tf32``, ``bf16`` or ``fp16`` at that one (the coverage summary is then of that precision).
+    ``status`` hears what the job is doing before its progress bar starts (default: the log)."""
+    say = status or log.info
+    say(f"resolving backend {backend} (loads torch and the backend's plugins)")
     backend = resolve_backend(backend)
+    say(f"backend {backend}; reading the catalog")
     source = ensure_catalog()
     snap_id, ids = pick_models(top)
     broker = os.environ.get("ZOO_BROKER_URL")
+    where = "enqueued to the workers" if broker else "validated here: the first also starts the model processes' forkserver (imports torch and transformers), then compiles"
+    say(f"{len(ids)} model{'' if len(ids) == 1 else 's'} from the catalog ({source}), {where}")
     with session_scope() as s:
         run_id = repository.start_run(s, backend, tier, "celery" if broker else "inprocess", len(ids), snap_id, precision=precision).id
     log.info("run %s: %d models on %s (%s tier, precision %s), catalog %s", run_id, len(ids), backend, tier, precision, source)

@@ -308,6 +308,38 @@ def compiler_available(compiler: str) -> tuple[bool, str]:
     return False, f"unknown compile backend {compiler!r}: torch.compile knows {', '.join(sorted(names))}"
 
 
+# torch's own device types and the torch.compile backends torch ships, by name: what a stored
+# spec may name without any plugin (see spec_problem; checked without importing torch)
+TORCH_DEVICES = ("cpu", "cuda", "xpu", "mps", "hip", "hpu", "mtia", "maia", "meta", "lazy")
+TORCH_COMPILERS = ("inductor", "eager", "aot_eager", "aot_eager_decomp_partition", "aot_eager_default_partitioner", "cudagraphs", "tvm", "ts", "aot_ts")
+
+
+def spec_problem(text: str) -> str | None:
+    """Why ``text`` cannot name stored results, or None: it does not parse, it is ``auto`` (resolved
+    only where a model runs), or it names a device or compile backend that neither torch nor Zoo's
+    plugin registry knows (a device plugin with a package counts as a compiler: ``neuron+neuron``).
+
+    Names are checked, not availability: nothing is imported, so a host without the backend's
+    packages (an API server) still accepts a spec another machine ran.
+    """
+    text = (text or "").strip()
+    if text == "auto":
+        return "backend 'auto' is resolved only where a model runs: name a backend, e.g. cpu+inductor"
+    try:
+        spec = BackendSpec.parse(text)
+    except UnknownBackend as exc:
+        hint = " (in a URL, write '+' as %2B: a bare '+' reads as a space)" if " " in text else ""
+        return f"{exc}{hint}"
+    devices = {*TORCH_DEVICES, *AUTO_ORDER, *DEVICE_PLUGINS, *BUILTIN_DEVICES}
+    if spec.device not in devices:
+        return f"unknown device {spec.device!r} in backend {text!r}: known devices are {', '.join(sorted(devices))}"
+    device_packages = {d for d, plugin in DEVICE_PLUGINS.items() if plugin.package}  # torch_neuronx registers "neuron"
+    compilers = {*TORCH_COMPILERS, *COMPILER_PLUGINS, *BUILTIN_COMPILERS, *device_packages}
+    if spec.compiler and spec.compiler not in compilers:
+        return f"unknown compile backend {spec.compiler!r} in backend {text!r}: known compile backends are {', '.join(sorted(compilers))}"
+    return None
+
+
 def resolve_auto() -> BackendSpec:
     load_plugins()
     for device in AUTO_ORDER:

@@ -15,6 +15,7 @@ start; the sandbox is applied in each forked model process, never in the forkser
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import multiprocessing
 import os
@@ -26,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from . import reference_cache, sandbox
 from .exceptions import SandboxUnavailable
@@ -40,6 +41,12 @@ log = logging.getLogger(__name__)
 REFERENCE_STAGES = ("start", "build", "reference")
 PRELOAD = ["zoo_runner.preload"]
 STDERR_TAIL = 6000
+STAGE_POLL_S = 0.5  # how often the parent reads the model process's stage for ``on_stage``
+Poll = Callable[[], None]
+# Who hears the stages of the model processes run_isolated starts in this context (thread) when it
+# is given no ``on_stage``: set far above it (``zoo run``'s progress bar) without passing a callback
+# through every layer between.
+stage_listener: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar("zoo_stage_listener", default=None)
 
 
 def child_env() -> dict[str, str]:
@@ -122,12 +129,34 @@ def _forked_child(req_path: str, out_path: str, stage_path: str, stderr_path: st
     main(["child", req_path, out_path, stage_path])
 
 
-def _run_forked(run: sandbox.Run, timeout_s: float) -> tuple[int, bool]:
+def _stage_poll(run: sandbox.Run, on_stage: Callable[[str], None] | None) -> Poll | None:
+    """A function that calls ``on_stage`` with each new stage the model process reaches."""
+    if on_stage is None:
+        return None
+    seen = ["start"]
+
+    def poll() -> None:
+        now = read_stage(run.stage, owner=run.uid)
+        if now not in (seen[0], "start"):
+            seen[0] = now
+            on_stage(now)
+
+    return poll
+
+
+def _run_forked(run: sandbox.Run, timeout_s: float, poll: Poll | None = None) -> tuple[int, bool]:
     ctx = _forkserver_context()
     args = (str(run.request), str(run.result), str(run.stage), str(run.stderr), str(run.plan_path), os.getpid())
     proc = ctx.Process(target=_forked_child, args=args, daemon=False)
     proc.start()
-    proc.join(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while proc.is_alive():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        proc.join(min(left, STAGE_POLL_S) if poll else left)
+        if poll and proc.is_alive():
+            poll()
     timed_out = proc.is_alive()
     if timed_out:
         _kill_group(proc.pid)
@@ -135,15 +164,21 @@ def _run_forked(run: sandbox.Run, timeout_s: float) -> tuple[int, bool]:
     return proc.exitcode if proc.exitcode is not None else -signal.SIGKILL, timed_out
 
 
-def _run_spawned(run: sandbox.Run, memory_bytes: int, timeout_s: float, python: str | None) -> tuple[int, bool]:
+def _run_spawned(run: sandbox.Run, memory_bytes: int, timeout_s: float, python: str | None, poll: Poll | None = None) -> tuple[int, bool]:
     cmd = [python or sys.executable, "-m", "zoo_runner.child", str(run.request), str(run.result), str(run.stage), str(run.plan_path)]
     with open(run.stderr, "wb") as err:
         proc = subprocess.Popen(cmd, env=run.plan.env, stdin=subprocess.DEVNULL, stdout=err, stderr=err, preexec_fn=lambda: _limit_memory(memory_bytes), cwd=str(run.work))
-        try:
-            return proc.wait(timeout=timeout_s), False
-        except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
-            return proc.wait(), True
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            try:
+                return proc.wait(timeout=min(left, STAGE_POLL_S) if poll else left), False
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    _kill_group(proc.pid)
+                    return proc.wait(), True
+                if poll:
+                    poll()
 
 
 def launcher_kind() -> str:
@@ -151,9 +186,15 @@ def launcher_kind() -> str:
     return kind if kind in ("forkserver", "spawn") else "forkserver"
 
 
-def run_isolated(req: ValidationRequest, python: str | None = None) -> dict[str, Any]:
+def run_isolated(req: ValidationRequest, python: str | None = None, on_stage: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Validate ``req`` in a sandboxed child process; always returns a result dict, except that
-    under ``ZOO_SANDBOX=strict`` a machine without the full sandbox raises SandboxUnavailable."""
+    under ``ZOO_SANDBOX=strict`` a machine without the full sandbox raises SandboxUnavailable.
+    ``on_stage`` (default: :data:`stage_listener`'s) is called in this process with ``start``, then
+    each stage the model process reaches (``build``, ``reference``, ``target``, ``compare``; read
+    every 0.5 s), for progress displays."""
+    on_stage = on_stage or stage_listener.get()
+    if on_stage:
+        on_stage("start")
     t0 = time.perf_counter()
     if req.plugins is None:
         req.plugins = os.environ.get("ZOO_PLUGINS", "")
@@ -162,10 +203,11 @@ def run_isolated(req: ValidationRequest, python: str | None = None) -> dict[str,
     mem = int(req.memory_gb * (1 << 30))
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp:
         run, _ = sandbox.prepare_run(req, tmp, mem, python)
+        poll = _stage_poll(run, on_stage)
         if python is None and launcher_kind() == "forkserver":
-            rc, timed_out = _run_forked(run, req.timeout_s)
+            rc, timed_out = _run_forked(run, req.timeout_s, poll)
         else:
-            rc, timed_out = _run_spawned(run, mem, req.timeout_s, python)
+            rc, timed_out = _run_spawned(run, mem, req.timeout_s, python, poll)
         report = sandbox.read_report(run)
         if report is not None and sandbox.refused(run, rc, report):
             raise SandboxUnavailable(f"ZOO_SANDBOX=strict, but the model process could not get {', '.join(report.get('missing', []))} ({report.get('errors', {})}); `zoo doctor` shows what this machine allows")

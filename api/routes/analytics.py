@@ -28,9 +28,9 @@ def op_gaps(session: SessionDep, scope: ScopeDep, limit: int = Query(50, ge=1, l
       `functional_*`).
 
     Op names are compared without their overload (`aten::add.Tensor` is `aten::add`). Ops are
-    ranked by `unlocked_downloads` (the latest catalog snapshot's downloads of those models);
-    `affected_*` counts every model whose fallback ops or error name the op at all."""
-    data = queries.op_gaps(session, backend=scope.backend, tier=scope.tier, week=scope.week, limit=limit, precision=scope.precision)
+    ranked by `unlocked_downloads` (those models' downloads in catalog snapshot `snapshot`, by
+    default the newest one holding models with results); `affected_*` counts every model whose fallback ops or error name the op at all."""
+    data = queries.op_gaps(session, backend=scope.backend, tier=scope.tier, week=scope.week, limit=limit, precision=scope.precision, snapshot_id=scope.snapshot)
     if format == "csv":
         return csv_response([{"backend": data["backend"], "tier": data["tier"], "week": data["week"], **{k: v for k, v in i.items() if k != "example_models"}, "example_models": " ".join(e["model_id"] for e in i["example_models"])} for i in data["items"]], "op_gaps.csv")
     return OpGapPage(**data)
@@ -46,8 +46,8 @@ def failures(
 ):
     """Latest results of the scope whose status is neither `pass` nor `pass_with_fallback`,
     grouped by `error.signature` (by status and reason where a result has no error), with counts,
-    the downloads they hold (latest catalog snapshot) and up to five example models by downloads."""
-    data = queries.failure_clusters(session, backend=scope.backend, tier=scope.tier, week=scope.week, status=status, limit=limit, precision=scope.precision)
+    the downloads they hold (weighting catalog snapshot) and up to five example models by downloads."""
+    data = queries.failure_clusters(session, backend=scope.backend, tier=scope.tier, week=scope.week, status=status, limit=limit, precision=scope.precision, snapshot_id=scope.snapshot)
     if format == "csv":
         return csv_response([{"backend": data["backend"], "tier": data["tier"], "week": data["week"], **{k: v for k, v in i.items() if k != "example_models"}, "example_models": " ".join(e["model_id"] for e in i["example_models"])} for i in data["items"]], "failures.csv")
     return FailurePage(**data)
@@ -65,7 +65,7 @@ def regressions(
     """Models whose latest result in `since` was passing (pass / pass_with_fallback) and whose
     latest in `week` is not (or the reverse with `direction=fixed`), with the versions of the
     first failing result, those of the last passing one, and what changed between them."""
-    data = queries.transitions(session, backend=scope.backend, tier=scope.tier, week=scope.week, since=check_week(since), direction=direction, limit=limit, precision=scope.precision)
+    data = queries.transitions(session, backend=scope.backend, tier=scope.tier, week=scope.week, since=check_week(since), direction=direction, limit=limit, precision=scope.precision, snapshot_id=scope.snapshot)
     if format == "csv":
         return csv_response([{"backend": data["backend"], "tier": data["tier"], "week": data["week"], "since": data["since"], **i} for i in data["items"]], "regressions.csv")
     return TransitionPage(**data)

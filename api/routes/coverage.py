@@ -6,7 +6,7 @@ from typing import Literal
 
 from fastapi import APIRouter, Query
 
-from api.deps import PRECISION_QUERY, WEEK_PATTERN, Format, ScopeDep, SessionDep, check_week
+from api.deps import PRECISION_QUERY, WEEK_PATTERN, Format, ScopeDep, SessionDep, SnapshotDep, backend_query, check_week
 from api.pagination import csv_response
 from api.schemas import BackendsOut, CoverageGroup, CoverageGrouped, CoverageHistory, CoverageOut, Precision, PrecisionRow
 from db import queries
@@ -22,16 +22,17 @@ def coverage(
     group_by: Literal["task", "library", "architecture"] | None = Query(None, description="also split the scope by the results' task, library or architecture"),
     format: Format = "json",
 ):
-    """Over the latest result per model in the scope, weighted by the latest catalog snapshot's
-    downloads: **functional** = (pass + pass_with_fallback) / valid reference, **strict** = pass /
-    valid reference, **harness** = valid reference / attempted; each by count and by downloads,
+    """Over the latest result per model in the scope, weighted by the downloads of catalog snapshot
+    `snapshot` (default: the newest one holding models with results): **functional** = (pass +
+    pass_with_fallback) / valid reference, **strict** = pass / valid reference, **harness** = valid
+    reference / attempted; each by count and by downloads,
     with numerators and denominators. By default each backend is judged at its declared compute
     precision (`precision: declared`); `precision=` counts only the results judged at that one
     (a `--precision` run, or a backend that declares it)."""
-    cov = queries.cached_coverage(session, backend=scope.backend, tier=scope.tier, week=scope.week, precision=scope.precision)
+    cov = queries.cached_coverage(session, backend=scope.backend, tier=scope.tier, week=scope.week, precision=scope.precision, snapshot_id=scope.snapshot)
     out = CoverageGrouped(**cov.to_dict(), group_by=group_by)
     if group_by:
-        out.groups = [CoverageGroup(**c.to_dict(), group=g) for g, c in queries.coverage_grouped(session, group_by, backend=cov.backend, tier=cov.tier, week=cov.week, precision=scope.precision)]
+        out.groups = [CoverageGroup(**c.to_dict(), group=g) for g, c in queries.coverage_grouped(session, group_by, backend=cov.backend, tier=cov.tier, week=cov.week, precision=scope.precision, snapshot_id=scope.snapshot)]
     if format == "csv":
         if group_by:
             return csv_response([{"group_by": group_by, **g.model_dump()} for g in out.groups or []], "coverage.csv")
@@ -42,7 +43,8 @@ def coverage(
 @router.get("/coverage/history", response_model=CoverageHistory, responses=CSV, summary="Coverage per ISO week and per backend/tier")
 def coverage_history(
     session: SessionDep,
-    backend: str | None = Query(None, max_length=128, description="one backend (default: all)"),
+    snapshot: SnapshotDep,
+    backend: str | None = backend_query("one backend (default: all)"),
     tier: Literal["census", "tiny", "full"] | None = Query(None, description="one tier (default: all)"),
     weeks: int = Query(12, ge=1, le=104, description="how many weeks back from `until`"),
     until: str | None = Query(None, pattern=WEEK_PATTERN, description="last week (default: the newest with results)"),
@@ -50,8 +52,9 @@ def coverage_history(
     format: Format = "json",
 ):
     """One point per week and (backend, tier): the same numbers as `GET /coverage` for that scope
-    (weights: the latest catalog snapshot's downloads)."""
-    items = [CoverageOut(**c.to_dict()) for c in queries.coverage_history(session, backend=backend or None, tier=tier, weeks=weeks, until=check_week(until), precision=precision)]
+    (weights: the downloads of `snapshot`, by default the newest catalog snapshot holding models
+    with results)."""
+    items = [CoverageOut(**c.to_dict()) for c in queries.coverage_history(session, backend=backend or None, tier=tier, weeks=weeks, until=check_week(until), precision=precision, snapshot_id=snapshot)]
     if format == "csv":
         return csv_response([i.model_dump() for i in items], "coverage_history.csv")
     return CoverageHistory(backend=backend, tier=tier, weeks=weeks, items=items)

@@ -6,7 +6,7 @@ from typing import Literal
 from fastapi import APIRouter, HTTPException, Query
 from sqlalchemy import func, select
 
-from api.deps import SessionDep
+from api.deps import SessionDep, backend_query
 from api.pagination import csv_response, decode_cursor, encode_cursor
 from api.schemas import ModelDetail, ModelPage, ModelSummary, ResultOut, ResultPage
 from db import queries
@@ -34,7 +34,7 @@ def list_models(
     task: str | None = Query(None, max_length=128),
     library: str | None = Query(None, max_length=64),
     status: str | None = Query(None, max_length=32, description="latest status on any backend"),
-    backend: str | None = Query(None, max_length=128, description="with status: on this backend"),
+    backend: str | None = backend_query("with status: on this backend"),
     sort: str = Query("-downloads", pattern=r"^-?(downloads|model_id|task|library)$"),
     limit: int = Query(50, ge=1, le=1000),
     cursor: str | None = Query(None, max_length=200),

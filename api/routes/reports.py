@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Path
 from fastapi.responses import PlainTextResponse
 from sqlalchemy import select
 
-from api.deps import WEEK_PATTERN, Format, SessionDep, check_week
+from api.deps import WEEK_PATTERN, Format, SessionDep, SnapshotDep, backend_query, check_week
 from api.pagination import csv_response
 from db.models import Report, Result
 
@@ -23,15 +23,15 @@ def list_reports(session: SessionDep, format: Format = "json") -> Any:
     return {"items": items, "total": len(items)}
 
 
-def find_or_build(session, week: str, backend: str | None, tier: str | None) -> dict[str, Any] | None:
+def find_or_build(session, week: str, backend: str | None, tier: str | None, snapshot_id: int | None = None) -> dict[str, Any] | None:
     """The stored report of the week (of that backend/tier if given), else one built now from the
-    results; None when the week has neither."""
+    results (always, weighted by it, when a catalog snapshot is named); None when the week has neither."""
     q = select(Report).where(Report.week == week)
     if backend:
         q = q.where(Report.backend == backend)
     if tier:
         q = q.where(Report.tier == tier)
-    row = session.scalars(q.order_by(Report.created_at.desc())).first()
+    row = session.scalars(q.order_by(Report.created_at.desc())).first() if snapshot_id is None else None
     if row is not None:
         return {**row.data, "stored": True}
     has = select(Result.id).where(Result.week == week)
@@ -43,21 +43,22 @@ def find_or_build(session, week: str, backend: str | None, tier: str | None) -> 
         return None
     from dashboards.report import build_report
 
-    return {**build_report(week=week, backend=backend, tier=tier, session=session), "stored": False}
+    return {**build_report(week=week, backend=backend, tier=tier, session=session, snapshot_id=snapshot_id), "stored": False}
 
 
 @router.get("/reports/{week}", responses={200: {"content": {"text/markdown": {}}}, 404: {"description": "no report and no results for this week"}}, summary="The weekly coverage report")
 def get_report(
     session: SessionDep,
+    snapshot: SnapshotDep,
     week: str = Path(pattern=WEEK_PATTERN),
-    backend: str | None = Query(None, max_length=128),
+    backend: str | None = backend_query("the report of this backend (default: the stored report of the week, else the newest result's backend)"),
     tier: Literal["census", "tiny", "full"] | None = None,
     format: Literal["json", "md"] = "json",
 ) -> Any:
     """The report as stored when it was generated (`stored: true`), else built now from the
     week's results. Its sections name the API queries behind their numbers (`queries`)."""
     check_week(week)
-    rep = find_or_build(session, week, backend or None, tier)
+    rep = find_or_build(session, week, backend or None, tier, snapshot)
     if rep is None:
         raise HTTPException(404, detail=f"no report and no results for {week}")
     if format == "md":
