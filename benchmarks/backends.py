@@ -1,28 +1,36 @@
 """Real backends side by side: the Hub snapshot at tier tiny on several backends, into one database.
 
-    python -m benchmarks.backends [--top 100] [--backends cpu+inductor,cpu+openvino,cpu+onnxrt]
-                                  [--fp32 cpu+openvino] [--db sqlite:///backends.db] [--out FILE]
+    python -m benchmarks.backends [--plan cpu+inductor:100x2,cpu+openvino:1000,cpu+openvino@fp32:100]
+                                  [--db sqlite:///.bench/backends.db] [--jobs 2] [--out FILE]
+    python -m benchmarks.backends --report-only --db sqlite:///.bench/backends.db --out benchmarks/backends_latest.txt
 
 Runs the real path (Hub client against the local stand-in of the Hub API over
 ``data/hub-top1000-2025-03.csv`` → policy → fingerprint dedup → one model process each → the
-database), one backend after the other, each twice: the second run starts after the first with
-the same compile cache directory (``ZOO_COMPILE_CACHE`` when set) and the reference cache warm.
-``--fp32 SPEC`` adds a run of SPEC at ``--precision fp32``. Prints per backend: functional, strict
-and harness coverage by count and download-weighted with their denominators, status counts, the
-fallback ops that would unlock the most downloads, the largest failure clusters, and both wall
-times. Every number covers the ``--top`` slice named in the header.
+database). ``--plan`` lists the runs in order: ``BACKEND[@PRECISION][:TOP][xPASSES]``; a second
+pass re-validates the same slice with the compile cache (``ZOO_COMPILE_CACHE`` when set) and the
+reference cache warm, and fingerprint dedup does the same work as in the first pass. The wall
+times go beside the database (``<db>.walls.json``), so runs from several venvs (torch-xla pins
+its own torch: run ``--plan xla:1000`` from ``.venv-xla``) add up in one database and one report.
+Prints per run: functional, strict and harness coverage by count and download-weighted with their
+denominators, status counts, the fallback ops that would unlock the most downloads, the largest
+failure clusters, and the wall times. Each section names the top-N slice its numbers cover.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import re
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
-from benchmarks.precision import _machine
+from benchmarks.precision import machine
 
+log = logging.getLogger("benchmarks.backends")
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_CSV = ROOT / "data" / "hub-top1000-2025-03.csv"  # the Hub snapshot kept in the repository (data/README.md)
 
@@ -41,19 +49,33 @@ def run_backend(ids: list[str], backend: str, precision: str, jobs: int, timeout
         run_id = repository.start_run(s, backend, "tiny", "inprocess", len(ids), snap.id if snap else None, precision=precision).id
     t0 = time.perf_counter()
     zjobs.run_inprocess(ids, backend, "tiny", run_id, timeout, jobs=jobs, precision=precision)
+    with session_scope() as s:
+        repository.finish_run(s, run_id)
     return time.perf_counter() - t0
 
 
-def section(backend: str, precision: str | None, walls: tuple[float, float]) -> list[str]:
+def _judged_precision(backend: str, requested: str | None) -> str:
+    from zoo_runner.backends import BackendSpec
+    from zoo_runner.precision import resolve
+
+    return resolve(requested, BackendSpec.parse(backend))[0]
+
+
+def section(backend: str, requested: str, run: dict) -> list[str]:
+    """One backend's lines; ``run`` is its entry in the walls file (slice, wall times, judged precision)."""
     from db import queries
+
+    precision = run["precision"]
     from db.session import session_scope
 
     with session_scope() as s:
         cov = queries.coverage(s, backend=backend, tier="tiny", precision=precision).to_dict()
         gaps = queries.op_gaps(s, backend=backend, tier="tiny", limit=10, precision=precision)
         fails = queries.failure_clusters(s, backend=backend, tier="tiny", limit=5, precision=precision)
-    label = f"{backend} at {precision}" if precision else f"{backend} at its declared precision"
-    out = [f"== {label}", f"wall: first run {walls[0]:.0f}s, second run (warm caches) {walls[1]:.0f}s, ratio {walls[0] / max(walls[1], 1e-9):.1f}x"]
+    how = "its declared precision" if requested == "declared" else f"--precision {requested}"
+    out = [f"== {backend} at {precision} ({how}), top {run['top']} models, {run.get('jobs', '?')} jobs; {run.get('machine', '')}"]
+    walls = run["walls_s"]
+    out.append(f"  wall: first run {walls[0]:.0f}s" + (f", second run (warm caches) {walls[1]:.0f}s, {walls[0] / max(walls[1], 1e-9):.1f}x faster" if len(walls) > 1 else ""))
     rows = (
         ("functional", "passing", "valid_reference", cov["functional"], cov["functional_weighted"]),
         ("strict", "strict", "valid_reference", cov["strict_rate"], cov["strict_weighted"]),
@@ -65,55 +87,98 @@ def section(backend: str, precision: str | None, walls: tuple[float, float]) -> 
     items = gaps.get("items") or []
     if items:
         out.append("  fallback ops by the downloads they would unlock:")
-        out += [f"    {g['op']}: {g['unlocked_models']} models, {g['unlocked_downloads']:,} downloads" for g in items[:10]]
+        out += [f"    {g['op']}: unlocks {g['unlocked_models']} models / {g['unlocked_downloads']:,} downloads alone; "
+                f"falls back in {g['affected_models']} models / {g['affected_downloads']:,} downloads" for g in items[:10]]
     clusters = fails.get("items") or []
     if clusters:
         out.append("  largest failure clusters:")
-        out += [f"    {c['models']} models, {c['downloads']:,} downloads: {str(c['signature'])[:140]}" for c in clusters[:5]]
+        for c in clusters[:5]:
+            example = (c.get("example_models") or [{}])[0].get("model_id")
+            flag = f" --precision {requested}" if requested != "declared" else ""
+            out.append(f"    {c['models']} models, {c['downloads']:,} downloads: {str(c['signature'])[:140]}")
+            if example:
+                out.append(f"      repro: zoo validate {example} --backend {backend} --tier tiny{flag}")
+    return out
+
+
+def _walls_file(db_url: str) -> Path:
+    return Path(db_url.split("///", 1)[-1] + ".walls.json") if db_url.startswith("sqlite") else ROOT / ".bench" / "walls.json"
+
+
+def _standin(args: argparse.Namespace, work: Path) -> Callable[[], None]:
+    """The local stand-in of the Hub API over the snapshot; the environment points the real client at it."""
+    from tests.hub_standin import start_standin
+
+    base, stop = start_standin(args.csv)
+    os.environ.update(HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(work / "hf"), ZOO_DATABASE_URL=args.db)
+    os.environ.setdefault("ZOO_REFERENCE_CACHE", str(work / "references"))
+    import huggingface_hub.constants as c
+
+    c.ENDPOINT, c.HF_HUB_OFFLINE, c.HF_HUB_CACHE = base, False, str(work / "hf")
+    c.HUGGINGFACE_CO_URL_TEMPLATE = base + "/{repo_id}/resolve/{revision}/{filename}"
+    return stop
+
+
+def _plan(text: str) -> list[tuple[str, str | None, int, int]]:
+    """``cpu+openvino:1000,cpu+inductor:100x2,cpu+openvino@fp32:100`` -> (backend, precision, top, passes)."""
+    out = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        m = re.fullmatch(r"([^:@]+)(?:@(\w+))?(?::(\d+))?(?:x(\d+))?", item)
+        if not m:
+            raise SystemExit(f"benchmarks.backends: cannot read {item!r} (BACKEND[@PRECISION][:TOP][xPASSES])")
+        out.append((m[1], m[2], int(m[3] or 100), int(m[4] or 1)))
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--csv", default=str(SNAPSHOT_CSV))
-    p.add_argument("--top", type=int, default=100)
-    p.add_argument("--backends", default="cpu+inductor,cpu+openvino,cpu+onnxrt")
-    p.add_argument("--fp32", default="cpu+openvino", help="comma-separated backends also run at --precision fp32 ('' for none)")
+    p.add_argument("--plan", default="cpu+inductor:100x2,cpu+openvino:100,cpu+openvino@fp32:100,cpu+onnxrt:100",
+                   help="runs, in order: BACKEND[@PRECISION][:TOP][xPASSES], comma-separated (default %(default)s)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=600)
-    p.add_argument("--db", default=None, help="database URL (default: a fresh SQLite file in a temp dir)")
+    p.add_argument("--db", default=None, help="database URL; an existing one keeps its runs, so backends from several venvs "
+                   "(xla needs its own) can go into one database (default: a fresh SQLite file in a temp dir)")
+    p.add_argument("--report-only", action="store_true", help="run nothing: print the report of what --db holds")
     p.add_argument("--out", help="also write the report here")
     args = p.parse_args(argv)
 
-    work = Path(tempfile.mkdtemp(prefix="zoo-backends-"))
-    from tests.hub_standin import start_standin
+    work = Path(os.environ.get("ZOO_BENCH_WORK") or tempfile.mkdtemp(prefix="zoo-backends-"))
+    work.mkdir(parents=True, exist_ok=True)
+    args.db = args.db or f"sqlite:///{work / 'zoo.db'}"
+    walls_path = _walls_file(args.db)
+    walls: dict[str, dict] = json.loads(walls_path.read_text()) if walls_path.exists() else {}
+    stop = _standin(args, work)
+    try:
+        from zoo import catalog, jobs as zjobs
 
-    base, stop = start_standin(args.csv)
-    os.environ.update(HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(work / "hf"), ZOO_DATABASE_URL=args.db or f"sqlite:///{work / 'zoo.db'}")
-    os.environ.setdefault("ZOO_REFERENCE_CACHE", str(work / "references"))
-    import huggingface_hub.constants as c
+        if not args.report_only:
+            from db import repository
+            from db.session import session_scope
 
-    c.ENDPOINT, c.HF_HUB_OFFLINE, c.HF_HUB_CACHE = base, False, str(work / "hf")
-    c.HUGGINGFACE_CO_URL_TEMPLATE = base + "/{repo_id}/resolve/{revision}/{filename}"
-
-    from zoo import catalog, jobs as zjobs
-
-    zjobs.sync(catalog.from_file(args.csv), f"file:{Path(args.csv).name}")
-    _, ids = zjobs.pick_models(args.top)
-    runs = [(b, None) for b in args.backends.split(",") if b] + [(b, "fp32") for b in args.fp32.split(",") if b]
-    header = [f"Backends benchmark — tier tiny, top {len(ids)} models of {Path(args.csv).name}, {args.jobs} jobs", _machine()]
-    body: list[str] = []
-    for backend, precision in runs:
-        try:
-            backend = zjobs.resolve_backend(backend)
-        except Exception as exc:  # a backend this machine lacks is reported, not fatal
-            body += [f"== {backend}: not run here: {exc}", ""]
-            continue
-        walls = tuple(run_backend(ids, backend, precision or "auto", args.jobs, args.timeout) for _ in range(2))
-        body += section(backend, precision, walls) + [""]
-        print("\n".join(body[-12:]), file=sys.stderr)
-    stop()
-    text = "\n".join(header + [""] + body)
+            with session_scope() as s:
+                have = repository.latest_snapshot(s) is not None
+            if not have:
+                zjobs.sync(catalog.from_file(args.csv), f"file:{Path(args.csv).name}")
+            for backend, precision, top, passes in _plan(args.plan):
+                try:
+                    backend = zjobs.resolve_backend(backend)
+                except Exception as exc:  # a backend this machine (or venv) lacks is said, not fatal
+                    log.warning("%s: not run here: %s", backend, exc)
+                    continue
+                _, ids = zjobs.pick_models(top)
+                times = [run_backend(ids, backend, precision or "auto", args.jobs, args.timeout) for _ in range(passes)]
+                judged = _judged_precision(backend, precision)
+                walls[f"{backend}@{precision or 'declared'}"] = {"top": len(ids), "walls_s": times, "jobs": args.jobs, "precision": judged, "machine": machine()}
+                walls_path.write_text(json.dumps(walls, indent=1))
+        header = [f"Backends benchmark — tier tiny, {Path(args.csv).name}; each section names the top-N slice it covers", machine(), ""]
+        body: list[str] = []
+        for key, w in walls.items():
+            backend, _, precision = key.partition("@")
+            body += section(backend, precision, w) + [""]
+    finally:
+        stop()
+    text = "\n".join(header + body)
     print(text)
     if args.out:
         Path(args.out).write_text(text)

@@ -18,7 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from benchmarks.precision import _machine
+from benchmarks.precision import machine
 
 NEEDS_PACKAGE = ("requires the", "requires `", "pip install", "No module named")
 
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     census = class_census()
     names = sorted(census)[:: args.every][: args.limit]
     header = f"Class census — transformers {transformers.__version__}, {len(names)} of {len(census)} Auto-mapped classes" + (f" (every {args.every}th)" if args.every > 1 else "") + f", tier tiny, backend cpu, {args.jobs} jobs"
-    header += "\n" + _machine()
+    header += "\n" + machine()
     rows: dict[str, dict] = {}
     t0 = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:

@@ -170,14 +170,14 @@ def bench_dedup(csv_path: Path, tier: str, threads: int, stop) -> list[str]:
     from collections import Counter
     from concurrent.futures import ThreadPoolExecutor
 
-    from zoo.scheduler import _compute_plan
+    from zoo.scheduler import compute_plan
 
     with open(csv_path, newline="", encoding="utf-8") as f:
         rows = [(r["model_id"], int(float(r["downloads"] or 0))) for r in csv.DictReader(f)]
     t0 = time.perf_counter()
     try:
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            plans = list(pool.map(lambda r: (r, _compute_plan(r[0], "cpu", tier)), rows))
+            plans = list(pool.map(lambda r: (r, compute_plan(r[0], "cpu", tier)), rows))
     finally:
         stop()
     elapsed = time.perf_counter() - t0

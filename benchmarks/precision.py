@@ -37,7 +37,7 @@ SCALES = (0.01, 0.02, 0.05, 0.10, 0.25)
 BUGS = ("swap_columns", "drop_bias", "attention_25pct")
 
 
-def _machine() -> str:
+def machine() -> str:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
     return f"machine: {os.cpu_count()} cores ({cpu}), load average {load} at the start"
@@ -65,11 +65,12 @@ def _outputs(model: Any, inputs: list[dict], seed: int, call: Callable[..., Any]
 def _judge(outs: list[dict], ref: list[dict], ref64: list[dict], precision: str, tolerance: float, why: list[str] | None = None) -> tuple[bool, float]:
     """(caught, RMSE ratio): whether the outputs are a mismatch at ``precision``, and their largest
     RMSE over the reference's own error against fp64."""
-    from zoo_runner.compare import Comparison, compare
+    from zoo_runner.compare import Comparison, compare, pooled_reference_error
 
     cmp = Comparison()
+    pooled = pooled_reference_error(ref, ref64)
     for i, (o, r, r64) in enumerate(zip(outs, ref, ref64)):
-        compare(o, r, r64, tolerance_factor=tolerance, result=cmp, label=f"input {i}", precision=precision)
+        compare(o, r, r64, tolerance_factor=tolerance, result=cmp, label=f"input {i}", precision=precision, pooled=pooled)
     if why is not None:
         why.extend(cmp.problems[:1])
     return (not cmp.ok), cmp.rmse_ratio
@@ -215,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import transformers
 
-    header = f"Precision benchmark — tier tiny, {args.archs} builtin architectures, torch {torch.__version__}, transformers {transformers.__version__}\n{_machine()}"
+    header = f"Precision benchmark — tier tiny, {args.archs} builtin architectures, torch {torch.__version__}, transformers {transformers.__version__}\n{machine()}"
     rows, failed = [], []
     t0 = time.perf_counter()
     for arch in tqdm(_archs(args.archs), desc="architectures", unit="arch"):

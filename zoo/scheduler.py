@@ -168,7 +168,7 @@ def weekly_selection(cands: list[Candidate], week: str) -> list[Candidate]:
 # ---------------------------------------------------------------- fingerprint dedup before enqueue
 
 
-def _compute_plan(model_id: str, backend: str, tier: str) -> tuple[str | None, str | None, bool]:
+def compute_plan(model_id: str, backend: str, tier: str) -> tuple[str | None, str | None, bool]:
     """(sha, fingerprint, cacheable) of one model, preparing it as a worker would."""
     from zoo_runner.exceptions import NotSupported, ZooError
     from zoo_runner.hub import prepare
@@ -209,7 +209,7 @@ def attach_fingerprints(session: Session, cands: list[Candidate], backend: str, 
     def one(c: Candidate):
         if deadline and time.monotonic() > deadline:
             return c, None
-        return c, _compute_plan(c.model_id, backend, tier)
+        return c, compute_plan(c.model_id, backend, tier)
 
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         for c, plan in pool.map(one, missing):

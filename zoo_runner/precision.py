@@ -8,10 +8,18 @@ runs TF32 where torch allows it. Judged against an fp32 budget, every such backe
 reference at that precision; the backend's budget is relative to that reference's own error
 against fp64, by the same rules as at fp32 (:mod:`zoo_runner.compare`).
 
-- ``bf16`` / ``fp16``: the model under ``torch.autocast("cpu", dtype)``: matmul-class ops take
-  half-precision inputs, accumulate in fp32 and return half precision, as autocast computes them.
+- ``bf16`` / ``fp16``: matmul-class ATen ops take their fp32 inputs rounded to half precision,
+  accumulate in fp32 and return their result rounded to half precision, as
+  ``torch.autocast("cpu", dtype)`` defines them; everything else runs in fp32.
 - ``tf32``: matmul-class ATen ops get their inputs rounded to TF32's 10 mantissa bits (round to
   nearest even), computed and returned in fp32, as TF32 tensor cores do.
+
+Emulated, not run on the CPU's own half-precision kernels: those differ from CPU to CPU. Measured
+on SegFormer-tiny, ``torch.autocast("cpu", torch.bfloat16)`` is 0.9 % off fp64 on a CPU without
+bf16 units and 17 % off on a Xeon with AMX (oneDNN's bf16 convolutions), which made the budget
+there too loose to catch a 25 % attention bug. A reference is cached and shared by every worker
+of a fleet, so it must be the same number wherever it was computed: rounding in fp32 is exact and
+the same on every CPU.
 
 Where the precision comes from (``details.precision_source``): ``flag`` when the user asked for one
 (``--precision``), ``plugin`` when the backend's plugin declares one
@@ -20,7 +28,7 @@ Where the precision comes from (``details.precision_source``): ``flag`` when the
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .exceptions import UnknownBackend
 
@@ -94,22 +102,24 @@ def round_to_tf32(t: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(t), rounded, t)
 
 
-def _rounding_mode() -> Any:
+def _half(dtype: torch.dtype) -> Callable[[torch.Tensor], torch.Tensor]:
+    import torch
+
+    def round_to(t: torch.Tensor) -> torch.Tensor:
+        return t.to(dtype).to(torch.float32)
+
+    return round_to
+
+
+def _rounding_mode(round_to: Callable[[torch.Tensor], torch.Tensor], round_result: bool) -> Any:
+    """A dispatch mode that rounds the fp32 inputs of matmul-class ops with ``round_to`` as they
+    run (never the accumulated term: see ``_ACCUMULATE_INTO_SELF``), and their fp32 results too
+    when ``round_result``."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    class RoundMatmulInputs(TorchDispatchMode):
-        """Rounds the fp32 inputs of matmul-class ops to TF32 as they run."""
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            name = func._schema.name.split("::")[-1]
-            if name in MATMUL_OPS:
-                args, kwargs = _round_args(func, args, kwargs, skip_self=name in _ACCUMULATE_INTO_SELF)
-            return func(*args, **kwargs)
-
     def _round(x: Any) -> Any:
-        return round_to_tf32(x) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
+        return round_to(x) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x
 
     def _round_args(func, args, kwargs, skip_self: bool):
         names = [a.name for a in func._schema.arguments]
@@ -121,7 +131,19 @@ def _rounding_mode() -> Any:
         out_kwargs = {k: (v if k not in _ROUNDED_ARGS or (skip_self and k == "self") else _round(v)) for k, v in kwargs.items()}
         return tuple(out_args), out_kwargs
 
-    return RoundMatmulInputs()
+    class RoundMatmuls(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = func._schema.name.split("::")[-1]
+            if name not in MATMUL_OPS:
+                return func(*args, **kwargs)
+            args, kwargs = _round_args(func, args, kwargs, skip_self=name in _ACCUMULATE_INTO_SELF)
+            out = func(*args, **kwargs)
+            if not round_result:
+                return out
+            return torch.utils._pytree.tree_map(_round, out)
+
+    return RoundMatmuls()
 
 
 @contextlib.contextmanager
@@ -130,10 +152,10 @@ def computing_at(precision: str) -> Iterator[None]:
     import torch
 
     if precision in ("bf16", "fp16"):
-        with torch.autocast("cpu", dtype=torch.bfloat16 if precision == "bf16" else torch.float16):
+        with _rounding_mode(_half(torch.bfloat16 if precision == "bf16" else torch.float16), round_result=True):
             yield
     elif precision == "tf32":
-        with _rounding_mode():
+        with _rounding_mode(round_to_tf32, round_result=False):
             yield
     elif precision == "fp32":
         yield

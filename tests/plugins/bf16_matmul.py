@@ -2,8 +2,9 @@
 rounded to bf16, the product accumulated and returned in fp32 — what the Neuron compiler's default
 ``--auto-cast=matmult`` (``--auto-cast-type=bf16``) does on Trainium's matrix engine.
 
-Written apart from Zoo's own CPU reference at bf16 (``torch.autocast`` in
-:mod:`zoo_runner.precision`) on purpose: the backends under test must not share the reference's code.
+Written apart from Zoo's own CPU reference at bf16 (:mod:`zoo_runner.precision`, which also rounds
+each matmul's result to bf16, as autocast returns it) on purpose: the backends under test must not
+share the reference's code.
 """
 from __future__ import annotations
 
