@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Iterator, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, Query
 from fastapi.exceptions import RequestValidationError
@@ -11,24 +11,12 @@ from sqlalchemy.orm import Session
 from api.schemas import Precision
 from db import queries
 from db.models import Snapshot
-from db.session import session_scope
+from db.session import get_session
+from db.weeks import WEEK_PATTERN as WEEK_PATTERN  # re-exported for the routes
+from db.weeks import check_week as check_week  # re-exported for the routes
 from zoo_runner.backends import spec_problem
 
-WEEK_PATTERN = r"^[1-9][0-9]{3}-W(0[1-9]|[1-4][0-9]|5[0-3])$"  # YYYY-Www, W01..W53
-
-
-def get_session() -> Iterator[Session]:
-    with session_scope() as s:
-        yield s
-
-
 SessionDep = Annotated[Session, Depends(get_session)]
-
-
-def check_week(week: str | None) -> str | None:
-    """A week that matched WEEK_PATTERN (so FastAPI answered 422 otherwise). W53 of a 52-week
-    year is accepted: it holds no results, like any week without runs."""
-    return week or None
 
 
 BACKEND_FORMAT = "backend spec DEVICE[+COMPILER][@DTYPE], URL-encoded (`cpu%2Binductor`)"

@@ -41,11 +41,11 @@ def _pct(x: float | None) -> str:
 
 def run_backend(ids: list[str], backend: str, precision: str, jobs: int, timeout: float) -> float:
     from zoo import jobs as zjobs
-    from db import repository
+    from db import queries, repository
     from db.session import session_scope
 
     with session_scope() as s:
-        snap = repository.latest_snapshot(s)
+        snap = queries.latest_snapshot(s)
         run_id = repository.start_run(s, backend, "tiny", "inprocess", len(ids), snap.id if snap else None, precision=precision).id
     t0 = time.perf_counter()
     zjobs.run_inprocess(ids, backend, "tiny", run_id, timeout, jobs=jobs, precision=precision)
@@ -150,16 +150,17 @@ def main(argv: list[str] | None = None) -> int:
     walls: dict[str, dict] = json.loads(walls_path.read_text()) if walls_path.exists() else {}
     stop = _standin(args, work)
     try:
-        from zoo import catalog, jobs as zjobs
+        from services import catalog
+        from zoo import jobs as zjobs
 
         if not args.report_only:
-            from db import repository
+            from db import queries
             from db.session import session_scope
 
             with session_scope() as s:
-                have = repository.latest_snapshot(s) is not None
+                have = queries.latest_snapshot(s) is not None
             if not have:
-                zjobs.sync(catalog.from_file(args.csv), f"file:{Path(args.csv).name}")
+                catalog.sync(catalog.from_file(args.csv), f"file:{Path(args.csv).name}")
             for backend, precision, top, passes in _plan(args.plan):
                 try:
                     backend = zjobs.resolve_backend(backend)
@@ -169,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                 _, ids = zjobs.pick_models(top)
                 times = [run_backend(ids, backend, precision or "auto", args.jobs, args.timeout) for _ in range(passes)]
                 judged = _judged_precision(backend, precision)
+                if walls_path.exists():  # another venv's run may have added its own since this one started
+                    walls = {**json.loads(walls_path.read_text()), **{k: v for k, v in walls.items() if k not in json.loads(walls_path.read_text())}}
                 walls[f"{backend}@{precision or 'declared'}"] = {"top": len(ids), "walls_s": times, "jobs": args.jobs, "precision": judged, "machine": machine()}
                 walls_path.write_text(json.dumps(walls, indent=1))
         header = [f"Backends benchmark — tier tiny, {Path(args.csv).name}; each section names the top-N slice it covers", machine(), ""]

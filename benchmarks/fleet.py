@@ -3,7 +3,7 @@
     python -m benchmarks.fleet [--tasks 100000] [--entries 100000] [--out benchmarks/fleet_latest.txt]
 
 1. **Enqueue**: ``--tasks`` validation tasks published to the local Redis (a dedicated database,
-   ``--redis-db``, refused if not empty, flushed afterwards) through ``zoo.scheduler.enqueue_groups``
+   ``--redis-db``, refused if not empty, flushed afterwards) through ``workers.publish.enqueue_groups``
    (the path of ``zoo run`` and the sweeps: pipelined LPUSH of Celery's own messages), and, for
    comparison, a sample through Celery's ``apply_async`` one by one.
 2. **Ingest**: a catalog CSV of ``--entries`` models synthesized from the shared snapshot's
@@ -46,7 +46,8 @@ def bench_enqueue(n: int, redis_db: int, sample: int) -> list[str]:
     os.environ["ZOO_BROKER_URL"] = url
     from workers.celery_app import app
     from workers.tasks import validate_task
-    from zoo.scheduler import Candidate, Group, enqueue_groups
+    from services.planning import Candidate, Group
+    from workers.publish import enqueue_groups
 
     lines = []
     try:
@@ -119,7 +120,7 @@ def bench_ingest(n: int, database_url: str | None) -> list[str]:
         from db.session import get_engine, session_scope, upgrade
 
         upgrade(database_url)
-        from zoo import catalog, jobs
+        from services import catalog
 
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "catalog-100k.csv"
@@ -129,7 +130,7 @@ def bench_ingest(n: int, database_url: str | None) -> list[str]:
             times = []
             for label in ("first sync (insert)", "second sync (update)"):
                 t0 = time.perf_counter()
-                snap, stored = jobs.sync(catalog.from_file(str(path)), f"file:{path}")
+                snap, stored = catalog.sync(catalog.from_file(str(path)), f"file:{path}")
                 times.append(time.perf_counter() - t0)
                 lines.append(f"        {label}: {stored:,} models in {times[-1]:.1f} s = {stored / times[-1]:,.0f} entries/s")
         with session_scope() as s:
@@ -170,7 +171,7 @@ def bench_dedup(csv_path: Path, tier: str, threads: int, stop) -> list[str]:
     from collections import Counter
     from concurrent.futures import ThreadPoolExecutor
 
-    from zoo.scheduler import compute_plan
+    from services.planning import compute_plan
 
     with open(csv_path, newline="", encoding="utf-8") as f:
         rows = [(r["model_id"], int(float(r["downloads"] or 0))) for r in csv.DictReader(f)]

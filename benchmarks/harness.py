@@ -48,11 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     c.ENDPOINT, c.HF_HUB_OFFLINE, c.HF_HUB_CACHE = base, False, str(work / "hf")
     c.HUGGINGFACE_CO_URL_TEMPLATE = base + "/{repo_id}/resolve/{revision}/{filename}"
 
-    from zoo import catalog
+    from services import catalog
+    from services.validation import validate_and_store
     from zoo_runner.exceptions import ZooError
     from zoo_runner.request import ValidationRequest
-
-    from workers.execute import validate_and_store
 
     entries = list(catalog.from_file(args.csv))[: args.top]
     rows = []

@@ -3,19 +3,23 @@ on a page has an API call behind it, linked on the page next to it ("as JSON" / 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from sqlalchemy.orm import Session
 
-from api.deps import WEEK_PATTERN, SessionDep, check_week
 from db import queries
 from db.models import Model
+from db.session import get_session
+from db.weeks import WEEK_PATTERN, check_week
+from services import model_list, reports
+from services.reports import api_url as api
 from zoo_runner.statuses import ALL_STATUSES, PASSING
 
-from .report import CHART_JS, _delta, _pct, _versions, api
+from .report import CHART_JS, _delta, _pct, _versions
 
 HERE = Path(__file__).parent
 templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
@@ -36,6 +40,7 @@ def num(x: Any) -> str:
 
 templates.globals.update(pct=pct, num=num, api=api, quote=quote, CHART_JS=CHART_JS, STATUS_COLORS=STATUS_COLORS, versions=_versions)
 router = APIRouter(include_in_schema=False)
+SessionDep = Annotated[Session, Depends(get_session)]  # the same dependency as the API's: one session per request
 WEEK = Query(None, pattern=WEEK_PATTERN)
 
 
@@ -107,20 +112,17 @@ def overview(session: SessionDep, backend: str | None = Query(None, max_length=1
 
 
 class _Rows(list):
-    """(model summary, {backend/tier: status}) pairs, with the page's total and next cursor."""
+    """(model summary, {backend/tier: status}) pairs, with the page's total and whether more follow."""
 
-    def __init__(self, rows, total, next_cursor):
+    def __init__(self, rows, total: int, more: bool):
         super().__init__(rows)
-        self.total, self.next_cursor = total, next_cursor
+        self.total, self.more = total, more
 
 
 def _top_models(session, limit: int, offset: int = 0, search: str | None = None, status: str | None = None, backend: str | None = None, task: str | None = None, library: str | None = None, sort: str = "-downloads") -> _Rows:
-    """The same page as `GET /api/v1/models` (called directly, so the numbers are the API's)."""
-    from api.pagination import encode_cursor
-    from api.routes.models import list_models
-
-    page = list_models(session, search=search, task=task, library=library, status=status, backend=backend, sort=sort, limit=limit, cursor=encode_cursor(offset) if offset else None, format="json")
-    return _Rows([(i, i.latest_status) for i in page.items], page.total, page.next_cursor)
+    """The same page as `GET /api/v1/models` (the same service, so the numbers are the API's)."""
+    page = model_list.list_models(session, search=search, task=task, library=library, status=status, backend=backend, sort=sort, limit=limit, offset=offset)
+    return _Rows([(i, i.latest_status) for i in page.items], page.total, page.more)
 
 
 @router.get("/models", response_class=HTMLResponse)
@@ -138,7 +140,7 @@ def models_page(
     keys = sorted({k for _, st in rows for k in st})
     params = {k: v for k, v in dict(search=search, status=status, backend=backend, task=task, library=library).items() if v}
     return _render("models.html", rows=rows, keys=keys, params=params, page=page, per=per, statuses=ALL_STATUSES,
-                   api_url=api("/models", **params, limit=per), next_url=("/models?" + urlencode({**params, "page": page + 1})) if rows.next_cursor else None,
+                   api_url=api("/models", **params, limit=per), next_url=("/models?" + urlencode({**params, "page": page + 1})) if rows.more else None,
                    prev_url=("/models?" + urlencode({**params, "page": page - 1})) if page > 1 else None)
 
 
@@ -236,10 +238,8 @@ def reports_index(session: SessionDep):
 
 @router.get("/reports/{week}", response_class=HTMLResponse)
 def report_page(session: SessionDep, week: str, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None) -> HTMLResponse:
-    from api.routes.reports import find_or_build
-
     check_week(week)
-    rep = find_or_build(session, week, backend or None, tier)
+    rep = reports.find_or_build(session, week, backend or None, tier)
     if rep is None:
         raise HTTPException(404, detail=f"no report and no results for {week}")
     return _render("report.html", **report_context(rep), standalone=None)

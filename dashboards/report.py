@@ -1,102 +1,19 @@
-"""The weekly coverage report: headline numbers with denominators and week-over-week deltas,
-newly passing and newly failing models (with the first failing versions), top op gaps with the
-downloads they would unlock, failure clusters and the slowest compiles.
-
-Every number comes from a query the API exposes; ``rep["queries"]`` names them, and the Markdown
-and HTML renderings print them next to their sections.
+"""The weekly coverage report, rendered: Markdown (stored with the report, served by the API) and
+HTML (the report page, or a standalone file). The data is :func:`services.reports.build_report`'s;
+each section prints the API query behind its numbers (``rep["queries"]``).
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
-
-from sqlalchemy import select
 
 from db import queries
-from db.models import Report
-from db.repository import iso_week
-from db.session import session_scope
+from services import reports
+from services.reports import api_url
 
 CHART_JS = "chart-4.5.1.umd.min.js"
 STATIC = Path(__file__).parent / "static"
-
-
-def _previous_week(week: str) -> str:
-    return queries.previous_week(week)
-
-
-@contextmanager
-def _session(session=None):
-    if session is not None:
-        yield session
-    else:
-        with session_scope() as s:
-            yield s
-
-
-def api(path: str, **params: Any) -> str:
-    """An API link with its query values URL-encoded (``cpu+inductor`` is ``cpu%2Binductor``: a bare
-    ``+`` would read as a space)."""
-    q = urlencode({k: v for k, v in params.items() if v not in (None, "")})
-    return f"/api/v1{path}" + (f"?{q}" if q else "")
-
-
-def build_report(week: str | None = None, backend: str | None = None, tier: str | None = None, session=None, top: int = 10, snapshot_id: int | None = None) -> dict[str, Any]:
-    """The week's report for ``backend`` and ``tier`` (defaults: the newest results'), weighted by
-    catalog snapshot ``snapshot_id`` (default: the newest one holding models with results)."""
-    with _session(session) as s:
-        backend, tier, week_found = queries.default_scope(s, backend, tier, week)
-        week = week or week_found or iso_week()
-        prev_week = _previous_week(week)
-        snap = dict(snapshot_id=snapshot_id)
-        cov = queries.cached_coverage(s, backend=backend, tier=tier, week=week, **snap)
-        prev = queries.cached_coverage(s, backend=backend, tier=tier, week=prev_week, **snap)
-        history = queries.coverage_history(s, backend=backend, tier=tier, weeks=12, until=week, **snap) if backend else []
-        regressed = queries.transitions(s, backend=backend, tier=tier, week=week, since=prev_week, direction="regressed", limit=50, **snap)
-        fixed = queries.transitions(s, backend=backend, tier=tier, week=week, since=prev_week, direction="fixed", limit=50, **snap)
-        gaps = queries.op_gaps(s, backend=backend, tier=tier, week=week, limit=top, **snap)
-        clusters = queries.failure_clusters(s, backend=backend, tier=tier, week=week, limit=top, **snap)
-        slow = queries.slowest_compiles(s, backend=backend, tier=tier, week=week, limit=top)
-        failing = queries.failing_models(s, backend=backend, tier=tier, week=week, limit=100, **snap) if backend else {"items": [], "total": 0}
-        precisions = queries.precision_summary(s, week)
-        # the API links name the snapshot only when one was asked for (the API's default is the same)
-        link = dict(snapshot=snapshot_id)
-        scope = dict(backend=backend, tier=tier, week=week, **link)
-        return {
-            "week": week,
-            "backend": backend,
-            "tier": tier,
-            "previous_week": prev_week,
-            "generated_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "coverage": cov.to_dict(),
-            "previous": prev.to_dict() if prev.attempted else None,
-            "history": [h.to_dict() for h in history],
-            "newly_failing": regressed,
-            "newly_passing": fixed,
-            "op_gaps": gaps,
-            "failure_clusters": clusters,
-            "slowest_compiles": slow,
-            "failing": failing["items"],
-            "failing_total": failing["total"],
-            "precision": precisions,
-            "precision_lines": [queries.precision_line(p) for p in precisions],
-            "queries": {
-                "headline": api("/coverage", **scope),
-                "previous": api("/coverage", backend=backend, tier=tier, week=prev_week, **link),
-                "history": api("/coverage/history", backend=backend, tier=tier, until=week, weeks=12, **link),
-                "newly_failing": api("/regressions", **scope, since=prev_week),
-                "newly_passing": api("/regressions", **scope, since=prev_week, direction="fixed"),
-                "op_gaps": api("/ops/gaps", **scope),
-                "failure_clusters": api("/failures", **scope),
-                "slowest_compiles": api("/models", backend=backend),
-                "failing": api("/models", status="<status>", backend=backend),
-                "precision": api("/backends", week=week),
-            },
-        }
 
 
 def _pct(x: float | None) -> str:
@@ -216,8 +133,8 @@ def render_markdown(rep: dict[str, Any]) -> str:
             lines.append(f"| … {total - 50} more | | | | |")
     else:
         lines.append("None.")
-    numbers = (rep.get("queries") or {}).get("headline") or api("/coverage", backend=rep["backend"], tier=rep["tier"], week=rep["week"])
-    failing_url = api("/models", backend=rep["backend"])
+    numbers = (rep.get("queries") or {}).get("headline") or api_url("/coverage", backend=rep["backend"], tier=rep["tier"], week=rep["week"])
+    failing_url = api_url("/models", backend=rep["backend"])
     lines += ["", f"Numbers: `GET {numbers}`; failing models: `GET {failing_url}{'&' if '?' in failing_url else '?'}status=...`."]
     return "\n".join(lines) + "\n"
 
@@ -262,17 +179,6 @@ def render_report(rep: dict[str, Any], fmt: str) -> str:
 
 
 def store_weekly_report(week: str | None = None, backend: str | None = None, tier: str | None = None) -> str:
-    """Build and store the week's report (default: the newest week with results) for ``backend``
-    and ``tier``, or for every backend and tier with results that week; returns the week."""
-    with session_scope() as s:
-        week = week or queries.newest_week(s) or iso_week()
-        pairs = [(backend, tier)] if backend else (queries.scopes(s, week) or [(None, tier)])
-    for b, t in pairs:
-        rep = build_report(week, b, t)
-        with session_scope() as s:
-            row = s.scalars(select(Report).filter_by(week=rep["week"], backend=rep["backend"] or "", tier=rep["tier"])).first()
-            if row is None:
-                row = Report(week=rep["week"], backend=rep["backend"] or "", tier=rep["tier"])
-                s.add(row)
-            row.data, row.markdown = rep, render_markdown(rep)
-    return week
+    """Build and store the week's report with its Markdown (:func:`services.reports.store_weekly_report`);
+    returns the week."""
+    return reports.store_weekly_report(week, backend, tier, render=render_markdown)

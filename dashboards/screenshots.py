@@ -14,7 +14,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 def pages(model_id: str, week: str) -> list[tuple[str, str]]:
     return [
         ("overview", "/"),
-        ("models", "/models?search=model-0000"),
+        ("models", "/models"),
         ("model", f"/models/{model_id}"),
         ("ops", "/ops"),
         ("failures", "/failures"),

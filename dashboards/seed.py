@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterable
 from sqlalchemy import insert
 
 from db.models import Model, Result, Snapshot, SnapshotEntry, utcnow
-from db.repository import iso_week
 from db.session import get_engine, session_scope
+from db.weeks import iso_week
 from zoo_runner.request import HARNESS_VERSION
 
 TASKS = [("feature-extraction", "bert", "BertModel"), ("fill-mask", "xlm-roberta", "XLMRobertaForMaskedLM"), ("image-classification", "vit", "ViTForImageClassification"),

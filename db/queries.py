@@ -11,15 +11,11 @@ from zoo_runner.exceptions import BadInput
 from zoo_runner.statuses import ALL_STATUSES, NO_VALID_REFERENCE, PASSING
 
 from .models import Model, Result, Snapshot, SnapshotEntry
-from .repository import latest_snapshot
+from .rows import judged_precision as judged_precision  # re-exported: a read
+from .rows import result_dict as result_dict  # re-exported: a read
+from .weeks import previous_week, week_minus
 
 DECLARED = "declared"  # the precision scope of every backend's own declared precision
-
-
-def judged_precision(r: Result) -> str | None:
-    """What the row was judged at (or asked to be, with ``--precision``); None where its result had
-    no precision and the backend's declared one was asked for (no verdict precision)."""
-    return r.precision if r.precision_source is not None else None
 
 
 def precision_scope(precision: str | None = None):
@@ -43,32 +39,22 @@ def scope_key():
     return case((Result.precision_source == "flag", Result.precision), else_=literal(DECLARED))
 
 
-def result_dict(r: Result) -> dict[str, Any]:
-    return {
-        "model_id": r.model_id,
-        "revision": r.revision or None,
-        "tier": r.tier,
-        "backend": r.backend,
-        "device": r.device,
-        "dtype": r.dtype,
-        "status": r.status,
-        "reason": r.reason,
-        "fingerprint": r.fingerprint,
-        "library": r.library,
-        "architecture": r.architecture,
-        "task": r.task,
-        "precision": judged_precision(r),
-        "metrics": r.metrics or {},
-        "fallback_ops": r.fallback_ops or [],
-        "op_census": r.op_census or {},
-        "error": r.error,
-        "versions": r.versions or {},
-        "repro": r.repro,
-        "started_at": r.started_at.isoformat() if r.started_at else None,
-        "duration_s": r.duration_s,
-        "details": r.details or {},
-        "week": r.week,
-    }
+def latest_snapshot(session: Session) -> Snapshot | None:
+    """The newest catalog snapshot, or None before the first sync."""
+    return session.scalars(select(Snapshot).order_by(Snapshot.taken_at.desc(), Snapshot.id.desc()).limit(1)).first()
+
+
+def snapshot_models(session: Session, snapshot: Snapshot, top: int | None = None) -> list[tuple[Model, int]]:
+    """(model, downloads) of a snapshot's models in rank order, the first ``top`` if given."""
+    q = (
+        select(Model, SnapshotEntry.downloads)
+        .join(SnapshotEntry, SnapshotEntry.model_id == Model.id)
+        .where(SnapshotEntry.snapshot_id == snapshot.id)
+        .order_by(SnapshotEntry.rank)
+    )
+    if top:
+        q = q.limit(top)
+    return [(m, d) for m, d in session.execute(q)]
 
 
 def latest_results(session: Session, model_id: str) -> list[Result]:
@@ -230,7 +216,6 @@ from functools import wraps as _wraps
 from sqlalchemy import and_
 
 from .models import Report
-from .repository import iso_week
 
 GROUP_COLUMNS = {"task": Result.task, "library": Result.library, "architecture": Result.architecture}
 ATEN_OP = _re.compile(r"\baten(?:::|\.)([A-Za-z0-9_]+)")
@@ -283,23 +268,6 @@ def cached(fn):
 def clear_cache() -> None:
     with _CACHE_LOCK:
         _CACHE.clear()
-
-
-def week_monday(week: str) -> _dt.date:
-    """The Monday of ISO week ``YYYY-Www``; W53 of a 52-week year is the week after W52."""
-    year, w = (int(x) for x in week.split("-W"))
-    try:
-        return _dt.date.fromisocalendar(year, w, 1)
-    except ValueError:
-        return _dt.date.fromisocalendar(year, 52, 1) + _dt.timedelta(weeks=w - 52)
-
-
-def previous_week(week: str) -> str:
-    return iso_week(week_monday(week) - _dt.timedelta(days=7))
-
-
-def week_minus(week: str, n: int) -> str:
-    return iso_week(week_monday(week) - _dt.timedelta(weeks=n))
 
 
 def _latest_in_scope(backend: str, tier: str, week: str, *cols, precision: str | None = None):

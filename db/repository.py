@@ -1,4 +1,6 @@
-"""Writes: catalog snapshots and validation results (idempotent upserts)."""
+"""Writes: catalog snapshots and validation results (idempotent upserts), sweeps, task attempts and
+plan caches. Reads live in :mod:`db.queries`; neither imports the other (they share :mod:`db.weeks`
+and :mod:`db.rows`)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -12,6 +14,8 @@ from sqlalchemy.orm import Session
 from zoo_runner.request import HARNESS_VERSION
 
 from .models import Model, Result, Run, Snapshot, SnapshotEntry, utcnow
+from .rows import result_dict
+from .weeks import iso_week
 
 CHUNK = 2000
 
@@ -30,12 +34,6 @@ class CatalogEntry:
     gated: bool = False
     sha: str | None = None
     parameters: int | None = None
-
-
-def iso_week(when: dt.datetime | dt.date | None = None) -> str:
-    when = when or utcnow()
-    y, w, _ = when.isocalendar()
-    return f"{y}-W{w:02d}"
 
 
 def _chunks(items: Iterable[CatalogEntry], n: int) -> Iterator[list[CatalogEntry]]:
@@ -128,22 +126,6 @@ def _merge_models(session: Session, chunk: list[CatalogEntry], now: dt.datetime)
         m.tags, m.custom_code, m.gated, m.sha, m.parameters = e.tags, e.custom_code, e.gated, e.sha or m.sha, e.parameters
         m.downloads, m.last_seen = e.downloads, now
     session.flush()
-
-
-def latest_snapshot(session: Session) -> Snapshot | None:
-    return session.scalars(select(Snapshot).order_by(Snapshot.taken_at.desc(), Snapshot.id.desc()).limit(1)).first()
-
-
-def snapshot_models(session: Session, snapshot: Snapshot, top: int | None = None) -> list[tuple[Model, int]]:
-    q = (
-        select(Model, SnapshotEntry.downloads)
-        .join(SnapshotEntry, SnapshotEntry.model_id == Model.id)
-        .where(SnapshotEntry.snapshot_id == snapshot.id)
-        .order_by(SnapshotEntry.rank)
-    )
-    if top:
-        q = q.limit(top)
-    return [(m, d) for m, d in session.execute(q)]
 
 
 def start_run(session: Session, backend: str, tier: str, mode: str, requested: int, snapshot_id: int | None, precision: str = "auto") -> Run:
@@ -294,8 +276,6 @@ def shared_result(session: Session, fingerprint: str, req: Any) -> dict[str, Any
     """This week's result of another model with the same fingerprint, backend, tier and requested
     precision, re-addressed to ``req``'s model (fingerprint dedup). Only results the engine produced
     count (not copies)."""
-    from db.queries import result_dict
-
     row = session.scalars(
         select(Result)
         .where(Result.fingerprint == fingerprint, Result.backend == req.backend, Result.tier == req.tier, Result.week == iso_week(), Result.harness_version == HARNESS_VERSION, Result.model_id != req.model_id)

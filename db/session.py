@@ -144,5 +144,11 @@ def session_scope(url: str | None = None) -> Iterator[Session]:
         session.close()
 
 
+def get_session() -> Iterator[Session]:
+    """One :func:`session_scope` per web request: the FastAPI dependency of the API and the pages."""
+    with session_scope() as s:
+        yield s
+
+
 def table_names(url: str | None = None) -> list[str]:
     return inspect(get_engine(url or database_url())).get_table_names()

@@ -172,9 +172,9 @@ def test_validations_need_a_valid_key(client, monkeypatch):
     assert r.status_code == 202
     assert client.post("/api/v1/validations", json={**body, "backend": "bad spec!"}, headers={"X-API-Key": "beta-key"}).status_code == 422
     calls = []
-    from zoo import jobs
+    from workers import publish
 
-    monkeypatch.setattr(jobs, "enqueue", lambda ids, backend, tier, run_id=None, timeout=600.0, precision="auto": calls.append((ids, backend, tier, run_id, timeout, precision)) or [f"t{i}" for i in range(len(ids))])
+    monkeypatch.setattr(publish, "enqueue_models", lambda ids, backend, tier, run_id=None, timeout=600.0, precision="auto": calls.append((ids, backend, tier, run_id, timeout, precision)) or [f"t{i}" for i in range(len(ids))])
     monkeypatch.setenv("ZOO_BROKER_URL", "redis://127.0.0.1:1/0")
     r = client.post("/api/v1/validations", json={**body, "timeout": 30}, headers={"X-API-Key": "alpha-key"})
     assert r.status_code == 202 and r.json()["status"] == "queued" and r.json()["task_ids"] == ["t0", "t1"]

@@ -34,7 +34,7 @@ def twin_hub(tmp_path, monkeypatch):
 
 
 def test_same_graph_runs_once_and_fans_out(twin_hub, sqlite_url):
-    from workers.execute import validate_and_store
+    from services.validation import validate_and_store
 
     one = validate_and_store(ValidationRequest("org-a/bert-one", backend="cpu"))
     two = validate_and_store(ValidationRequest("org-b/bert-two", backend="cpu"))

@@ -1,4 +1,4 @@
-"""The scheduler and the fleet's bookkeeping, in-process (fast): priorities and triggers, sweeps
+"""Fleet planning (services.planning) and the fleet's bookkeeping, in-process (fast): priorities and triggers, sweeps
 claimed once per period, fingerprint groups, attempts and permanent failure, redelivered tasks,
 the beat leader lock, the worker's visibility-timeout check, and the raw Redis messages."""
 from __future__ import annotations
@@ -13,6 +13,7 @@ import pytest
 
 from db import repository
 from db.session import session_scope
+from db.weeks import iso_week
 from tests.conftest import child_env
 from zoo_runner.request import HARNESS_VERSION
 
@@ -41,7 +42,7 @@ def result(model_id, when, status="pass", revision=None, versions=None, harness=
 
 
 def test_priority_is_download_weight_times_staleness_with_triggers(database_url):
-    from zoo.scheduler import candidates, daily_selection, weekly_selection
+    from services.planning import candidates, daily_selection, weekly_selection
 
     with session_scope() as s:
         repository.store_snapshot(
@@ -89,13 +90,13 @@ def test_priority_is_download_weight_times_staleness_with_triggers(database_url)
     daily = daily_selection(cands, top=3)
     assert "org/big-fresh" not in [c.model_id for c in daily_selection(cands, top=100)], "validated 3 hours ago, nothing changed: not due"
     assert daily[0].model_id == "org/big-stale" and len(daily) == 3
-    weekly = {c.model_id for c in weekly_selection(cands, repository.iso_week(NOW))}
+    weekly = {c.model_id for c in weekly_selection(cands, iso_week(NOW))}
     # this week's untriggered results are done; the rest (stale, triggered, never) are swept
     assert weekly == {"org/big-stale", "org/new-rev", "org/flaky", "org/old-torch", "org/old-harness", "org/never"}
 
 
 def test_a_failure_confirmed_twice_is_no_longer_a_trigger(database_url):
-    from zoo.scheduler import candidates
+    from services.planning import candidates
 
     with session_scope() as s:
         repository.store_snapshot(s, entries(("org/broken", 100, None)), "test")
@@ -110,7 +111,7 @@ def test_a_failure_confirmed_twice_is_no_longer_a_trigger(database_url):
 
 
 def test_models_sharing_a_fingerprint_are_one_task(database_url):
-    from zoo.scheduler import Candidate, attach_fingerprints, group_by_fingerprint
+    from services.planning import Candidate, attach_fingerprints, group_by_fingerprint
 
     cands = [Candidate(m, d, 0.0, sha=sha) for m, d, sha in [("a/bert-1", 9, "s1"), ("b/gpt", 8, "s2"), ("c/bert-2", 7, "s3"), ("d/unknown", 6, "s4"), ("e/bert-3", 5, "s5")]]
     with session_scope() as s:
@@ -129,24 +130,30 @@ def test_models_sharing_a_fingerprint_are_one_task(database_url):
 
 
 def test_a_weekly_sweep_runs_once_per_iso_week(database_url, monkeypatch):
-    import zoo.scheduler as sched
+    from services.planning import plan_sweep
 
     sent = []
-    monkeypatch.setattr(sched, "enqueue_groups", lambda groups, backend, tier, run_id, timeout=600.0: sent.append([g.model_ids for g in groups]) or [str(i) for i in range(len(groups))])
+
+    def publish(groups, backend, tier, run_id, timeout=600.0):
+        sent.append([g.model_ids for g in groups])
+        return [str(i) for i in range(len(groups))]
+
+    def run_sweep(*args, **kwargs):
+        return plan_sweep(*args, publish=publish, **kwargs)
     with session_scope() as s:
         repository.store_snapshot(s, entries(("a/x", 30, "1"), ("b/y", 20, "2"), ("c/z", 10, "3")), "test")
         repository.store_plan(s, "a/x", "tiny", "1", "fp1")
         repository.store_plan(s, "b/y", "tiny", "2", "fp2")
         repository.store_plan(s, "c/z", "tiny", "3", "fp1")
 
-    first = sched.run_sweep("weekly", "cpu", "tiny", now=NOW)
+    first = run_sweep("weekly", "cpu", "tiny", now=NOW)
     assert not first["skipped"] and first["models"] == 3 and first["tasks"] == 2 and first["deduplicated"] == 1
     assert sent == [[["a/x", "c/z"], ["b/y"]]]
-    again = sched.run_sweep("weekly", "cpu", "tiny", now=NOW + dt.timedelta(days=2))  # same ISO week
+    again = run_sweep("weekly", "cpu", "tiny", now=NOW + dt.timedelta(days=2))  # same ISO week
     assert again["skipped"] and len(sent) == 1
-    other_backend = sched.run_sweep("weekly", "neuron", "tiny", now=NOW)
+    other_backend = run_sweep("weekly", "neuron", "tiny", now=NOW)
     assert not other_backend["skipped"]
-    next_week = sched.run_sweep("weekly", "cpu", "tiny", now=NOW + dt.timedelta(days=7))
+    next_week = run_sweep("weekly", "cpu", "tiny", now=NOW + dt.timedelta(days=7))
     assert not next_week["skipped"] and next_week["period"] == "2025-W13"
     with session_scope() as s:
         from sqlalchemy import select
@@ -158,13 +165,13 @@ def test_a_weekly_sweep_runs_once_per_iso_week(database_url, monkeypatch):
         assert all(w.finished_at for w in sweeps)
         assert s.get(Run, first["run_id"]).requested == 3
 
-    daily = sched.run_sweep("daily", "cpu", "tiny", top=1, now=NOW)
+    daily = run_sweep("daily", "cpu", "tiny", top=1, now=NOW)
     assert daily["models"] == 1 and daily["period"] == "2025-03-19"
-    assert sched.run_sweep("daily", "cpu", "tiny", top=1, now=NOW)["skipped"]
+    assert run_sweep("daily", "cpu", "tiny", top=1, now=NOW)["skipped"]
 
 
 def test_a_failed_sweep_releases_its_claim_and_a_dead_one_is_taken_over(database_url, monkeypatch):
-    import zoo.scheduler as sched
+    from services.planning import plan_sweep
     from zoo_runner.exceptions import BrokerUnavailable
 
     with session_scope() as s:
@@ -173,11 +180,9 @@ def test_a_failed_sweep_releases_its_claim_and_a_dead_one_is_taken_over(database
     def down(*a, **k):
         raise BrokerUnavailable("broker down")
 
-    monkeypatch.setattr(sched, "enqueue_groups", down)
     with pytest.raises(BrokerUnavailable):
-        sched.run_sweep("weekly", "cpu", "tiny", now=NOW, dedup=False)
-    monkeypatch.setattr(sched, "enqueue_groups", lambda *a, **k: ["1"])
-    assert not sched.run_sweep("weekly", "cpu", "tiny", now=NOW, dedup=False)["skipped"], "the failed attempt left no claim"
+        plan_sweep("weekly", "cpu", "tiny", publish=down, now=NOW, dedup=False)
+    assert not plan_sweep("weekly", "cpu", "tiny", publish=lambda *a, **k: ["1"], now=NOW, dedup=False)["skipped"], "the failed attempt left no claim"
 
     with session_scope() as s:  # a claim whose sweeper died long ago
         sid = repository.claim_sweep(s, "daily", "2025-03-19", "cpu", "tiny")
@@ -200,11 +205,11 @@ def test_attempts_are_counted_per_task(database_url):
 
 
 def test_a_task_delivered_after_max_attempts_is_stored_as_a_permanent_failure(sqlite_url, monkeypatch):
-    from workers import execute
+    from services import validation
     from workers.celery_app import MAX_ATTEMPTS
     from workers.tasks import validate_task
 
-    monkeypatch.setattr(execute, "validate_and_store", lambda *a, **k: pytest.fail("must not run again"))
+    monkeypatch.setattr(validation, "validate_and_store", lambda *a, **k: pytest.fail("must not run again"))
     with session_scope() as s:
         for _ in range(MAX_ATTEMPTS):
             repository.record_attempt(s, "t-dies", "arch:BertModel", "cpu", "tiny")
@@ -222,12 +227,12 @@ def test_a_task_delivered_after_max_attempts_is_stored_as_a_permanent_failure(sq
 
 
 def test_a_redelivered_task_whose_rows_are_stored_only_acknowledges(sqlite_url, monkeypatch):
-    from workers import execute
+    from services import validation
     from workers.tasks import validate_task
 
     with session_scope() as s:
         repository.store_result(s, result("arch:BertModel", dt.datetime.now(dt.timezone.utc)), task_id="t-done")
-    monkeypatch.setattr(execute, "validate_and_store", lambda *a, **k: pytest.fail("must not run again"))
+    monkeypatch.setattr(validation, "validate_and_store", lambda *a, **k: pytest.fail("must not run again"))
     assert validate_task.apply(args=[{"model_id": "arch:BertModel", "backend": "cpu"}, None], task_id="t-done").get() == "pass"
     with session_scope() as s:
         from sqlalchemy import func, select
@@ -239,14 +244,14 @@ def test_a_redelivered_task_whose_rows_are_stored_only_acknowledges(sqlite_url, 
 
 
 def test_a_bug_is_retried_then_stored_as_zoos_own_failure(sqlite_url, monkeypatch):
-    from workers import execute
+    from services import validation
     from workers.celery_app import MAX_ATTEMPTS
     from workers.tasks import validate_task
 
     def boom(*a, **k):
         raise KeyError("a bug")
 
-    monkeypatch.setattr(execute, "validate_and_store", boom)
+    monkeypatch.setattr(validation, "validate_and_store", boom)
     with session_scope() as s:
         for _ in range(MAX_ATTEMPTS - 1):
             repository.record_attempt(s, "t-bug", "arch:BertModel", "cpu", "tiny")
@@ -321,7 +326,7 @@ def test_pipelined_messages_are_the_messages_celery_writes(redis_url):
 
     from workers.celery_app import app
     from workers.tasks import validate_task
-    from zoo.scheduler import redis_messages
+    from workers.publish import redis_messages
 
     args, kwargs = [{"model_id": "org/m", "backend": "cpu", "tier": "tiny", "timeout_s": 60.0}, 7], {"followers": ["org/n"]}
     r = redis.Redis.from_url(redis_url)

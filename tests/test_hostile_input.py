@@ -183,14 +183,14 @@ def test_yaml_dates_become_strings(tmp_path):
 
 def test_prepare_failure_is_the_models_row(monkeypatch):
     """Any exception while preparing a model (a bug, a config of the wrong shape) is its row."""
-    from workers import execute
+    from services import validation
     from zoo_runner.request import ValidationRequest
 
     def boom(req):
         raise RecursionError("maximum recursion depth exceeded while decoding a JSON array")
 
-    monkeypatch.setattr(execute, "prepare", boom)
-    row = execute.run_validation(ValidationRequest("org/model", backend="cpu"))
+    monkeypatch.setattr(validation, "prepare", boom)
+    row = validation.run_validation(ValidationRequest("org/model", backend="cpu"))
     assert (row["status"], row["reason"]) == ("reference_error", "prepare_failed")
     assert row["error"]["signature"].startswith("RecursionError: maximum recursion depth")
 
@@ -200,14 +200,14 @@ def test_prepare_failure_is_stored_as_one_row(monkeypatch, sqlite_url):
 
     from db.models import Result
     from db.session import session_scope
-    from workers import execute
+    from services import validation
     from zoo_runner.request import ValidationRequest
 
     def wrong_shape(req):
         raise TypeError("'int' object is not subscriptable")
 
-    monkeypatch.setattr(execute, "prepare", wrong_shape)
-    execute.validate_and_store(ValidationRequest("org/model", backend="cpu"), run_id=None)
+    monkeypatch.setattr(validation, "prepare", wrong_shape)
+    validation.validate_and_store(ValidationRequest("org/model", backend="cpu"), run_id=None)
     with session_scope() as s:
         rows = s.execute(select(Result.model_id, Result.status, Result.reason, Result.error_signature)).all()
     assert rows == [("org/model", "reference_error", "prepare_failed", "TypeError: '…' object is not subscriptable")]
@@ -247,10 +247,10 @@ def test_unreadable_catalogs_are_one_line_and_exit_2(zoo, tmp_path):
 
 
 def _sync_file(path: Path):
-    from zoo import catalog, jobs
+    from services import catalog
 
     report = catalog.IngestReport(str(path))
-    snap, n = jobs.sync(catalog.from_file(str(path), report), f"file:{path}")
+    snap, n = catalog.sync(catalog.from_file(str(path), report), f"file:{path}")
     return snap, n, report
 
 
@@ -275,7 +275,7 @@ def test_hostile_catalog_rows_are_reported_and_skipped(database_url, tmp_path, c
         "org/last,1,,,",  # 16
     ]
     path = _write(tmp_path, "hostile.csv", "\n".join(rows) + "\n")
-    with caplog.at_level("WARNING", logger="zoo.catalog"):
+    with caplog.at_level("WARNING", logger="services.catalog"):
         snap, n, report = _sync_file(path)
     assert n == 3 and report.accepted == 3 and report.duplicates == 2 and report.invalid == 10, report.problems
     lines = {int(p.split(":", 2)[1].split("-")[0]) for p in report.problems}
@@ -285,11 +285,11 @@ def test_hostile_catalog_rows_are_reported_and_skipped(database_url, tmp_path, c
     assert any("hostile.csv:4:" in p and "over the Hub's limit of 96" in p for p in report.problems)
     assert any("hostile.csv:9: the line is longer than 1 MB" in p for p in report.problems)
     assert "12 row(s) skipped (10 invalid, 2 duplicate)" in caplog.text
-    from db import repository
+    from db import queries
     from db.session import session_scope
 
     with session_scope() as s:
-        stored = {m.id: d for m, d in repository.snapshot_models(s, repository.latest_snapshot(s))}
+        stored = {m.id: d for m, d in queries.snapshot_models(s, queries.latest_snapshot(s))}
     assert stored == {"org/good": 100, "arch:BertModel": 50, "org/last": 1}
 
 
@@ -297,17 +297,17 @@ def test_a_catalog_without_valid_rows_stores_nothing(database_url, tmp_path):
     path = _write(tmp_path, "allbad.csv", HEADER + "org/a,-1,,,\nbad id,1,,,\n")
     with pytest.raises(CatalogError, match="no valid catalog rows"):
         _sync_file(path)
-    from db import repository
+    from db import queries
     from db.session import session_scope
 
     with session_scope() as s:
-        assert repository.latest_snapshot(s) is None  # rolled back: `zoo run` still syncs by itself
+        assert queries.latest_snapshot(s) is None  # rolled back: `zoo run` still syncs by itself
 
 
 def test_hub_listing_with_bad_items_is_checked_too():
     from types import SimpleNamespace
 
-    from zoo import catalog
+    from services import catalog
 
     def info(model_id, downloads=1, **kw):
         base = dict(id=model_id, downloads=downloads, tags=["transformers"], config={"model_type": 42}, library_name=None, pipeline_tag=None, gated=False, sha=None, safetensors=None)

@@ -11,7 +11,8 @@ import pytest
 from db import queries, repository
 from db.repository import CatalogEntry
 from db.session import session_scope
-from dashboards.report import build_report, render_html, render_markdown
+from dashboards.report import render_html, render_markdown
+from services.reports import build_report
 from zoo_runner import quirks
 from zoo_runner.engine import validate_here
 from zoo_runner.request import ValidationRequest

@@ -38,7 +38,8 @@ def client(database_url, monkeypatch):
 
 
 def test_report_links_encode_the_backend_and_reproduce_its_numbers(client):
-    from dashboards.report import build_report, render_markdown
+    from dashboards.report import render_markdown
+    from services.reports import build_report
 
     rep = build_report(week="2026-W48", backend="cuda+inductor", tier="tiny")
     assert rep["queries"]["headline"] == "/api/v1/coverage?backend=cuda%2Binductor&tier=tiny&week=2026-W48"
@@ -172,7 +173,7 @@ def test_serve_logs_the_port_it_listens_on(tmp_path):
 
 
 def test_run_progress_names_the_model_and_stage_before_it_finishes(monkeypatch):
-    import workers.execute
+    import services.validation
     from zoo import jobs
 
     out = io.StringIO()
@@ -186,7 +187,7 @@ def test_run_progress_names_the_model_and_stage_before_it_finishes(monkeypatch):
         seen.append(out.getvalue())  # what the bar shows while the model is still compiling
         return {"model_id": req.model_id, "status": "pass"}
 
-    monkeypatch.setattr(workers.execute, "validate_and_store", fake_validate)
+    monkeypatch.setattr(services.validation, "validate_and_store", fake_validate)
     monkeypatch.setattr(jobs, "tqdm", lambda **kw: tqdm(**{**kw, "file": out, "mininterval": 0}))
     results = jobs.run_inprocess(["org/first-model"], "cpu+inductor", "tiny", run_id=1, timeout=60, jobs=1)
     assert [r["status"] for r in results] == ["pass"]

@@ -259,9 +259,9 @@ def test_api_validations_take_a_precision(client, monkeypatch):
         assert s.get(Run, r.json()["run_id"]).precision == "bf16"
     assert client.post("/api/v1/validations", json={**body, "precision": "fp64"}, headers=headers).status_code == 422
     calls = []
-    from zoo import jobs
+    from workers import publish
 
-    monkeypatch.setattr(jobs, "enqueue", lambda ids, backend, tier, run_id=None, timeout=600.0, precision="auto": calls.append(precision) or ["t0"])
+    monkeypatch.setattr(publish, "enqueue_models", lambda ids, backend, tier, run_id=None, timeout=600.0, precision="auto": calls.append(precision) or ["t0"])
     monkeypatch.setenv("ZOO_BROKER_URL", "redis://127.0.0.1:1/0")
     r = client.post("/api/v1/validations", json={**body, "precision": "fp16"}, headers=headers)
     assert r.status_code == 202 and r.json()["status"] == "queued" and calls == ["fp16"]
@@ -280,7 +280,7 @@ def test_cli_help_and_bad_precision(zoo):
 
 
 def test_cli_validate_and_coverage_carry_the_precision(sqlite_url, monkeypatch, capsys):
-    import workers.execute
+    import services.validation
     from zoo import cli
 
     seen: list[ValidationRequest] = []
@@ -289,7 +289,7 @@ def test_cli_validate_and_coverage_carry_the_precision(sqlite_url, monkeypatch, 
         seen.append(req)
         return _judged(req.model_id, "pass", req.precision, "flag", backend=req.backend, week_day=W48)
 
-    monkeypatch.setattr(workers.execute, "run_validation", fake)
+    monkeypatch.setattr(services.validation, "run_validation", fake)
     with session_scope() as s:
         repository.store_snapshot(s, iter([CatalogEntry("arch:BertModel", 10)]), "builtin")
     assert cli.main(["validate", "arch:BertModel", "--backend", "cpu", "--precision", "bf16", "--json"]) == 0
@@ -302,7 +302,7 @@ def test_cli_validate_and_coverage_carry_the_precision(sqlite_url, monkeypatch, 
 
 
 def test_run_inprocess_carries_the_precision(sqlite_url, monkeypatch):
-    import workers.execute
+    import services.validation
     from zoo import jobs
 
     monkeypatch.delenv("ZOO_BROKER_URL", raising=False)
@@ -316,21 +316,22 @@ def test_run_inprocess_carries_the_precision(sqlite_url, monkeypatch):
             repository.store_result(s, res, run_id=run_id)
         return res
 
-    monkeypatch.setattr(workers.execute, "validate_and_store", fake)
+    monkeypatch.setattr(services.validation, "validate_and_store", fake)
     out = jobs.main_job(top=2, backend="cpu", tier="tiny", timeout=5.0, precision="tf32")
     assert seen == ["tf32", "tf32"] and out["stored"] == 2
     assert (out["coverage"].precision, out["coverage"].attempted) == ("tf32", 2)
 
 
 def test_celery_messages_and_tasks_carry_the_precision(sqlite_url, monkeypatch):
-    import workers.execute
+    import services.validation
     from workers.celery_app import app
     from workers.tasks import validate_task
-    from zoo.scheduler import Candidate, Group, _task_args, redis_messages
+    from services.planning import Candidate, Group
+    from workers.publish import redis_messages, task_args
 
     group = Group(Candidate("org/a", 10, 0.5), [Candidate("org/b", 5, 0.25)])
-    assert "precision" not in _task_args(group, "cpu", "tiny", 1, 60.0)[0][0]  # auto: the default, left out
-    args, kwargs = _task_args(group, "cpu", "tiny", 1, 60.0, "bf16")
+    assert "precision" not in task_args(group, "cpu", "tiny", 1, 60.0)[0][0]  # auto: the default, left out
+    args, kwargs = task_args(group, "cpu", "tiny", 1, 60.0, "bf16")
     (_, raw), = list(redis_messages(app, validate_task.name, "cpu", [(args, kwargs)]))
     body_args, body_kwargs, _ = json.loads(base64.b64decode(json.loads(raw)["body"]))
     assert body_args[0]["precision"] == "bf16" and body_kwargs == {"followers": ["org/b"]}
@@ -340,7 +341,7 @@ def test_celery_messages_and_tasks_carry_the_precision(sqlite_url, monkeypatch):
         seen.append((req.model_id, req.precision))
         return {"status": "pass"}
 
-    monkeypatch.setattr(workers.execute, "validate_and_store", fake)
+    monkeypatch.setattr(services.validation, "validate_and_store", fake)
     assert validate_task.apply(args=body_args, kwargs=body_kwargs).get() == "pass"
     assert seen == [("org/a", "bf16"), ("org/b", "bf16")], "followers are judged at the leader's precision"
 
@@ -349,7 +350,8 @@ def test_celery_messages_and_tasks_carry_the_precision(sqlite_url, monkeypatch):
 
 
 def test_report_states_each_backends_precision(database_url):
-    from dashboards.report import build_report, render_html, render_markdown
+    from dashboards.report import render_html, render_markdown
+    from services.reports import build_report
 
     seed_precisions()
     queries.clear_cache()

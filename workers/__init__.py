@@ -1,1 +1,2 @@
-"""Execution: one validation end to end (prepare, isolate, store), and the Celery app around it."""
+"""The Celery side: the app, its tasks and beat schedules, and publishing tasks to the queues
+(validate-and-store itself is :mod:`services.validation`)."""

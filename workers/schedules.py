@@ -4,7 +4,7 @@ Any number of ``zoo beat`` processes may run (one per machine, for availability)
 leader through a Redis lock on the broker (``SET NX PX``, renewed on every tick, released on exit)
 and only the leader sends due tasks. A standby takes over within ``ZOO_BEAT_LOCK_TTL`` seconds of
 the leader's death. The sweeps are idempotent on their own too: each is claimed once per period
-in the database (``zoo.scheduler.run_sweep``), so a sweep sent twice still runs once.
+in the database (``services.planning.plan_sweep``), so a sweep sent twice still runs once.
 
 The leader also sweeps the broker for dead workers' unacknowledged tasks every 10 s
 (``workers.recovery``), as every worker does, so they are back on their queues even while no
@@ -45,13 +45,14 @@ return 0
 """
 
 
-def _backends() -> list[str]:
+def schedule_backends() -> list[str]:
+    """The backends beat schedules (``ZOO_SCHEDULE_BACKENDS``, comma-separated; default cpu)."""
     raw = os.environ.get("ZOO_SCHEDULE_BACKENDS") or os.environ.get("ZOO_SCHEDULE_BACKEND") or "cpu"
     return [b.strip() for b in raw.split(",") if b.strip()]
 
 
 def beat_schedule() -> dict:
-    backends = _backends()
+    backends = schedule_backends()
     tier = os.environ.get("ZOO_SCHEDULE_TIER", "tiny")
     every = os.environ.get("ZOO_BEAT_SWEEP_EVERY_S")
     weekly = dt.timedelta(seconds=float(every)) if every else crontab(day_of_week="mon", hour=0, minute=30)

@@ -13,6 +13,7 @@ from typing import Any
 
 from zoo_runner.exceptions import DatabaseUnavailable, ZooError
 from zoo_runner.request import ValidationRequest, empty_result, error_info
+from zoo_runner.statuses import Status
 
 from .celery_app import HARD_TIME_LIMIT_S, MAX_ATTEMPTS, app
 
@@ -22,15 +23,8 @@ log = logging.getLogger(__name__)
 TASK_OVERHEAD_S = max(5, min(120, HARD_TIME_LIMIT_S // 5))
 
 
-def _store(result: dict[str, Any], run_id: int | None, task_id: str | None) -> None:
-    from db.repository import store_result
-    from db.session import session_scope
-
-    with session_scope() as s:
-        store_result(s, result, run_id=run_id, task_id=task_id)
-
-
 def _failure_row(req: ValidationRequest, status: str, type_: str, message: str, attempts: int, tb: str | None = None) -> dict[str, Any]:
+    """A permanent failure: the task gave up after ``attempts`` deliveries."""
     result = empty_result(req)
     result.update(status=status, error=error_info(type_=type_, message=message, tb=tb), duration_s=0.0)
     result["details"].update(permanent_failure=True, attempts=attempts)
@@ -52,8 +46,7 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
     returns the first model's status."""
     from db import repository
     from db.session import session_scope
-
-    from .execute import validate_and_store
+    from services import validation  # imports torch: only where a task runs, not where one is sent
 
     reqs = _requests(request, followers)
     task_id = self.request.id
@@ -76,7 +69,7 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
         msg = f"gave up after {MAX_ATTEMPTS} deliveries: the worker running this task died each time (killed, out of memory, or past the hard time limit of {HARD_TIME_LIMIT_S} s)"
         log.error("task %s (%s): %s", task_id, reqs[0].model_id, msg)
         for r in todo:
-            _store(_failure_row(r, "crash", "WorkerLost", msg, attempts - 1), run_id, task_id)
+            validation.store_row(_failure_row(r, "crash", "WorkerLost", msg, attempts - 1), run_id, task_id)
         with session_scope() as s:
             repository.note_attempt_error(s, task_id, msg, gave_up=True)
         return "crash"
@@ -84,14 +77,12 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
     status = done.get(reqs[0].model_id)
     for r in todo:
         try:
-            res = validate_and_store(r, run_id=run_id, task_id=task_id)
+            res = validation.validate_and_store(r, run_id=run_id, task_id=task_id)
         except DatabaseUnavailable as exc:
             raise self.retry(exc=exc, countdown=min(300, 15 * attempts))
         except ZooError as exc:
             # an unknown model or an unreachable Hub still leaves a row, so nobody waits forever
-            res = empty_result(r)
-            res.update(status="reference_error", error=error_info(exc), duration_s=0.0)
-            _store(res, run_id, task_id)
+            res = validation.store_failure(r, exc, run_id, task_id)
         except Exception as exc:  # a bug of Zoo's: retried, then stored as Zoo's own failure
             info = error_info(exc)
             with session_scope() as s:
@@ -99,8 +90,8 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
             if attempts < MAX_ATTEMPTS:
                 log.warning("task %s (%s), attempt %d of %d: %s; retrying", task_id, r.model_id, attempts, MAX_ATTEMPTS, info["signature"])
                 raise self.retry(exc=exc, countdown=min(300, 10 * attempts))
-            res = _failure_row(r, "reference_error", type(exc).__name__, f"gave up after {attempts} attempts: {exc}", attempts, info["traceback"])
-            _store(res, run_id, task_id)
+            res = _failure_row(r, Status.REFERENCE_ERROR.value, type(exc).__name__, f"gave up after {attempts} attempts: {exc}", attempts, info["traceback"])
+            validation.store_row(res, run_id, task_id)
         if status is None:
             status = res["status"]
     return status or "unknown"
@@ -117,15 +108,21 @@ def weekly_report_task(week: str | None = None) -> str:
 def refresh_task(top: int = 100, backend: str | None = None, tier: str = "tiny", backends: list[str] | None = None, sync: bool = True) -> list[dict]:
     """Daily top-K refresh: sync the catalog, then enqueue the K models most in need of a run
     (download weight x staleness, with triggers), once per day and backend."""
-    from zoo.scheduler import run_sweep, schedule_backends
+    from services.planning import plan_sweep
 
-    return [run_sweep("daily", b, tier, top=top, sync=sync) for b in (backends or ([backend] if backend else schedule_backends()))]
+    from .publish import enqueue_groups
+    from .schedules import schedule_backends
+
+    return [plan_sweep("daily", b, tier, publish=enqueue_groups, top=top, sync=sync) for b in (backends or ([backend] if backend else schedule_backends()))]
 
 
 @app.task(name="zoo.weekly_sweep")
 def weekly_sweep_task(backends: list[str] | None = None, tier: str = "tiny", sync: bool = True) -> list[dict]:
     """Weekly full sweep: every catalog model without a result this ISO week, once per week and
     backend however often it is delivered (two beats, a redelivery)."""
-    from zoo.scheduler import run_sweep, schedule_backends
+    from services.planning import plan_sweep
 
-    return [run_sweep("weekly", b, tier, sync=sync) for b in (backends or schedule_backends())]
+    from .publish import enqueue_groups
+    from .schedules import schedule_backends
+
+    return [plan_sweep("weekly", b, tier, publish=enqueue_groups, sync=sync) for b in (backends or schedule_backends())]

@@ -1,1 +1,1 @@
-"""Zoo's application layer: the ``zoo`` command, catalog sync and the main job."""
+"""The top layer: the ``zoo`` command and the main job (sync if needed, validate, summarize)."""

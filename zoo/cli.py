@@ -52,14 +52,14 @@ def _positive_float(text: str) -> float:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from . import catalog, jobs
+    from services import catalog
 
     if args.from_file:
-        snap, n = jobs.sync(catalog.from_file(args.from_file), f"file:{os.path.abspath(args.from_file)}")
+        snap, n = catalog.sync(catalog.from_file(args.from_file), f"file:{os.path.abspath(args.from_file)}")
     elif args.builtin:
-        snap, n = jobs.sync(catalog.builtin(), "builtin")
+        snap, n = catalog.sync(catalog.builtin(), "builtin")
     else:
-        snap, n = jobs.sync(catalog.from_hub(args.top), f"hub:{catalog.hub_endpoint()}", total=args.top)
+        snap, n = catalog.sync(catalog.from_hub(args.top), f"hub:{catalog.hub_endpoint()}", total=args.top)
     print(f"stored {n} models in catalog snapshot {snap}")
     return 0
 
@@ -90,9 +90,7 @@ def _status(command: str) -> Callable[[str], None]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from db.repository import store_result
-    from db.session import session_scope
-    from workers.execute import run_validation
+    from services.validation import run_validation, store_row
     from zoo_runner.request import ValidationRequest
 
     from . import jobs, render
@@ -104,8 +102,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     req = ValidationRequest(model_id=args.model, backend=backend, tier=args.tier, revision=args.revision, seed=args.seed, timeout_s=args.timeout, memory_gb=args.memory_gb, precision=args.precision)
     result = run_validation(req)
     if not args.no_store:
-        with session_scope() as s:
-            store_result(s, result)
+        store_row(result)
     if args.json:
         print(json.dumps(result, indent=2, default=str, allow_nan=False))
     else:
@@ -175,7 +172,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from dashboards.report import build_report, render_report
+    from dashboards.report import render_report
+    from services.reports import build_report
 
     report = build_report(week=args.week, backend=args.backend, tier=args.tier, snapshot_id=args.snapshot)
     text = render_report(report, args.format)

@@ -11,8 +11,8 @@ from typing import Callable
 
 from tqdm import tqdm
 
-# stage names: workers.execute.validate_and_store ("prepare", "start") and the model process's
-# (zoo_runner.result_schema.STAGES)
+# stage names: "prepare" (zoo.jobs.run_inprocess), "start" (zoo_runner.launcher.run_isolated) and
+# the model process's (zoo_runner.result_schema.STAGES)
 STAGE_WORDS = {
     "prepare": "preparing (Hub files, policy)",
     "start": "starting its process",

@@ -1,30 +1,19 @@
 """/models: the catalog with latest statuses, one model's detail and its history."""
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Literal
 
 from fastapi import APIRouter, HTTPException, Query
-from sqlalchemy import func, select
 
 from api.deps import SessionDep, backend_query
 from api.pagination import csv_response, decode_cursor, encode_cursor
 from api.schemas import ModelDetail, ModelPage, ModelSummary, ResultOut, ResultPage
 from db import queries
-from db.models import Model, Result
+from db.models import Model
+from services import model_list
 
 router = APIRouter(tags=["models"])
-
-SORTS = {"downloads": Model.downloads, "model_id": Model.id, "task": Model.task, "library": Model.library}
-
-
-def _latest_status(session, ids: list[str]) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {i: {} for i in ids}
-    if not ids:
-        return out
-    q = select(Result.model_id, Result.backend, Result.tier, Result.status).where(Result.model_id.in_(ids), queries.precision_scope()).order_by(Result.started_at.asc(), Result.id.asc())
-    for mid, backend, tier, status in session.execute(q):
-        out[mid][f"{backend}/{tier}"] = status
-    return out
 
 
 @router.get("/models", response_model=ModelPage, responses={200: {"content": {"text/csv": {}}}, 400: {"description": "invalid cursor"}})
@@ -40,29 +29,13 @@ def list_models(
     cursor: str | None = Query(None, max_length=200),
     format: Literal["json", "csv"] = "json",
 ):
-    q = select(Model)
-    if search:
-        q = q.where(Model.id.ilike(f"%{search}%"))
-    if task:
-        q = q.where(Model.task == task)
-    if library:
-        q = q.where(Model.library == library)
-    if status:
-        sub = select(Result.model_id).where(Result.status == status)
-        if backend:
-            sub = sub.where(Result.backend == backend)
-        q = q.where(Model.id.in_(sub))
-    total = session.scalar(select(func.count()).select_from(q.subquery())) or 0
-    col = SORTS[sort.lstrip("-")]
-    q = q.order_by(col.desc() if sort.startswith("-") else col.asc(), Model.id.asc())
     offset = decode_cursor(cursor)
-    rows = list(session.scalars(q.offset(offset).limit(limit)))
-    latest = _latest_status(session, [m.id for m in rows])
-    items = [ModelSummary(model_id=m.id, downloads=m.downloads or 0, library=m.library, model_type=m.model_type, task=m.task, custom_code=m.custom_code, latest_status=latest[m.id]) for m in rows]
-    nxt = encode_cursor(offset + limit) if offset + limit < total else None
+    page = model_list.list_models(session, search=search, task=task, library=library, status=status, backend=backend, sort=sort, limit=limit, offset=offset)
+    items = [ModelSummary(**asdict(row)) for row in page.items]
+    nxt = encode_cursor(offset + limit) if page.more else None
     if format == "csv":
         return csv_response([i.model_dump() for i in items], "models.csv")
-    return ModelPage(items=items, total=total, next_cursor=nxt)
+    return ModelPage(items=items, total=page.total, next_cursor=nxt)
 
 
 @router.get("/models/{model_id:path}/results", response_model=ResultPage, responses={200: {"content": {"text/csv": {}}}, 404: {"description": "unknown model"}})

@@ -9,7 +9,9 @@ from sqlalchemy import select
 
 from api.deps import WEEK_PATTERN, Format, SessionDep, SnapshotDep, backend_query, check_week
 from api.pagination import csv_response
-from db.models import Report, Result
+from dashboards.report import render_markdown
+from db.models import Report
+from services.reports import find_or_build
 
 router = APIRouter(tags=["reports"])
 
@@ -21,29 +23,6 @@ def list_reports(session: SessionDep, format: Format = "json") -> Any:
     if format == "csv":
         return csv_response(items, "reports.csv")
     return {"items": items, "total": len(items)}
-
-
-def find_or_build(session, week: str, backend: str | None, tier: str | None, snapshot_id: int | None = None) -> dict[str, Any] | None:
-    """The stored report of the week (of that backend/tier if given), else one built now from the
-    results (always, weighted by it, when a catalog snapshot is named); None when the week has neither."""
-    q = select(Report).where(Report.week == week)
-    if backend:
-        q = q.where(Report.backend == backend)
-    if tier:
-        q = q.where(Report.tier == tier)
-    row = session.scalars(q.order_by(Report.created_at.desc())).first() if snapshot_id is None else None
-    if row is not None:
-        return {**row.data, "stored": True}
-    has = select(Result.id).where(Result.week == week)
-    if backend:
-        has = has.where(Result.backend == backend)
-    if tier:
-        has = has.where(Result.tier == tier)
-    if session.execute(has.limit(1)).first() is None:
-        return None
-    from dashboards.report import build_report
-
-    return {**build_report(week=week, backend=backend, tier=tier, session=session, snapshot_id=snapshot_id), "stored": False}
 
 
 @router.get("/reports/{week}", responses={200: {"content": {"text/markdown": {}}}, 404: {"description": "no report and no results for this week"}}, summary="The weekly coverage report")
@@ -62,7 +41,5 @@ def get_report(
     if rep is None:
         raise HTTPException(404, detail=f"no report and no results for {week}")
     if format == "md":
-        from dashboards.report import render_markdown
-
         return PlainTextResponse(render_markdown(rep), media_type="text/markdown")
     return rep

@@ -38,10 +38,10 @@ def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAcc
     session.commit()
     task_ids: list[str] = []
     if broker:
-        from zoo import jobs
+        from workers import publish  # the Celery side: imported only where a broker is configured
 
         try:
-            task_ids = jobs.enqueue(ids, body.backend, body.tier, run_id=run.id, timeout=body.timeout, precision=body.precision)
+            task_ids = publish.enqueue_models(ids, body.backend, body.tier, run_id=run.id, timeout=body.timeout, precision=body.precision)
         except Exception as exc:  # BrokerUnavailable and friends: one clear line
             raise HTTPException(503, detail=str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
     return ValidationAccepted(run_id=run.id, status="queued" if broker else "recorded", model_ids=ids, backend=body.backend, tier=body.tier, precision=body.precision, task_ids=task_ids)

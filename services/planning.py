@@ -20,9 +20,12 @@ The daily refresh takes the K best-scoring models that are due (a trigger, or a 
 ``MIN_AGE_DAYS`` old); the weekly sweep takes every model without a result this ISO week (or with
 a trigger). Models that share a plan-time fingerprint are grouped before they are enqueued: one
 task validates the group's best-scoring model and fans the result out to the others (each still
-gets its own row; ``workers.execute`` re-checks the fingerprint of each). Fingerprints are cached
+gets its own row; ``services.validation`` re-checks the fingerprint of each). Fingerprints are cached
 per model, tier and commit (``model_plans``); planning the uncached ones is bounded by
 ``ZOO_PLAN_BUDGET_S`` (default 1800 s) per sweep, and models left unplanned are enqueued alone.
+
+:func:`plan_sweep` runs one sweep end to end; publishing its groups is the caller's ``publish``
+(the Celery workers pass ``workers.publish.enqueue_groups``), so nothing here knows the broker.
 """
 from __future__ import annotations
 
@@ -33,16 +36,20 @@ import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from db import repository
+from db import queries, repository
 from db.models import Model, Result, SnapshotEntry
 from db.session import session_scope
+from db.weeks import iso_week
+from zoo_runner.exceptions import NotSupported, ZooError
 from zoo_runner.request import HARNESS_VERSION, ValidationRequest
 from zoo_runner.statuses import NO_VALID_REFERENCE, PASSING
+
+from . import catalog
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +62,8 @@ IGNORED_VERSION_KEYS = ("zoo",)  # the harness version is its own trigger
 
 @dataclass
 class Candidate:
+    """A catalog model scored for one backend and tier."""
+
     model_id: str
     downloads: int
     weight: float
@@ -66,6 +75,7 @@ class Candidate:
     fingerprint: str | None = None
 
     def due(self, min_age_days: float = MIN_AGE_DAYS) -> bool:
+        """A trigger fired, or its newest result is at least ``min_age_days`` old (or missing)."""
         return bool(self.triggers) or self.age_days is None or self.age_days >= min_age_days
 
 
@@ -78,6 +88,7 @@ class Group:
 
     @property
     def model_ids(self) -> list[str]:
+        """The leader's id, then the followers'."""
         return [self.leader.model_id] + [f.model_id for f in self.followers]
 
 
@@ -90,12 +101,10 @@ def _aware(t: dt.datetime | None) -> dt.datetime | None:
 def latest_results(session: Session, backend: str, tier: str) -> dict[str, Any]:
     """Model id -> its newest result row (as a named tuple) on ``backend`` and ``tier`` at the
     backend's declared precision (what sweeps run; ``--precision`` runs are someone's experiment)."""
-    from db.queries import precision_scope
-
     rn = func.row_number().over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc())).label("rn")
     sub = (
         select(Result.model_id, Result.started_at, Result.revision, Result.status, Result.harness_version, Result.versions, Result.attempts, Result.week, rn)
-        .where(Result.backend == backend, Result.tier == tier, precision_scope())
+        .where(Result.backend == backend, Result.tier == tier, queries.precision_scope())
         .subquery()
     )
     return {r.model_id: r for r in session.execute(select(sub).where(sub.c.rn == 1))}
@@ -110,6 +119,7 @@ def fleet_versions(session: Session, backend: str, tier: str) -> dict[str, str]:
 
 
 def triggers_for(model_sha: str | None, last: Any, current_versions: dict[str, str]) -> list[str]:
+    """The triggers (module docstring) that fire for a model given its newest result ``last``."""
     if last is None:
         return ["new_model"]
     out = []
@@ -126,6 +136,7 @@ def triggers_for(model_sha: str | None, last: Any, current_versions: dict[str, s
 
 
 def score(weight: float, age_days: float | None, triggers: list[str]) -> float:
+    """``weight * (1 + weeks_stale) * (TRIGGER_BOOST if triggers else 1)``."""
     weeks = MAX_STALE_WEEKS if age_days is None else min(MAX_STALE_WEEKS, max(0.0, age_days) / 7.0)
     return weight * (1.0 + weeks) * (TRIGGER_BOOST if triggers else 1.0)
 
@@ -134,7 +145,7 @@ def candidates(session: Session, backend: str, tier: str, now: dt.datetime | Non
     """Every model of the catalog snapshot (default: the newest), scored, best first."""
     now = _aware(now) or dt.datetime.now(dt.timezone.utc)
     if snapshot_id is None:
-        snap = repository.latest_snapshot(session)
+        snap = queries.latest_snapshot(session)
         if snap is None:
             return []
         snapshot_id = snap.id
@@ -157,12 +168,13 @@ def candidates(session: Session, backend: str, tier: str, now: dt.datetime | Non
 
 
 def daily_selection(cands: list[Candidate], top: int, min_age_days: float = MIN_AGE_DAYS) -> list[Candidate]:
+    """The ``top`` best-scoring candidates that are due."""
     return [c for c in cands if c.due(min_age_days)][:top]
 
 
 def weekly_selection(cands: list[Candidate], week: str) -> list[Candidate]:
     """Everything without a result this ISO week, and everything with a trigger."""
-    return [c for c in cands if c.triggers or c.last_at is None or repository.iso_week(c.last_at) != week]
+    return [c for c in cands if c.triggers or c.last_at is None or iso_week(c.last_at) != week]
 
 
 # ---------------------------------------------------------------- fingerprint dedup before enqueue
@@ -170,9 +182,8 @@ def weekly_selection(cands: list[Candidate], week: str) -> list[Candidate]:
 
 def compute_plan(model_id: str, backend: str, tier: str) -> tuple[str | None, str | None, bool]:
     """(sha, fingerprint, cacheable) of one model, preparing it as a worker would."""
-    from zoo_runner.exceptions import NotSupported, ZooError
     from zoo_runner.hub import prepare
-    from zoo_runner.planning import plan_fingerprint
+    from zoo_runner.planning import plan_fingerprint  # imports torch: only when a plan is computed
 
     req = ValidationRequest(model_id=model_id, backend=backend, tier=tier)
     try:
@@ -238,105 +249,23 @@ def group_by_fingerprint(cands: Iterable[Candidate]) -> list[Group]:
     return groups
 
 
-# ---------------------------------------------------------------- enqueue
+# ---------------------------------------------------------------- sweeps
 
-
-def _task_args(g: Group, backend: str, tier: str, run_id: int | None, timeout: float, precision: str = "auto") -> tuple[list, dict]:
-    # only what differs from ValidationRequest's defaults: small messages, cheap to build
-    req = {"model_id": g.leader.model_id, "backend": backend, "tier": tier, "timeout_s": float(timeout)}
-    if precision and precision != "auto":
-        req["precision"] = precision
-    return [req, run_id], ({"followers": [f.model_id for f in g.followers]} if g.followers else {})
-
-
-_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
-
-
-def redis_messages(app, task_name: str, queue: str, payloads: Iterable[tuple[list, dict]]):
-    """(task id, raw broker message) for each (args, kwargs): the very envelope kombu's Redis
-    transport writes for ``apply_async`` (Celery's protocol 2, JSON body), built without its
-    per-message overhead. The header's time limit is left empty: the worker's own applies."""
-    import base64
-    import json
-    import uuid
-
-    template = dict(app.amqp.as_task_v2("0", task_name, args=[], kwargs={}, argsrepr="", kwargsrepr="", time_limit=None, soft_time_limit=None, ignore_result=True, origin=f"gen{os.getpid()}@{socket.gethostname()}").headers)
-    reply_to = app.thread_oid
-    dumps, b64 = json.dumps, base64.b64encode
-    for args, kwargs in payloads:
-        tid = str(uuid.uuid4())
-        headers = dict(template, id=tid, root_id=tid, argsrepr=repr(args), kwargsrepr=repr(kwargs))
-        body = b64(dumps([args, kwargs, _EMBED]).encode()).decode()
-        msg = {
-            "body": body,
-            "content-encoding": "utf-8",
-            "content-type": "application/json",
-            "headers": headers,
-            "properties": {
-                "correlation_id": tid,
-                "reply_to": reply_to,
-                "delivery_mode": 2,
-                "delivery_info": {"exchange": "", "routing_key": queue},
-                "priority": 0,
-                "body_encoding": "base64",
-                "delivery_tag": str(uuid.uuid4()),
-            },
-        }
-        yield tid, dumps(msg)
-
-
-def enqueue_groups(groups: list[Group], backend: str, tier: str, run_id: int | None, timeout: float = 600.0, batch: int = 2000, queue: str | None = None, precision: str = "auto") -> list[str]:
-    """Publish one validation task per group on the backend's queue, each judged at ``precision``
-    (``auto``: the backend's declared one).
-
-    On Redis the first goes through Celery (declaring the queue) and the rest are written as the
-    same messages in pipelined ``LPUSH`` batches (``batch`` per round trip); on other brokers each
-    goes through ``apply_async`` in a kombu publish batch."""
-    from kombu.exceptions import OperationalError
-
-    from workers.celery_app import app, queue_for
-    from workers.tasks import validate_task
-    from zoo_runner.exceptions import BrokerUnavailable
-
-    queue = queue or queue_for(backend)
-    ids: list[str] = []
-    if not groups:
-        return ids
-    try:
-        with app.producer_or_acquire() as producer:
-            producer.connection.ensure_connection(max_retries=2, timeout=5)
-            args, kwargs = _task_args(groups[0], backend, tier, run_id, timeout, precision)
-            ids.append(validate_task.apply_async(args=args, kwargs=kwargs, queue=queue, producer=producer, time_limit=None, soft_time_limit=None).id)
-            rest = (_task_args(g, backend, tier, run_id, timeout, precision) for g in groups[1:])
-            if producer.connection.transport.driver_type == "redis":
-                with producer.channel.conn_or_acquire() as client:
-                    pipe = client.pipeline(transaction=False)
-                    for tid, raw in redis_messages(app, validate_task.name, queue, rest):
-                        pipe.lpush(queue, raw)
-                        ids.append(tid)
-                        if len(pipe) >= batch:
-                            pipe.execute()
-                    pipe.execute()
-            else:
-                with producer.batch(max_size=batch):
-                    for args, kwargs in rest:
-                        ids.append(validate_task.apply_async(args=args, kwargs=kwargs, queue=queue, producer=producer, time_limit=None, soft_time_limit=None).id)
-    except (OperationalError, OSError) as exc:
-        from workers.celery_app import redacted_broker_url
-
-        raise BrokerUnavailable(f"broker {redacted_broker_url()} is unreachable: {exc}") from exc
-    return ids
+Publish = Callable[[list[Group], str, str, int | None, float], list[str]]
+"""Publishes a sweep's groups: ``publish(groups, backend, tier, run_id, timeout)`` -> task ids."""
 
 
 def period_of(kind: str, now: dt.datetime | None = None) -> str:
+    """The period a sweep of ``kind`` is claimed for: an ISO week (weekly), a date (daily)."""
     now = now or dt.datetime.now(dt.timezone.utc)
-    return repository.iso_week(now) if kind == "weekly" else now.date().isoformat()
+    return iso_week(now) if kind == "weekly" else now.date().isoformat()
 
 
-def run_sweep(kind: str, backend: str, tier: str = "tiny", top: int | None = None, now: dt.datetime | None = None, timeout: float = 600.0, dedup: bool = True, plan_budget_s: float | None = None, sync: bool = False) -> dict[str, Any]:
+def plan_sweep(kind: str, backend: str, tier: str = "tiny", *, publish: Publish, top: int | None = None, now: dt.datetime | None = None, timeout: float = 600.0, dedup: bool = True, plan_budget_s: float | None = None, sync: bool = False) -> dict[str, Any]:
     """The daily top-K refresh (``kind="daily"``) or the weekly full sweep (``"weekly"``) of one
     backend and tier: claimed once per period (a second beat, or a redelivered sweep task, finds
-    the claim and does nothing), scored, deduplicated by fingerprint, enqueued."""
+    the claim and does nothing), scored, deduplicated by fingerprint, and its groups handed to
+    ``publish``. A sweep that fails (``publish`` raising, say) releases its claim."""
     if kind not in ("daily", "weekly"):
         raise ValueError(f"unknown sweep kind {kind!r}")
     now = now or dt.datetime.now(dt.timezone.utc)
@@ -349,20 +278,18 @@ def run_sweep(kind: str, backend: str, tier: str = "tiny", top: int | None = Non
         log.info("%s sweep %s of %s/%s was already claimed: nothing to do", kind, period, backend, tier)
         return {"kind": kind, "period": period, "backend": backend, "tier": tier, "skipped": True}
     try:
-        return _sweep(sweep_id, kind, period, backend, tier, top, now, timeout, dedup, plan_budget_s, sync)
+        return _sweep(sweep_id, kind, period, backend, tier, top, now, timeout, dedup, plan_budget_s, sync, publish)
     except BaseException:
         with session_scope() as s:
             repository.release_sweep(s, sweep_id)
         raise
 
 
-def _sweep(sweep_id: int, kind: str, period: str, backend: str, tier: str, top: int | None, now: dt.datetime, timeout: float, dedup: bool, plan_budget_s: float | None, sync: bool) -> dict[str, Any]:
+def _sweep(sweep_id: int, kind: str, period: str, backend: str, tier: str, top: int | None, now: dt.datetime, timeout: float, dedup: bool, plan_budget_s: float | None, sync: bool, publish: Publish) -> dict[str, Any]:
     if sync:
-        _sync_catalog()
+        catalog.refresh()
     else:
-        from zoo.jobs import ensure_catalog
-
-        ensure_catalog()
+        catalog.ensure_catalog()
     with session_scope() as s:
         cands = candidates(s, backend, tier, now=now)
         chosen = daily_selection(cands, top or 100) if kind == "daily" else weekly_selection(cands, period)
@@ -371,27 +298,10 @@ def _sweep(sweep_id: int, kind: str, period: str, backend: str, tier: str, top: 
     groups = group_by_fingerprint(chosen) if dedup else [Group(c) for c in chosen]
     n_models = sum(len(g.model_ids) for g in groups)
     with session_scope() as s:
-        snap = repository.latest_snapshot(s)
+        snap = queries.latest_snapshot(s)
         run_id = repository.start_run(s, backend, tier, "celery", n_models, snap.id if snap else None).id
-    enqueue_groups(groups, backend, tier, run_id, timeout)
+    publish(groups, backend, tier, run_id, timeout)
     with session_scope() as s:
         repository.finish_sweep(s, sweep_id, candidates=len(cands), enqueued=len(groups), deduplicated=n_models - len(groups), run_id=run_id)
     log.info("%s sweep %s of %s/%s: %d of %d models, %d tasks (%d deduplicated), run %d", kind, period, backend, tier, n_models, len(cands), len(groups), n_models - len(groups), run_id)
     return {"kind": kind, "period": period, "backend": backend, "tier": tier, "skipped": False, "sweep_id": sweep_id, "run_id": run_id, "candidates": len(cands), "models": n_models, "tasks": len(groups), "deduplicated": n_models - len(groups)}
-
-
-def _sync_catalog() -> None:
-    """A fresh dated snapshot from the Hub when it is reachable; else the catalog as it is."""
-    from zoo import catalog, jobs
-
-    if catalog.hub_reachable():
-        top = int(os.environ.get("ZOO_SYNC_TOP", "1000"))
-        jobs.sync(catalog.from_hub(top), f"hub:{catalog.hub_endpoint()}")
-    else:
-        jobs.ensure_catalog()
-
-
-def schedule_backends() -> list[str]:
-    """The backends beat schedules (``ZOO_SCHEDULE_BACKENDS``, comma-separated; default cpu)."""
-    raw = os.environ.get("ZOO_SCHEDULE_BACKENDS") or os.environ.get("ZOO_SCHEDULE_BACKEND") or "cpu"
-    return [b.strip() for b in raw.split(",") if b.strip()]

@@ -1,4 +1,6 @@
-"""Catalog sources: the Hub (through huggingface_hub), a snapshot CSV, or the builtin arch: list."""
+"""The catalog: its sources (the Hub through huggingface_hub, a snapshot CSV, the builtin arch:
+list), each row checked against bounds, and their sync into dated snapshots (:func:`sync`,
+:func:`ensure_catalog`, :func:`refresh`)."""
 from __future__ import annotations
 
 import ast
@@ -7,11 +9,16 @@ import json
 import logging
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator
 
+from tqdm import tqdm
+
+from db import queries, repository
 from db.repository import CatalogEntry
+from db.session import session_scope
 from zoo_runner.exceptions import CatalogError, HubUnreachable
 from zoo_runner.hub import hub_endpoint, library_from_tags
 
@@ -357,3 +364,42 @@ def hub_reachable(timeout: float = 5.0) -> bool:
         return r.status_code < 500
     except httpx.HTTPError:
         return False
+
+
+# ---------------------------------------------------------------- sync
+
+
+def sync_top() -> int:
+    """How many of the Hub's most-downloaded models an automatic sync takes (``ZOO_SYNC_TOP``, default 1000)."""
+    return int(os.environ.get("ZOO_SYNC_TOP", "1000"))
+
+
+def sync(source: Iterable[CatalogEntry], label: str, total: int | None = None) -> tuple[int, int]:
+    """Store a snapshot from ``source``; returns (snapshot id, models stored)."""
+    with session_scope() as s, tqdm(total=total, desc=f"sync {label}", unit="model", disable=not sys.stderr.isatty() and total is None, file=sys.stderr) as bar:
+        snap = repository.store_snapshot(s, source, label, progress=bar.update)
+        bar.total = bar.n
+        bar.refresh()
+        return snap.id, snap.n_models
+
+
+def ensure_catalog() -> str:
+    """Sync when the catalog is empty: from the Hub if reachable, else the builtin arch: list.
+    Returns where the catalog came from: ``existing``, ``hub`` or ``builtin``."""
+    with session_scope() as s:
+        if queries.latest_snapshot(s) is not None:
+            return "existing"
+    if hub_reachable():
+        sync(from_hub(sync_top()), f"hub:{hub_endpoint()}")
+        return "hub"
+    log.info("the Hub is not reachable: using the builtin arch: catalog")
+    sync(builtin(), "builtin")
+    return "builtin"
+
+
+def refresh() -> None:
+    """A fresh dated snapshot from the Hub when it is reachable; else the catalog as it is."""
+    if hub_reachable():
+        sync(from_hub(sync_top()), f"hub:{hub_endpoint()}")
+    else:
+        ensure_catalog()

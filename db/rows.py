@@ -1,0 +1,42 @@
+"""A stored result as the SPEC's JSON shape: the one serialisation the API, the dedup copies and
+the pages share. A leaf module (reads and writes both use it)."""
+from __future__ import annotations
+
+from typing import Any
+
+from .models import Result
+
+
+def judged_precision(r: Result) -> str | None:
+    """What the row was judged at (or asked to be, with ``--precision``); None where its result had
+    no precision and the backend's declared one was asked for (no verdict precision)."""
+    return r.precision if r.precision_source is not None else None
+
+
+def result_dict(r: Result) -> dict[str, Any]:
+    """The stored row ``r`` as a SPEC result (plus its ``week``)."""
+    return {
+        "model_id": r.model_id,
+        "revision": r.revision or None,
+        "tier": r.tier,
+        "backend": r.backend,
+        "device": r.device,
+        "dtype": r.dtype,
+        "status": r.status,
+        "reason": r.reason,
+        "fingerprint": r.fingerprint,
+        "library": r.library,
+        "architecture": r.architecture,
+        "task": r.task,
+        "precision": judged_precision(r),
+        "metrics": r.metrics or {},
+        "fallback_ops": r.fallback_ops or [],
+        "op_census": r.op_census or {},
+        "error": r.error,
+        "versions": r.versions or {},
+        "repro": r.repro,
+        "started_at": r.started_at.isoformat() if r.started_at else None,
+        "duration_s": r.duration_s,
+        "details": r.details or {},
+        "week": r.week,
+    }

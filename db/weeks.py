@@ -1,0 +1,44 @@
+"""ISO-week maths (``YYYY-Www``): the week a result counts in, and the weeks around it.
+
+A leaf module: the reads (:mod:`db.queries`), the writes (:mod:`db.repository`) and the layers
+above share it without importing each other.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+from .models import utcnow
+
+WEEK_PATTERN = r"^[1-9][0-9]{3}-W(0[1-9]|[1-4][0-9]|5[0-3])$"  # YYYY-Www, W01..W53
+
+
+def iso_week(when: dt.datetime | dt.date | None = None) -> str:
+    """The ISO week ``YYYY-Www`` of ``when`` (default: now, UTC)."""
+    when = when or utcnow()
+    y, w, _ = when.isocalendar()
+    return f"{y}-W{w:02d}"
+
+
+def check_week(week: str | None) -> str | None:
+    """A week that matched WEEK_PATTERN (the web layer answers 422 otherwise), or None for none.
+    W53 of a 52-week year is accepted: it holds no results, like any week without runs."""
+    return week or None
+
+
+def week_monday(week: str) -> dt.date:
+    """The Monday of ISO week ``YYYY-Www``; W53 of a 52-week year is the week after W52."""
+    year, w = (int(x) for x in week.split("-W"))
+    try:
+        return dt.date.fromisocalendar(year, w, 1)
+    except ValueError:
+        return dt.date.fromisocalendar(year, 52, 1) + dt.timedelta(weeks=w - 52)
+
+
+def previous_week(week: str) -> str:
+    """The ISO week before ``week``."""
+    return iso_week(week_monday(week) - dt.timedelta(days=7))
+
+
+def week_minus(week: str, n: int) -> str:
+    """The ISO week ``n`` weeks before ``week``."""
+    return iso_week(week_monday(week) - dt.timedelta(weeks=n))

@@ -1,0 +1,105 @@
+"""Publishing validation tasks on the backends' queues: the Celery and Redis side of a sweep or a run.
+
+:func:`enqueue_groups` is the ``publish`` that :func:`services.planning.plan_sweep` takes;
+:func:`enqueue_models` publishes one task per model (``zoo run`` with a broker, ``POST /validations``).
+The Celery app and its tasks are imported when something is published, not when this module is.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from typing import Iterable
+
+from services.planning import Candidate, Group
+
+
+def task_args(g: Group, backend: str, tier: str, run_id: int | None, timeout: float, precision: str = "auto") -> tuple[list, dict]:
+    """(args, kwargs) of the ``zoo.validate`` task of group ``g``: only what differs from
+    ValidationRequest's defaults, so messages are small and cheap to build."""
+    req = {"model_id": g.leader.model_id, "backend": backend, "tier": tier, "timeout_s": float(timeout)}
+    if precision and precision != "auto":
+        req["precision"] = precision
+    return [req, run_id], ({"followers": [f.model_id for f in g.followers]} if g.followers else {})
+
+
+_EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
+
+
+def redis_messages(app, task_name: str, queue: str, payloads: Iterable[tuple[list, dict]]):
+    """(task id, raw broker message) for each (args, kwargs): the very envelope kombu's Redis
+    transport writes for ``apply_async`` (Celery's protocol 2, JSON body), built without its
+    per-message overhead. The header's time limit is left empty: the worker's own applies."""
+    import base64
+    import json
+    import uuid
+
+    template = dict(app.amqp.as_task_v2("0", task_name, args=[], kwargs={}, argsrepr="", kwargsrepr="", time_limit=None, soft_time_limit=None, ignore_result=True, origin=f"gen{os.getpid()}@{socket.gethostname()}").headers)
+    reply_to = app.thread_oid
+    dumps, b64 = json.dumps, base64.b64encode
+    for args, kwargs in payloads:
+        tid = str(uuid.uuid4())
+        headers = dict(template, id=tid, root_id=tid, argsrepr=repr(args), kwargsrepr=repr(kwargs))
+        body = b64(dumps([args, kwargs, _EMBED]).encode()).decode()
+        msg = {
+            "body": body,
+            "content-encoding": "utf-8",
+            "content-type": "application/json",
+            "headers": headers,
+            "properties": {
+                "correlation_id": tid,
+                "reply_to": reply_to,
+                "delivery_mode": 2,
+                "delivery_info": {"exchange": "", "routing_key": queue},
+                "priority": 0,
+                "body_encoding": "base64",
+                "delivery_tag": str(uuid.uuid4()),
+            },
+        }
+        yield tid, dumps(msg)
+
+
+def enqueue_groups(groups: list[Group], backend: str, tier: str, run_id: int | None, timeout: float = 600.0, batch: int = 2000, queue: str | None = None, precision: str = "auto") -> list[str]:
+    """Publish one validation task per group on the backend's queue, each judged at ``precision``
+    (``auto``: the backend's declared one).
+
+    On Redis the first goes through Celery (declaring the queue) and the rest are written as the
+    same messages in pipelined ``LPUSH`` batches (``batch`` per round trip); on other brokers each
+    goes through ``apply_async`` in a kombu publish batch."""
+    from kombu.exceptions import OperationalError
+
+    from zoo_runner.exceptions import BrokerUnavailable
+
+    from .celery_app import app, queue_for, redacted_broker_url
+    from .tasks import validate_task
+
+    queue = queue or queue_for(backend)
+    ids: list[str] = []
+    if not groups:
+        return ids
+    try:
+        with app.producer_or_acquire() as producer:
+            producer.connection.ensure_connection(max_retries=2, timeout=5)
+            args, kwargs = task_args(groups[0], backend, tier, run_id, timeout, precision)
+            ids.append(validate_task.apply_async(args=args, kwargs=kwargs, queue=queue, producer=producer, time_limit=None, soft_time_limit=None).id)
+            rest = (task_args(g, backend, tier, run_id, timeout, precision) for g in groups[1:])
+            if producer.connection.transport.driver_type == "redis":
+                with producer.channel.conn_or_acquire() as client:
+                    pipe = client.pipeline(transaction=False)
+                    for tid, raw in redis_messages(app, validate_task.name, queue, rest):
+                        pipe.lpush(queue, raw)
+                        ids.append(tid)
+                        if len(pipe) >= batch:
+                            pipe.execute()
+                    pipe.execute()
+            else:
+                with producer.batch(max_size=batch):
+                    for args, kwargs in rest:
+                        ids.append(validate_task.apply_async(args=args, kwargs=kwargs, queue=queue, producer=producer, time_limit=None, soft_time_limit=None).id)
+    except (OperationalError, OSError) as exc:
+        raise BrokerUnavailable(f"broker {redacted_broker_url()} is unreachable: {exc}") from exc
+    return ids
+
+
+def enqueue_models(model_ids: list[str], backend: str, tier: str, run_id: int | None, timeout: float, precision: str = "auto") -> list[str]:
+    """One validation task per model on the backend's queue, published in pipelined batches."""
+    return enqueue_groups([Group(Candidate(model_id=mid, downloads=0, weight=0.0)) for mid in model_ids], backend, tier, run_id, timeout, precision=precision)
