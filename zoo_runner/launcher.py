@@ -208,6 +208,8 @@ def run_isolated(req: ValidationRequest, python: str | None = None, on_stage: Ca
             rc, timed_out = _run_forked(run, req.timeout_s, poll)
         else:
             rc, timed_out = _run_spawned(run, mem, req.timeout_s, python, poll)
+        if poll:  # the last stage it reached, even one shorter than a poll interval
+            poll()
         report = sandbox.read_report(run)
         if report is not None and sandbox.refused(run, rc, report):
             raise SandboxUnavailable(f"ZOO_SANDBOX=strict, but the model process could not get {', '.join(report.get('missing', []))} ({report.get('errors', {})}); `zoo doctor` shows what this machine allows")
