@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     args.db = args.db or f"sqlite:///{work / 'zoo.db'}"
     walls_path = _walls_file(args.db)
     walls: dict[str, dict] = json.loads(walls_path.read_text()) if walls_path.exists() else {}
+    mine: dict[str, dict] = {}  # the runs this invocation made
     stop = _standin(args, work)
     try:
         from services import catalog
@@ -170,9 +171,9 @@ def main(argv: list[str] | None = None) -> int:
                 _, ids = zjobs.pick_models(top)
                 times = [run_backend(ids, backend, precision or "auto", args.jobs, args.timeout) for _ in range(passes)]
                 judged = _judged_precision(backend, precision)
-                if walls_path.exists():  # another venv's run may have added its own since this one started
-                    walls = {**json.loads(walls_path.read_text()), **{k: v for k, v in walls.items() if k not in json.loads(walls_path.read_text())}}
-                walls[f"{backend}@{precision or 'declared'}"] = {"top": len(ids), "walls_s": times, "jobs": args.jobs, "precision": judged, "machine": machine()}
+                mine[f"{backend}@{precision or 'declared'}"] = {"top": len(ids), "walls_s": times, "jobs": args.jobs, "precision": judged, "machine": machine()}
+                # another venv's run may have written its own since this one started: keep them
+                walls = {**(json.loads(walls_path.read_text()) if walls_path.exists() else {}), **mine}
                 walls_path.write_text(json.dumps(walls, indent=1))
         header = [f"Backends benchmark — tier tiny, {Path(args.csv).name}; each section names the top-N slice it covers", machine(), ""]
         body: list[str] = []
