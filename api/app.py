@@ -1,4 +1,5 @@
 """The FastAPI application: REST API under /api/v1 and the dashboard pages."""
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,13 @@ def validation_errors(errors: Any) -> list[dict[str, Any]]:
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="Zoo", version=__version__, description="Which of the Hub's most-downloaded models run on an accelerator backend, and correctly.", docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="Zoo",
+        version=__version__,
+        description="Which of the Hub's most-downloaded models run on an accelerator backend, and correctly.",
+        docs_url=None,
+        redoc_url=None,
+    )
     app.state.api_key_digests = hashed_keys()  # only digests are kept
     for r in (health.router, models.router, coverage.router, analytics.router, reports.router, validations.router):
         app.include_router(r, prefix=API_PREFIX)
@@ -58,8 +65,14 @@ def create_app() -> FastAPI:
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
     @app.exception_handler(PoolTimeout)
-    async def _busy(request: Request, exc: PoolTimeout) -> JSONResponse:  # every DB connection in use: overloaded, not broken
-        return JSONResponse({"detail": "server busy: no database connection free, retry shortly"}, status_code=503, headers={"Retry-After": "1"})
+    async def _busy(
+        request: Request, exc: PoolTimeout
+    ) -> JSONResponse:  # every DB connection in use: overloaded, not broken
+        return JSONResponse(
+            {"detail": "server busy: no database connection free, retry shortly"},
+            status_code=503,
+            headers={"Retry-After": "1"},
+        )
 
     from dashboards.pages import HERE as DASHBOARDS
     from dashboards.pages import router as pages_router

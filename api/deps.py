@@ -1,4 +1,5 @@
 """Typed dependencies shared by the routes."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,22 +31,37 @@ def check_backend(session: Session, backend: str | None) -> str | None:
         return None
     problem = spec_problem(backend)
     if problem and not queries.has_backend(session, backend):
-        raise RequestValidationError([{"type": "value_error", "loc": ("query", "backend"), "msg": problem, "input": backend}])
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("query", "backend"), "msg": problem, "input": backend}]
+        )
     return backend
 
 
 MAX_ID = 2**31 - 1  # ids are 32-bit integers in the database
-SNAPSHOT_QUERY = "the catalog snapshot whose downloads weight the numbers (default: the newest one holding models with results)"
+SNAPSHOT_QUERY = (
+    "the catalog snapshot whose downloads weight the numbers (default: the newest one holding models with results)"
+)
 
 
 def check_snapshot(session: Session, snapshot: int | None) -> int | None:
     """``snapshot`` if a catalog snapshot has that id, else 422."""
     if snapshot is not None and session.get(Snapshot, snapshot) is None:
-        raise RequestValidationError([{"type": "value_error", "loc": ("query", "snapshot"), "msg": f"no catalog snapshot {snapshot}", "input": snapshot}])
+        raise RequestValidationError(
+            [
+                {
+                    "type": "value_error",
+                    "loc": ("query", "snapshot"),
+                    "msg": f"no catalog snapshot {snapshot}",
+                    "input": snapshot,
+                }
+            ]
+        )
     return snapshot
 
 
-def snapshot_query(session: SessionDep, snapshot: int | None = Query(None, ge=1, le=MAX_ID, description=SNAPSHOT_QUERY)) -> int | None:
+def snapshot_query(
+    session: SessionDep, snapshot: int | None = Query(None, ge=1, le=MAX_ID, description=SNAPSHOT_QUERY)
+) -> int | None:
     return check_snapshot(session, snapshot)
 
 
@@ -55,7 +71,10 @@ SnapshotDep = Annotated[int | None, Depends(snapshot_query)]
 def backend_query(description: str) -> Any:
     """A ``backend`` query parameter checked by :func:`check_backend` (use as its default)."""
 
-    def dep(session: SessionDep, backend: str | None = Query(None, max_length=128, description=f"{description}; {BACKEND_FORMAT}")) -> str | None:
+    def dep(
+        session: SessionDep,
+        backend: str | None = Query(None, max_length=128, description=f"{description}; {BACKEND_FORMAT}"),
+    ) -> str | None:
         return check_backend(session, backend)
 
     return Depends(dep)
@@ -75,9 +94,15 @@ PRECISION_QUERY = "only results judged at this precision (default: each backend'
 
 def scope(
     session: SessionDep,
-    backend: str | None = Query(None, max_length=128, description=f"{BACKEND_FORMAT} (default: that of the newest result)"),
-    tier: Literal["census", "tiny", "full"] | None = Query(None, description="tier (default: that of the newest result)"),
-    week: str | None = Query(None, pattern=WEEK_PATTERN, description="ISO week YYYY-Www (default: the newest with results)"),
+    backend: str | None = Query(
+        None, max_length=128, description=f"{BACKEND_FORMAT} (default: that of the newest result)"
+    ),
+    tier: Literal["census", "tiny", "full"] | None = Query(
+        None, description="tier (default: that of the newest result)"
+    ),
+    week: str | None = Query(
+        None, pattern=WEEK_PATTERN, description="ISO week YYYY-Www (default: the newest with results)"
+    ),
     precision: Precision | None = Query(None, description=PRECISION_QUERY),
     snapshot: int | None = Query(None, ge=1, le=MAX_ID, description=SNAPSHOT_QUERY),
 ) -> Scope:

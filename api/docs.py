@@ -3,6 +3,7 @@ status code the API can answer with in the OpenAPI schema.
 
 The Swagger UI and ReDoc bundles come from the ``fastapi-offline`` package (pinned in
 pyproject.toml); only its static files are used, mounted at /static/docs."""
+
 from __future__ import annotations
 
 import base64
@@ -64,12 +65,23 @@ def mount_docs(app: FastAPI) -> None:
     @app.get("/redoc", include_in_schema=False)
     def redoc(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        page = get_redoc_html(openapi_url=f"{root}{app.openapi_url}", title=f"{app.title} - ReDoc", redoc_js_url=f"{root}{DOCS_STATIC}/redoc.standalone.js", redoc_favicon_url=f"{root}{FAVICON}", with_google_fonts=False)
+        page = get_redoc_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - ReDoc",
+            redoc_js_url=f"{root}{DOCS_STATIC}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{FAVICON}",
+            with_google_fonts=False,
+        )
         return _with_csp(page)
 
 
 MESSAGE = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Message"}}}}
-MESSAGE_SCHEMA = {"title": "Message", "type": "object", "properties": {"detail": {"title": "Detail", "type": "string"}}, "required": ["detail"]}
+MESSAGE_SCHEMA = {
+    "title": "Message",
+    "type": "object",
+    "properties": {"detail": {"title": "Detail", "type": "string"}},
+    "required": ["detail"],
+}
 
 # What middlewares and exception handlers answer on any operation (FastAPI documents only what
 # the routes declare): rate limit, body-size limit, database down or busy, and ETag revalidation.
@@ -77,7 +89,9 @@ EVERY_OPERATION: dict[str, dict[str, Any]] = {
     "413": {"description": "request body over the size limit (ZOO_API_MAX_BODY, default 1 MiB)", **MESSAGE},
     "429": {
         "description": "rate limit exceeded (ZOO_RATE_LIMIT requests per minute per client, default 600)",
-        "headers": {"Retry-After": {"description": "seconds until a request is allowed again", "schema": {"type": "integer"}}},
+        "headers": {
+            "Retry-After": {"description": "seconds until a request is allowed again", "schema": {"type": "integer"}}
+        },
         **MESSAGE,
     },
     "503": {"description": "database unavailable or every connection busy (then with Retry-After)", **MESSAGE},

@@ -1,6 +1,7 @@
 """Pure-ASGI middlewares: a per-client token-bucket rate limit (429 + Retry-After), a request
 body-size limit (413, before anything parses the body), security headers on every response, and
 weak ETags on GET responses (304 on a matching If-None-Match)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -53,7 +54,17 @@ class RateLimit:
         if wait > 0:
             retry = str(max(1, math.ceil(wait)))
             body = b'{"detail":"rate limit exceeded: retry after ' + retry.encode() + b' s"}'
-            await send({"type": "http.response.start", "status": 429, "headers": [(b"content-type", b"application/json"), (b"retry-after", retry.encode()), (b"content-length", str(len(body)).encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 429,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"retry-after", retry.encode()),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return
         await self.app(scope, receive, send)
@@ -113,7 +124,13 @@ class ETag:
                 headers.append((b"etag", etag.encode()))
                 if inm and _matches(inm, etag):
                     keep = {b"etag", b"cache-control", b"vary", b"content-location", b"date", b"expires"}
-                    await send({"type": "http.response.start", "status": 304, "headers": [(k, v) for k, v in headers if k.lower() in keep]})
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": 304,
+                            "headers": [(k, v) for k, v in headers if k.lower() in keep],
+                        }
+                    )
                     await send({"type": "http.response.body", "body": b""})
                     return
                 headers.append((b"content-length", str(len(body)).encode()))
@@ -162,7 +179,9 @@ class BodyLimit:
 
     def __init__(self, app: ASGIApp, max_bytes: int | None = None) -> None:
         self.app = app
-        self.max_bytes = int(os.environ.get("ZOO_API_MAX_BODY", str(DEFAULT_MAX_BODY))) if max_bytes is None else max_bytes
+        self.max_bytes = (
+            int(os.environ.get("ZOO_API_MAX_BODY", str(DEFAULT_MAX_BODY))) if max_bytes is None else max_bytes
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.max_bytes <= 0:
@@ -199,7 +218,9 @@ class BodyLimit:
 
     async def _too_large(self, scope: Scope, send: Send) -> None:
         log.info("413: %s %s body over %d bytes", scope.get("method"), scope.get("path"), self.max_bytes)
-        await _send_json(send, 413, f"request body too large: at most {self.max_bytes} bytes", [(b"connection", b"close")])
+        await _send_json(
+            send, 413, f"request body too large: at most {self.max_bytes} bytes", [(b"connection", b"close")]
+        )
 
 
 # The dashboard: its own scripts and styles only (Chart.js is vendored; its charts' data sit in
@@ -207,7 +228,11 @@ class BodyLimit:
 # allowed (bar widths and chart heights are set inline), scripts cannot be injected.
 PAGE_CSP = "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 API_CSP = "default-src 'none'; frame-ancestors 'none'"  # JSON, CSV, markdown: nothing to load
-SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"), (b"referrer-policy", b"no-referrer")]
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]
 
 
 class SecurityHeaders:

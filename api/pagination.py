@@ -1,11 +1,13 @@
 """Opaque cursors and CSV rendering shared by list endpoints."""
+
 from __future__ import annotations
 
 import base64
 import csv
 import io
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from fastapi import HTTPException
 from fastapi.responses import Response
@@ -61,4 +63,6 @@ def csv_response(rows: Iterable[dict[str, Any]], filename: str) -> Response:
         w.writeheader()
         for r in rows:
             w.writerow({k: csv_cell(v) for k, v in r.items()})
-    return Response(buf.getvalue(), media_type="text/csv", headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+    return Response(
+        buf.getvalue(), media_type="text/csv", headers={"Content-Disposition": f'attachment; filename="{filename}"'}
+    )

@@ -1,4 +1,5 @@
 """Response schemas, one per entity."""
+
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
@@ -43,7 +44,10 @@ class ResultOut(BaseModel):
     library: str | None = None
     architecture: str | None = None
     task: str | None = None
-    precision: str | None = Field(None, description="what the verdict was judged at (fp32, tf32, bf16, fp16); null where the engine never got that far")
+    precision: str | None = Field(
+        None,
+        description="what the verdict was judged at (fp32, tf32, bf16, fp16); null where the engine never got that far",
+    )
     metrics: Metrics = Field(default_factory=Metrics)
     fallback_ops: list[str] = Field(default_factory=list)
     op_census: dict[str, int] = Field(default_factory=dict)
@@ -52,7 +56,10 @@ class ResultOut(BaseModel):
     repro: str | None = None
     started_at: str | None = None
     duration_s: float | None = None
-    details: dict[str, Any] = Field(default_factory=dict, description="what the engine recorded besides the SPEC's fields: precision_source (plugin, flag or default), strict_fp32, sandbox, reference_cache, ...")
+    details: dict[str, Any] = Field(
+        default_factory=dict,
+        description="what the engine recorded besides the SPEC's fields: precision_source (plugin, flag or default), strict_fp32, sandbox, reference_cache, ...",
+    )
     week: str | None = None
 
 
@@ -106,7 +113,10 @@ class CoverageOut(BaseModel):
     strict_weighted: float | None
     harness: float | None
     harness_weighted: float | None
-    precision: str = Field("declared", description="the precision scope: `declared` (each backend's own compute precision) or the one asked for with `precision=`")
+    precision: str = Field(
+        "declared",
+        description="the precision scope: `declared` (each backend's own compute precision) or the one asked for with `precision=`",
+    )
 
 
 class Health(BaseModel):
@@ -143,7 +153,9 @@ class OpGap(BaseModel):
     op: str
     unlocked_downloads: int = Field(description="downloads of models whose only blocker is this op")
     unlocked_models: int
-    unlocked_share: float | None = Field(None, description="unlocked_downloads / valid-reference downloads of the scope")
+    unlocked_share: float | None = Field(
+        None, description="unlocked_downloads / valid-reference downloads of the scope"
+    )
     strict_models: int = Field(description="pass_with_fallback with this op as the only fallback op")
     strict_downloads: int
     functional_models: int = Field(description="compile/runtime errors whose message names only this op")
@@ -157,7 +169,9 @@ class OpGapPage(BaseModel):
     backend: str | None
     tier: str | None
     week: str | None
-    precision: str = Field("declared", description="the precision scope: `declared` or the one asked for with `precision=`")
+    precision: str = Field(
+        "declared", description="the precision scope: `declared` or the one asked for with `precision=`"
+    )
     valid_reference: int
     valid_reference_downloads: int
     total: int
@@ -187,7 +201,9 @@ class FailurePage(BaseModel):
     backend: str | None
     tier: str | None
     week: str | None
-    precision: str = Field("declared", description="the precision scope: `declared` or the one asked for with `precision=`")
+    precision: str = Field(
+        "declared", description="the precision scope: `declared` or the one asked for with `precision=`"
+    )
     failing_models: int
     failing_downloads: int
     new_models: int = Field(0, description="failing models no known-failure row names")
@@ -215,7 +231,9 @@ class TransitionPage(BaseModel):
     backend: str | None
     tier: str | None
     week: str | None
-    precision: str = Field("declared", description="the precision scope: `declared` or the one asked for with `precision=`")
+    precision: str = Field(
+        "declared", description="the precision scope: `declared` or the one asked for with `precision=`"
+    )
     since: str | None
     direction: str
     total: int
@@ -237,10 +255,17 @@ class PrecisionRow(BaseModel):
 class BackendsOut(BaseModel):
     week: str | None
     items: list[CoverageOut]
-    precisions: list[PrecisionRow] = Field(default_factory=list, description="what each backend's rows of the week were judged at")
+    precisions: list[PrecisionRow] = Field(
+        default_factory=list, description="what each backend's rows of the week were judged at"
+    )
 
 
-ModelId = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^(arch:[A-Za-z0-9_]+|[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)?)$")]
+ModelId = Annotated[
+    str,
+    Field(
+        min_length=1, max_length=255, pattern=r"^(arch:[A-Za-z0-9_]+|[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)?)$"
+    ),
+]
 
 
 class ValidationIn(BaseModel):
@@ -248,7 +273,10 @@ class ValidationIn(BaseModel):
     backend: str = Field("auto", max_length=128, pattern=r"^(auto|[A-Za-z0-9_]+(\+[A-Za-z0-9_.\-]+)?(@[a-z0-9]+)?)$")
     tier: str = Field("tiny", pattern=r"^(census|tiny|full)$")
     timeout: float = Field(600.0, gt=0, le=86400)
-    precision: PrecisionChoice = Field("auto", description="what the backend is judged at: auto (its declared compute precision), fp32, tf32, bf16 or fp16")
+    precision: PrecisionChoice = Field(
+        "auto",
+        description="what the backend is judged at: auto (its declared compute precision), fp32, tf32, bf16 or fp16",
+    )
 
 
 class ValidationAccepted(BaseModel):

@@ -1,5 +1,6 @@
 """API keys for write endpoints: ``ZOO_API_KEYS`` (comma-separated) is read once per app, kept
 only as SHA-256 digests, and a presented key is compared with every digest in constant time."""
+
 from __future__ import annotations
 
 import hashlib
@@ -33,7 +34,11 @@ def key_is_valid(presented: str, digests: tuple[bytes, ...]) -> bool:
 def require_api_key(request: Request, key: str | None, cred: HTTPAuthorizationCredentials | None) -> None:
     presented = key or (cred.credentials if cred else None)
     if not presented:
-        raise HTTPException(401, detail="an API key is required (X-API-Key header or Authorization: Bearer)", headers={"WWW-Authenticate": "Bearer"})
+        raise HTTPException(
+            401,
+            detail="an API key is required (X-API-Key header or Authorization: Bearer)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     digests = getattr(request.app.state, "api_key_digests", None)
     if digests is None:
         digests = hashed_keys()

@@ -15,18 +15,18 @@ Prints per run: functional, strict and harness coverage by count and download-we
 denominators, status counts, the fallback ops that would unlock the most downloads, the largest
 failure clusters, and the wall times. Each section names the top-N slice its numbers cover.
 """
+
 from __future__ import annotations
 
 import argparse
 import json
 import logging
-import re
 import os
-import sys
+import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from benchmarks.precision import machine
 
@@ -40,13 +40,15 @@ def _pct(x: float | None) -> str:
 
 
 def run_backend(ids: list[str], backend: str, precision: str, jobs: int, timeout: float) -> float:
-    from zoo import jobs as zjobs
     from db import queries, repository
     from db.session import session_scope
+    from zoo import jobs as zjobs
 
     with session_scope() as s:
         snap = queries.latest_snapshot(s)
-        run_id = repository.start_run(s, backend, "tiny", "inprocess", len(ids), snap.id if snap else None, precision=precision).id
+        run_id = repository.start_run(
+            s, backend, "tiny", "inprocess", len(ids), snap.id if snap else None, precision=precision
+        ).id
     t0 = time.perf_counter()
     zjobs.run_inprocess(ids, backend, "tiny", run_id, timeout, jobs=jobs, precision=precision)
     with session_scope() as s:
@@ -73,22 +75,36 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
         gaps = queries.op_gaps(s, backend=backend, tier="tiny", limit=10, precision=precision)
         fails = queries.failure_clusters(s, backend=backend, tier="tiny", limit=5, precision=precision)
     how = "its declared precision" if requested == "declared" else f"--precision {requested}"
-    out = [f"== {backend} at {precision} ({how}), top {run['top']} models, {run.get('jobs', '?')} jobs; {run.get('machine', '')}"]
+    out = [
+        f"== {backend} at {precision} ({how}), top {run['top']} models, {run.get('jobs', '?')} jobs; {run.get('machine', '')}"
+    ]
     walls = run["walls_s"]
-    out.append(f"  wall: first run {walls[0]:.0f}s" + (f", second run (warm caches) {walls[1]:.0f}s, {walls[0] / max(walls[1], 1e-9):.1f}x faster" if len(walls) > 1 else ""))
+    out.append(
+        f"  wall: first run {walls[0]:.0f}s"
+        + (
+            f", second run (warm caches) {walls[1]:.0f}s, {walls[0] / max(walls[1], 1e-9):.1f}x faster"
+            if len(walls) > 1
+            else ""
+        )
+    )
     rows = (
         ("functional", "passing", "valid_reference", cov["functional"], cov["functional_weighted"]),
         ("strict", "strict", "valid_reference", cov["strict_rate"], cov["strict_weighted"]),
         ("harness", "valid_reference", "attempted", cov["harness"], cov["harness_weighted"]),
     )
     for name, num, den, by_count, by_dl in rows:
-        out.append(f"  {name:<10} by count {_pct(by_count)} ({cov[num]}/{cov[den]}), by downloads {_pct(by_dl)} ({cov[num + '_downloads']:,}/{cov[den + '_downloads']:,})")
+        out.append(
+            f"  {name:<10} by count {_pct(by_count)} ({cov[num]}/{cov[den]}), by downloads {_pct(by_dl)} ({cov[num + '_downloads']:,}/{cov[den + '_downloads']:,})"
+        )
     out.append("  statuses: " + ", ".join(f"{k} {v}" for k, v in sorted((cov.get("status_counts") or {}).items()) if v))
     items = gaps.get("items") or []
     if items:
         out.append("  fallback ops by the downloads they would unlock:")
-        out += [f"    {g['op']}: unlocks {g['unlocked_models']} models / {g['unlocked_downloads']:,} downloads alone; "
-                f"falls back in {g['affected_models']} models / {g['affected_downloads']:,} downloads" for g in items[:10]]
+        out += [
+            f"    {g['op']}: unlocks {g['unlocked_models']} models / {g['unlocked_downloads']:,} downloads alone; "
+            f"falls back in {g['affected_models']} models / {g['affected_downloads']:,} downloads"
+            for g in items[:10]
+        ]
     clusters = fails.get("items") or []
     if clusters:
         out.append("  largest failure clusters:")
@@ -102,7 +118,11 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
 
 
 def _walls_file(db_url: str) -> Path:
-    return Path(db_url.split("///", 1)[-1] + ".walls.json") if db_url.startswith("sqlite") else ROOT / ".bench" / "walls.json"
+    return (
+        Path(db_url.split("///", 1)[-1] + ".walls.json")
+        if db_url.startswith("sqlite")
+        else ROOT / ".bench" / "walls.json"
+    )
 
 
 def _standin(args: argparse.Namespace, work: Path) -> Callable[[], None]:
@@ -133,12 +153,19 @@ def _plan(text: str) -> list[tuple[str, str | None, int, int]]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--csv", default=str(SNAPSHOT_CSV))
-    p.add_argument("--plan", default="cpu+inductor:100x2,cpu+openvino:100,cpu+openvino@fp32:100,cpu+onnxrt:100",
-                   help="runs, in order: BACKEND[@PRECISION][:TOP][xPASSES], comma-separated (default %(default)s)")
+    p.add_argument(
+        "--plan",
+        default="cpu+inductor:100x2,cpu+openvino:100,cpu+openvino@fp32:100,cpu+onnxrt:100",
+        help="runs, in order: BACKEND[@PRECISION][:TOP][xPASSES], comma-separated (default %(default)s)",
+    )
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=600)
-    p.add_argument("--db", default=None, help="database URL; an existing one keeps its runs, so backends from several venvs "
-                   "(xla needs its own) can go into one database (default: a fresh SQLite file in a temp dir)")
+    p.add_argument(
+        "--db",
+        default=None,
+        help="database URL; an existing one keeps its runs, so backends from several venvs "
+        "(xla needs its own) can go into one database (default: a fresh SQLite file in a temp dir)",
+    )
     p.add_argument("--report-only", action="store_true", help="run nothing: print the report of what --db holds")
     p.add_argument("--out", help="also write the report here")
     args = p.parse_args(argv)
@@ -171,11 +198,21 @@ def main(argv: list[str] | None = None) -> int:
                 _, ids = zjobs.pick_models(top)
                 times = [run_backend(ids, backend, precision or "auto", args.jobs, args.timeout) for _ in range(passes)]
                 judged = _judged_precision(backend, precision)
-                mine[f"{backend}@{precision or 'declared'}"] = {"top": len(ids), "walls_s": times, "jobs": args.jobs, "precision": judged, "machine": machine()}
+                mine[f"{backend}@{precision or 'declared'}"] = {
+                    "top": len(ids),
+                    "walls_s": times,
+                    "jobs": args.jobs,
+                    "precision": judged,
+                    "machine": machine(),
+                }
                 # another venv's run may have written its own since this one started: keep them
                 walls = {**(json.loads(walls_path.read_text()) if walls_path.exists() else {}), **mine}
                 walls_path.write_text(json.dumps(walls, indent=1))
-        header = [f"Backends benchmark — tier tiny, {Path(args.csv).name}; each section names the top-N slice it covers", machine(), ""]
+        header = [
+            f"Backends benchmark — tier tiny, {Path(args.csv).name}; each section names the top-N slice it covers",
+            machine(),
+            "",
+        ]
         body: list[str] = []
         for key, w in walls.items():
             backend, _, precision = key.partition("@")

@@ -9,6 +9,7 @@ reference cache off). Prints per task and overall: classes attempted, valid refe
 clusters (error signature → the model types it covers) and classes skipped because they need a
 package Zoo does not install. ``--every N`` takes every N-th class (a sample, said in the header).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,10 @@ def class_census() -> dict[str, set[str]]:
     for name in dir(auto):
         if not (name.startswith("MODEL_") and name.endswith("_MAPPING_NAMES")):
             continue
-        task = name[: -len("_MAPPING_NAMES")].removeprefix("MODEL").removeprefix("_").removeprefix("FOR_").lower() or "base"
+        task = (
+            name[: -len("_MAPPING_NAMES")].removeprefix("MODEL").removeprefix("_").removeprefix("FOR_").lower()
+            or "base"
+        )
         for classes in getattr(auto, name).values():
             for cls in classes if isinstance(classes, (list, tuple)) else [classes]:
                 out[cls].add(task)
@@ -62,12 +66,21 @@ def main(argv: list[str] | None = None) -> int:
 
     census = class_census()
     names = sorted(census)[:: args.every][: args.limit]
-    header = f"Class census — transformers {transformers.__version__}, {len(names)} of {len(census)} Auto-mapped classes" + (f" (every {args.every}th)" if args.every > 1 else "") + f", tier tiny, backend cpu, {args.jobs} jobs"
+    header = (
+        f"Class census — transformers {transformers.__version__}, {len(names)} of {len(census)} Auto-mapped classes"
+        + (f" (every {args.every}th)" if args.every > 1 else "")
+        + f", tier tiny, backend cpu, {args.jobs} jobs"
+    )
     header += "\n" + machine()
     rows: dict[str, dict] = {}
     t0 = time.perf_counter()
     with ThreadPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(run_isolated, ValidationRequest(f"arch:{n}", backend="cpu", timeout_s=args.timeout, reference_cache="")): n for n in names}
+        futures = {
+            pool.submit(
+                run_isolated, ValidationRequest(f"arch:{n}", backend="cpu", timeout_s=args.timeout, reference_cache="")
+            ): n
+            for n in names
+        }
         for fut in tqdm(as_completed(futures), total=len(futures), desc="classes", unit="class"):
             rows[futures[fut]] = fut.result()
     wall = time.perf_counter() - t0
@@ -95,7 +108,11 @@ def report(rows: dict[str, dict], census: dict[str, set[str]], wall: float, head
         ok = sum(n in valid for n in ns)
         out.append(f"{task:<36} {len(ns):>9} {ok:>9} {ok / len(ns):>7.1%}")
     share = len(valid) / len(attempted) if attempted else 0.0
-    out += ["", f"overall: {len(valid)}/{len(attempted)} attempted classes have a valid reference ({share:.1%}); {len(skipped)} skipped (need a package Zoo does not install)", ""]
+    out += [
+        "",
+        f"overall: {len(valid)}/{len(attempted)} attempted classes have a valid reference ({share:.1%}); {len(skipped)} skipped (need a package Zoo does not install)",
+        "",
+    ]
     clusters: dict[str, list[str]] = collections.defaultdict(list)
     for n, r in attempted.items():
         if n not in valid:

@@ -14,6 +14,7 @@
 3. **Dedup factor**: the shared snapshot's models prepared through a local Hub stand-in and
    planned (fingerprint, no model run): models with a plan / distinct fingerprints.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,10 +45,10 @@ def bench_enqueue(n: int, redis_db: int, sample: int) -> list[str]:
     if r.dbsize():
         raise SystemExit(f"fleet benchmark: redis db {redis_db} is not empty; pick another with --redis-db")
     os.environ["ZOO_BROKER_URL"] = url
-    from workers.celery_app import app
-    from workers.tasks import validate_task
     from services.planning import Candidate, Group
+    from workers.celery_app import app
     from workers.publish import enqueue_groups
+    from workers.tasks import validate_task
 
     lines = []
     try:
@@ -61,7 +62,9 @@ def bench_enqueue(n: int, redis_db: int, sample: int) -> list[str]:
         assert depth == n == len(set(ids)), (depth, n, len(set(ids)))
         mem = r.info("memory").get("used_memory_human")
         r.delete("cpu")
-        lines.append(f"enqueue: {n:,} tasks in {dt_fast:.2f} s = {n / dt_fast:,.0f} tasks/s (pipelined, batches of 2,000; queue depth {depth:,}, redis memory {mem})")
+        lines.append(
+            f"enqueue: {n:,} tasks in {dt_fast:.2f} s = {n / dt_fast:,.0f} tasks/s (pipelined, batches of 2,000; queue depth {depth:,}, redis memory {mem})"
+        )
 
         with app.producer_or_acquire() as producer:
             args = [{"model_id": "org/model", "backend": "cpu", "tier": "tiny", "timeout_s": 600.0}, 1]
@@ -70,7 +73,9 @@ def bench_enqueue(n: int, redis_db: int, sample: int) -> list[str]:
                 validate_task.apply_async(args=args, queue="cpu", producer=producer)
             dt_plain = time.perf_counter() - t0
         assert r.llen("cpu") == sample
-        lines.append(f"         for comparison, Celery apply_async one by one: {sample:,} tasks in {dt_plain:.2f} s = {sample / dt_plain:,.0f} tasks/s")
+        lines.append(
+            f"         for comparison, Celery apply_async one by one: {sample:,} tasks in {dt_plain:.2f} s = {sample / dt_plain:,.0f} tasks/s"
+        )
     finally:
         r.flushdb()
     return lines
@@ -84,7 +89,10 @@ def synthesize(src: Path, n: int, out: Path, seed: int = 0) -> tuple[float, floa
     (a, b) of downloads = a * rank^-b."""
     with open(src, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    pts = [(math.log(i + 1), math.log(max(1, int(float(r["downloads"]))))) for i, r in enumerate(sorted(rows, key=lambda r: -int(float(r["downloads"]))))]
+    pts = [
+        (math.log(i + 1), math.log(max(1, int(float(r["downloads"])))))
+        for i, r in enumerate(sorted(rows, key=lambda r: -int(float(r["downloads"]))))
+    ]
     mx = sum(x for x, _ in pts) / len(pts)
     my = sum(y for _, y in pts) / len(pts)
     slope = sum((x - mx) * (y - my) for x, y in pts) / sum((x - mx) ** 2 for x, _ in pts)
@@ -126,19 +134,25 @@ def bench_ingest(n: int, database_url: str | None) -> list[str]:
             path = Path(tmp) / "catalog-100k.csv"
             t0 = time.perf_counter()
             a, b = synthesize(SNAPSHOT_CSV, n, path)
-            lines.append(f"ingest: synthesized {n:,} entries in {time.perf_counter() - t0:.1f} s ({path.stat().st_size / 1e6:.0f} MB CSV; downloads = {a:.3g} x rank^-{b:.3f}, fitted on the shared top 1,000)")
+            lines.append(
+                f"ingest: synthesized {n:,} entries in {time.perf_counter() - t0:.1f} s ({path.stat().st_size / 1e6:.0f} MB CSV; downloads = {a:.3g} x rank^-{b:.3f}, fitted on the shared top 1,000)"
+            )
             times = []
             for label in ("first sync (insert)", "second sync (update)"):
                 t0 = time.perf_counter()
                 snap, stored = catalog.sync(catalog.from_file(str(path)), f"file:{path}")
                 times.append(time.perf_counter() - t0)
-                lines.append(f"        {label}: {stored:,} models in {times[-1]:.1f} s = {stored / times[-1]:,.0f} entries/s")
+                lines.append(
+                    f"        {label}: {stored:,} models in {times[-1]:.1f} s = {stored / times[-1]:,.0f} entries/s"
+                )
         with session_scope() as s:
             n_models = s.execute(text("SELECT count(*) FROM models")).scalar()
             n_snaps = s.execute(text("SELECT count(*) FROM snapshots")).scalar()
             n_entries = s.execute(text("SELECT count(*) FROM snapshot_entries")).scalar()
         dialect = get_engine(database_url).dialect.name
-        lines.append(f"        {dialect}: {n_models:,} models, {n_snaps} dated snapshots, {n_entries:,} snapshot entries (downloads history)")
+        lines.append(
+            f"        {dialect}: {n_models:,} models, {n_snaps} dated snapshots, {n_entries:,} snapshot entries (downloads history)"
+        )
         get_engine(database_url).dispose()
     finally:
         if own_db:
@@ -146,7 +160,11 @@ def bench_ingest(n: int, database_url: str | None) -> list[str]:
 
             get_engine.cache_clear()
             with admin.connect() as c:
-                c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{own_db}' AND pid <> pg_backend_pid()"))
+                c.execute(
+                    text(
+                        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{own_db}' AND pid <> pg_backend_pid()"
+                    )
+                )
                 c.execute(text(f'DROP DATABASE IF EXISTS "{own_db}"'))
             admin.dispose()
     return lines
@@ -163,7 +181,9 @@ def start_hub(csv_path: Path):
 
     work = Path(tempfile.mkdtemp(prefix="zoo-fleet-dedup-"))
     base, stop = start_standin(str(csv_path))
-    os.environ.update(HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(work / "hf"), HF_HOME=str(work / "hf-home"))
+    os.environ.update(
+        HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(work / "hf"), HF_HOME=str(work / "hf-home")
+    )
     return stop
 
 
@@ -208,7 +228,9 @@ def bench_dedup(csv_path: Path, tier: str, threads: int, stop) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tasks", type=int, default=100_000)
-    p.add_argument("--sample", type=int, default=5_000, help="tasks enqueued one by one through apply_async, for comparison")
+    p.add_argument(
+        "--sample", type=int, default=5_000, help="tasks enqueued one by one through apply_async, for comparison"
+    )
     p.add_argument("--redis-db", type=int, default=13)
     p.add_argument("--entries", type=int, default=100_000)
     p.add_argument("--database-url", help="where to ingest (default: a temporary PostgreSQL database on 127.0.0.1)")
@@ -222,9 +244,16 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.ERROR)
     os.environ.setdefault("TQDM_DISABLE", "1")
-    lines = [f"# zoo fleet benchmark, {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}", f"# {platform.platform()}, python {platform.python_version()}, {os.cpu_count()} CPUs (shared)"]
+    lines = [
+        f"# zoo fleet benchmark, {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}",
+        f"# {platform.platform()}, python {platform.python_version()}, {os.cpu_count()} CPUs (shared)",
+    ]
     stop = start_hub(Path(args.csv)) if "dedup" not in args.skip else None
-    for name, fn in (("enqueue", lambda: bench_enqueue(args.tasks, args.redis_db, args.sample)), ("ingest", lambda: bench_ingest(args.entries, args.database_url)), ("dedup", lambda: bench_dedup(Path(args.csv), args.tier, args.threads, stop))):
+    for name, fn in (
+        ("enqueue", lambda: bench_enqueue(args.tasks, args.redis_db, args.sample)),
+        ("ingest", lambda: bench_ingest(args.entries, args.database_url)),
+        ("dedup", lambda: bench_dedup(Path(args.csv), args.tier, args.threads, stop)),
+    ):
         if name in args.skip:
             continue
         for line in fn():

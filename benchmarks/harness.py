@@ -6,6 +6,7 @@ factor and the slowest builders.
 
 Runs the real path (Hub client → policy → plan/fingerprint dedup → model process → SQLite).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=300)
     p.add_argument("--out", help="also write the report here")
-    p.add_argument("--reference-cache", default="off", metavar="DIR", help="reuse CPU references from DIR (default off: every reference is computed, so times are real)")
+    p.add_argument(
+        "--reference-cache",
+        default="off",
+        metavar="DIR",
+        help="reuse CPU references from DIR (default off: every reference is computed, so times are real)",
+    )
     args = p.parse_args(argv)
     os.environ["ZOO_REFERENCE_CACHE"] = args.reference_cache
 
@@ -42,7 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     from tests.hub_standin import start_standin
 
     base, stop = start_standin(args.csv)
-    os.environ.update(HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(work / "hf"), ZOO_DATABASE_URL=f"sqlite:///{work / 'zoo.db'}")
+    os.environ.update(
+        HF_ENDPOINT=base,
+        HF_HUB_OFFLINE="0",
+        HF_HUB_CACHE=str(work / "hf"),
+        ZOO_DATABASE_URL=f"sqlite:///{work / 'zoo.db'}",
+    )
     import huggingface_hub.constants as c
 
     c.ENDPOINT, c.HF_HUB_OFFLINE, c.HF_HUB_CACHE = base, False, str(work / "hf")
@@ -63,10 +74,19 @@ def main(argv: list[str] | None = None) -> int:
         try:
             r = validate_and_store(req)
         except ZooError as exc:
-            r = {"status": "reference_error", "reason": None, "error": {"message": str(exc)}, "details": {}, "architecture": None}
+            r = {
+                "status": "reference_error",
+                "reason": None,
+                "error": {"message": str(exc)},
+                "details": {},
+                "architecture": None,
+            }
         return e, r, time.perf_counter() - t0
 
-    with ThreadPoolExecutor(args.jobs) as pool, tqdm(total=len(entries), desc=f"harness {args.tier}/{args.backend}", file=sys.stderr) as bar:
+    with (
+        ThreadPoolExecutor(args.jobs) as pool,
+        tqdm(total=len(entries), desc=f"harness {args.tier}/{args.backend}", file=sys.stderr) as bar,
+    ):
         for fut in as_completed([pool.submit(one, e) for e in entries]):
             rows.append(fut.result())
             bar.update(1)
@@ -96,7 +116,15 @@ def _versions() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     parts = []
-    for dist in ("torch", "transformers", "timm", "diffusers", "open_clip_torch", "pyannote.audio", "chronos-forecasting"):
+    for dist in (
+        "torch",
+        "transformers",
+        "timm",
+        "diffusers",
+        "open_clip_torch",
+        "pyannote.audio",
+        "chronos-forecasting",
+    ):
         try:
             parts.append(f"{dist} {version(dist)}")
         except PackageNotFoundError:
@@ -118,8 +146,14 @@ def render(rows, wall: float, args) -> str:
         if not valid and r["status"] == "reference_error":
             errors[((r.get("error") or {}).get("message") or "")[:90]] += 1
         lib = _lib(e, r)
-        tagged_transformers = e.library in ("transformers", "sentence-transformers") and lib != "gguf/onnx/mlx-only" and not e.custom_code
-        for key in ([lib] + (["(all but gguf/onnx/mlx-only)"] if lib != "gguf/onnx/mlx-only" else []) + (["transformers+ST, no custom_code"] if tagged_transformers else [])):
+        tagged_transformers = (
+            e.library in ("transformers", "sentence-transformers") and lib != "gguf/onnx/mlx-only" and not e.custom_code
+        )
+        for key in (
+            [lib]
+            + (["(all but gguf/onnx/mlx-only)"] if lib != "gguf/onnx/mlx-only" else [])
+            + (["transformers+ST, no custom_code"] if tagged_transformers else [])
+        ):
             b = by_lib[key]
             b[0] += 1
             b[2] += e.downloads
@@ -133,15 +167,29 @@ def render(rows, wall: float, args) -> str:
             durations.append(dt)
             slow.append((dt, e.model_id, r.get("architecture")))
     n = len(rows)
-    out = [f"Harness benchmark — tier {args.tier}, backend {args.backend}, {n} models from {Path(args.csv).name}, {args.jobs} jobs, wall {wall:.0f}s", _versions(), ""]
+    out = [
+        f"Harness benchmark — tier {args.tier}, backend {args.backend}, {n} models from {Path(args.csv).name}, {args.jobs} jobs, wall {wall:.0f}s",
+        _versions(),
+        "",
+    ]
     out.append(f"{'library':<34} {'models':>6} {'valid ref':>9} {'by count':>9} {'by downloads':>13}")
     for lib, (a, v, da, dv) in sorted(by_lib.items(), key=lambda kv: -kv[1][2]):
         out.append(f"{lib:<34} {a:>6} {v:>9} {100 * v / a if a else 0:>8.1f}% {100 * dv / da if da else 0:>12.1f}%")
-    out += ["", "statuses: " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()), "unsupported reasons: " + ", ".join(f"{k} {v}" for k, v in reasons.most_common())]
+    out += [
+        "",
+        "statuses: " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()),
+        "unsupported reasons: " + ", ".join(f"{k} {v}" for k, v in reasons.most_common()),
+    ]
     if durations:
-        out.append(f"time per model process: median {statistics.median(durations):.1f}s, mean {statistics.mean(durations):.1f}s, max {max(durations):.1f}s; wall per catalog model {wall / max(n, 1):.2f}s")
-    out.append(f"dedup: {ran} model processes for {ran + deduped} validated models (factor {(ran + deduped) / max(ran, 1):.2f})")
-    out += ["", "slowest builders:"] + [f"  {dt:6.1f}s {mid} ({arch})" for dt, mid, arch in sorted(slow, reverse=True)[:8]]
+        out.append(
+            f"time per model process: median {statistics.median(durations):.1f}s, mean {statistics.mean(durations):.1f}s, max {max(durations):.1f}s; wall per catalog model {wall / max(n, 1):.2f}s"
+        )
+    out.append(
+        f"dedup: {ran} model processes for {ran + deduped} validated models (factor {(ran + deduped) / max(ran, 1):.2f})"
+    )
+    out += ["", "slowest builders:"] + [
+        f"  {dt:6.1f}s {mid} ({arch})" for dt, mid, arch in sorted(slow, reverse=True)[:8]
+    ]
     if errors:
         out += ["", "top reference errors (Zoo's gaps):"] + [f"  {v:3d} × {k}" for k, v in errors.most_common(12)]
     return "\n".join(out) + "\n"

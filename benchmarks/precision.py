@@ -20,6 +20,7 @@ Listed apart: architectures with no attention (the scaling changes nothing), tho
 the scaling away (not a mismatch even at fp32), and those where the 25 % bug's error is below the
 CPU bf16 reference's own (ratio < 1: within bf16's rounding, no factor can separate it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,9 @@ import csv
 import os
 import platform
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "zoo_runner" / "data" / "builtin_catalog.csv"
@@ -39,7 +41,14 @@ BUGS = ("swap_columns", "drop_bias", "attention_25pct")
 
 def machine() -> str:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     return f"machine: {os.cpu_count()} cores ({cpu}), load average {load} at the start"
 
 
@@ -62,7 +71,9 @@ def _outputs(model: Any, inputs: list[dict], seed: int, call: Callable[..., Any]
     return outs
 
 
-def _judge(outs: list[dict], ref: list[dict], ref64: list[dict], precision: str, tolerance: float, why: list[str] | None = None) -> tuple[bool, float]:
+def _judge(
+    outs: list[dict], ref: list[dict], ref64: list[dict], precision: str, tolerance: float, why: list[str] | None = None
+) -> tuple[bool, float]:
     """(caught, RMSE ratio): whether the outputs are a mismatch at ``precision``, and their largest
     RMSE over the reference's own error against fp64."""
     from zoo_runner.compare import Comparison, compare, pooled_reference_error
@@ -70,7 +81,9 @@ def _judge(outs: list[dict], ref: list[dict], ref64: list[dict], precision: str,
     cmp = Comparison()
     pooled = pooled_reference_error(ref, ref64)
     for i, (o, r, r64) in enumerate(zip(outs, ref, ref64)):
-        compare(o, r, r64, tolerance_factor=tolerance, result=cmp, label=f"input {i}", precision=precision, pooled=pooled)
+        compare(
+            o, r, r64, tolerance_factor=tolerance, result=cmp, label=f"input {i}", precision=precision, pooled=pooled
+        )
     if why is not None:
         why.extend(cmp.problems[:1])
     return (not cmp.ok), cmp.rmse_ratio
@@ -104,7 +117,11 @@ def measure(arch: str) -> dict[str, Any]:
     inputs = [built.make_inputs(shape, req.seed + i) for i, shape in enumerate(built.shapes)]
     ref32 = _outputs(model, inputs, req.seed)
     try:
-        ref64 = _outputs(copy.deepcopy(model).double(), [{k: v.double() if v.is_floating_point() else v for k, v in x.items()} for x in inputs], req.seed)
+        ref64 = _outputs(
+            copy.deepcopy(model).double(),
+            [{k: v.double() if v.is_floating_point() else v for k, v in x.items()} for x in inputs],
+            req.seed,
+        )
     except Exception:  # an op with no fp64 kernel: the fp32 reference stands in, as in the engine
         ref64 = ref32
     with precision.computing_at("bf16"):
@@ -125,7 +142,9 @@ def measure(arch: str) -> dict[str, Any]:
 
     row: dict[str, Any] = {"arch": arch.removeprefix("arch:"), "bf16_err": _rel_err(ref16, ref64)}
     att25_alone = scaled(0.25, bf16=False)
-    row["attention"] = any(not torch.equal(a[k], r[k]) for a, r in zip(att25_alone, ref32) for k in r if r[k].is_floating_point())
+    row["attention"] = any(
+        not torch.equal(a[k], r[k]) for a, r in zip(att25_alone, ref32) for k in r if r[k].is_floating_point()
+    )
     only = backend("matmul")
     row["why"] = []
     row["bf16_only_caught"], row["bf16_only"] = _judge(only, ref16, ref64, "bf16", tol, row["why"])
@@ -152,11 +171,17 @@ def report(rows: list[dict], failed: list[tuple[str, str]], wall: float, header:
     # Rows where a factor can decide: the 25 % attention bug is visible at fp32 and its error exceeds
     # the CPU bf16 reference's own (ratio >= 1). Below that it is within bf16's own rounding: no
     # verdict at bf16, whatever the factor, can tell it from a correct bf16 backend.
-    attn = [r for r in rows if r["attention"] and r["caught_fp32"] is not None and r["bugs"]["attention_25pct"][1] >= 1.0]
-    unresolvable = [r for r in rows if r["attention"] and r["caught_fp32"] is not None and r["bugs"]["attention_25pct"][1] < 1.0]
+    attn = [
+        r for r in rows if r["attention"] and r["caught_fp32"] is not None and r["bugs"]["attention_25pct"][1] >= 1.0
+    ]
+    unresolvable = [
+        r for r in rows if r["attention"] and r["caught_fp32"] is not None and r["bugs"]["attention_25pct"][1] < 1.0
+    ]
     invariant = [r for r in rows if r["attention"] and r["caught_fp32"] is None]
     out = [header, f"bf16 factor (zoo_runner.precision.FACTORS): {f:g}; wall {wall:.0f}s", ""]
-    out.append(f"{'architecture':<40} {'bf16 err':>9} {'bf16-only':>9} {'bug min':>8} {'(which)':<16} {'att25':>7} {'margin lo':>9} {'margin hi':>9} {'caught@bf16':>11} {'caught@fp32':>11} {'separated':>9}")
+    out.append(
+        f"{'architecture':<40} {'bf16 err':>9} {'bf16-only':>9} {'bug min':>8} {'(which)':<16} {'att25':>7} {'margin lo':>9} {'margin hi':>9} {'caught@bf16':>11} {'caught@fp32':>11} {'separated':>9}"
+    )
     for r in attn:
         bug, (_, ratio) = min(r["bugs"].items(), key=lambda kv: kv[1][1])
         att25 = r["bugs"]["attention_25pct"][1]
@@ -167,17 +192,26 @@ def report(rows: list[dict], failed: list[tuple[str, str]], wall: float, header:
     n = len(attn)
     ok_only = sum(not r["bf16_only_caught"] for r in attn)
     fp32_caught = sum(r["bf16_only_at_fp32_caught"] for r in attn)
-    bugs_caught = {b: (sum(r["bugs"][b][0] for r in attn if b in r["bugs"]), sum(b in r["bugs"] for r in attn)) for b in BUGS}
+    bugs_caught = {
+        b: (sum(r["bugs"][b][0] for r in attn if b in r["bugs"]), sum(b in r["bugs"] for r in attn)) for b in BUGS
+    }
     worst_only = max((r["bf16_only"] for r in attn), default=float("nan"))
     least_att = min((r["bugs"]["attention_25pct"][1] for r in attn), default=float("nan"))
     out.append(f"architectures with attention: {n}")
-    out.append(f"bf16-only backend: passes at bf16 on {ok_only}/{n}; a mismatch at fp32 on {fp32_caught}/{n}; worst ratio {worst_only:.3f}")
-    out.append("bugs caught at bf16 (of the architectures each bug changes): " + ", ".join(f"{b} {c}/{m}" for b, (c, m) in bugs_caught.items()))
+    out.append(
+        f"bf16-only backend: passes at bf16 on {ok_only}/{n}; a mismatch at fp32 on {fp32_caught}/{n}; worst ratio {worst_only:.3f}"
+    )
+    out.append(
+        "bugs caught at bf16 (of the architectures each bug changes): "
+        + ", ".join(f"{b} {c}/{m}" for b, (c, m) in bugs_caught.items())
+    )
     for r in attn:
         if r["bf16_only_caught"]:
             out.append(f"bf16-only backend a mismatch on {r['arch']}: {r['why'][0] if r['why'] else '?'}")
     apart = [r for r in attn if not _separated(r, f)]
-    out.append(f"separation (bf16-only passes and the 25% attention bug is a mismatch, both at bf16): {n - len(apart)}/{n} rows; worst bf16-only ratio {worst_only:.3f}, least 25% attention ratio {least_att:.2f}, factor {f:g}")
+    out.append(
+        f"separation (bf16-only passes and the 25% attention bug is a mismatch, both at bf16): {n - len(apart)}/{n} rows; worst bf16-only ratio {worst_only:.3f}, least 25% attention ratio {least_att:.2f}, factor {f:g}"
+    )
     for r in apart:
         out.append(
             f"  not separated: {r['arch']}: bf16-only {r['bf16_only']:.3f} ({'a mismatch' if r['bf16_only_caught'] else 'passes'}), 25% attention {r['bugs']['attention_25pct'][1]:.2f} "
@@ -185,14 +219,19 @@ def report(rows: list[dict], failed: list[tuple[str, str]], wall: float, header:
         )
     for label, key in (("bf16", "caught_bf16"), ("fp32", "caught_fp32")):
         counts = {_pct(s): sum(r[key] == s for r in attn) for s in (*SCALES, None)}
-        out.append(f"smallest attention scaling caught at {label}: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+        out.append(
+            f"smallest attention scaling caught at {label}: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+        )
     for r in unresolvable:
         out.append(
             f"below bf16's resolution, not in the table: {r['arch']}: the CPU bf16 reference is itself {r['bf16_err']:.1%} off fp64 and attention scaled by 25% "
             f"lands at {r['bugs']['attention_25pct'][1]:.2f}x that error (bf16-only backend {r['bf16_only']:.3f}x); caught at fp32 from {_pct(r['caught_fp32'])}"
         )
     if invariant:
-        out.append("attention scaled by 25% is not a mismatch even at fp32 (the model normalises it away, e.g. post-attention norms), not in the table: " + ", ".join(r["arch"] for r in invariant))
+        out.append(
+            "attention scaled by 25% is not a mismatch even at fp32 (the model normalises it away, e.g. post-attention norms), not in the table: "
+            + ", ".join(r["arch"] for r in invariant)
+        )
     skipped = [r["arch"] for r in rows if not r["attention"]]
     if skipped:
         out.append(f"no attention (scaling changes nothing), not in the table: {', '.join(skipped)}")
@@ -207,14 +246,16 @@ def _separated(r: dict, f: float) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--archs", type=int, default=40, help="how many architectures of the builtin catalog, from the top (default 40)")
+    p.add_argument(
+        "--archs", type=int, default=40, help="how many architectures of the builtin catalog, from the top (default 40)"
+    )
     p.add_argument("--out", help="also write the report here")
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from tqdm import tqdm
     import torch
     import transformers
+    from tqdm import tqdm
 
     header = f"Precision benchmark — tier tiny, {args.archs} builtin architectures, torch {torch.__version__}, transformers {transformers.__version__}\n{machine()}"
     rows, failed = [], []

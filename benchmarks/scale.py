@@ -12,6 +12,7 @@ cache), then an open-loop run at ``--rate`` requests/s (latency p50/p99 at that 
 closed-loop run with ``--concurrency`` clients (throughput); finally `zoo report` in a fresh
 process (cold caches) for the newest week. The scratch database is dropped unless --keep.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -91,7 +92,16 @@ def _open_loop(base: str, paths: list[str], rate: float, duration: float) -> dic
                 busy += 1
             ex.submit(one, paths[i % len(paths)])
     wall = time.perf_counter() - start
-    return {"n": len(lat), "errors": errors, "dropped": dropped, "wall_s": wall, "rps": (len(lat) - errors) / wall, "p50_ms": 1000 * pct(lat, 50), "p99_ms": 1000 * pct(lat, 99), "max_ms": 1000 * max(lat) if lat else float("nan")}
+    return {
+        "n": len(lat),
+        "errors": errors,
+        "dropped": dropped,
+        "wall_s": wall,
+        "rps": (len(lat) - errors) / wall,
+        "p50_ms": 1000 * pct(lat, 50),
+        "p99_ms": 1000 * pct(lat, 99),
+        "max_ms": 1000 * max(lat) if lat else float("nan"),
+    }
 
 
 def _closed_loop(base: str, paths: list[str], concurrency: int, duration: float) -> dict:
@@ -120,10 +130,20 @@ def _closed_loop(base: str, paths: list[str], concurrency: int, duration: float)
     for t in threads:
         t.join()
     wall = time.perf_counter() - start
-    return {"n": len(lat), "errors": errors, "wall_s": wall, "rps": (len(lat) - errors) / wall, "p50_ms": 1000 * pct(lat, 50), "p99_ms": 1000 * pct(lat, 99), "max_ms": 1000 * max(lat) if lat else float("nan")}
+    return {
+        "n": len(lat),
+        "errors": errors,
+        "wall_s": wall,
+        "rps": (len(lat) - errors) / wall,
+        "p50_ms": 1000 * pct(lat, 50),
+        "p99_ms": 1000 * pct(lat, 99),
+        "max_ms": 1000 * max(lat) if lat else float("nan"),
+    }
 
 
-def load_process(base: str, plan: list[tuple[str, list[str]]], rate: float, duration: float, concurrency: int, out: "mp.Queue") -> None:
+def load_process(
+    base: str, plan: list[tuple[str, list[str]]], rate: float, duration: float, concurrency: int, out: mp.Queue
+) -> None:
     """Runs in its own process: cold request, open loop at ``rate``, closed loop, per endpoint."""
     import httpx
 
@@ -151,11 +171,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=20.0, help="seconds per run (default 20)")
     p.add_argument("--concurrency", type=int, default=8, help="closed-loop clients (default 8)")
     p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1, as `zoo serve`)")
-    p.add_argument("--admin-url", default=os.environ.get("ZOO_BENCH_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"))
+    p.add_argument(
+        "--admin-url",
+        default=os.environ.get("ZOO_BENCH_PG_ADMIN", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
+    )
     p.add_argument("--url", help="use this already seeded database (skips creating and seeding)")
     p.add_argument("--keep", action="store_true", help="keep the scratch database")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "scale_latest.txt"))
-    p.add_argument("--skip-report", action="store_true", help="do not time the weekly report (e.g. when re-measuring the API on --url)")
+    p.add_argument(
+        "--skip-report",
+        action="store_true",
+        help="do not time the weekly report (e.g. when re-measuring the API on --url)",
+    )
     a = p.parse_args(argv)
 
     from sqlalchemy import create_engine, text
@@ -167,8 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(s)
 
     say(f"# Zoo scale benchmark — {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
-    say(f"host: {platform.node()} · {os.cpu_count()} CPUs · Python {platform.python_version()} · load {os.getloadavg()[0]:.1f} at start")
-    say(f"data: {a.models:,} models × {a.weeks} weeks × {len(a.backends.split(','))} backend(s) ({a.backends}) = {a.models * a.weeks * len(a.backends.split(',')):,} results")
+    say(
+        f"host: {platform.node()} · {os.cpu_count()} CPUs · Python {platform.python_version()} · load {os.getloadavg()[0]:.1f} at start"
+    )
+    say(
+        f"data: {a.models:,} models × {a.weeks} weeks × {len(a.backends.split(','))} backend(s) ({a.backends}) = {a.models * a.weeks * len(a.backends.split(',')):,} results"
+    )
     admin = None
     db_name = None
     url = a.url
@@ -179,7 +210,12 @@ def main(argv: list[str] | None = None) -> int:
             c.execute(text(f'CREATE DATABASE "{db_name}"'))
         url = a.admin_url.rsplit("/", 1)[0] + f"/{db_name}"
     os.environ["ZOO_DATABASE_URL"] = url
-    env = {**os.environ, "ZOO_DATABASE_URL": url, "ZOO_RATE_LIMIT": "0", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = {
+        **os.environ,
+        "ZOO_DATABASE_URL": url,
+        "ZOO_RATE_LIMIT": "0",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
     server = None
     try:
         if a.url is None:
@@ -192,8 +228,12 @@ def main(argv: list[str] | None = None) -> int:
             with tqdm(total=total, unit="result", desc="seeding", file=sys.stderr) as bar:
                 n = seed(models=a.models, weeks=a.weeks, backends=a.backends.split(","), progress=bar.update)
             seed_s = time.perf_counter() - t
-            say(f"seed (COPY, with indexes, then VACUUM ANALYZE): {n:,} results in {seed_s:.0f} s ({n / seed_s:,.0f} results/s)")
-        eng = create_engine(url.replace("postgresql://", "postgresql+psycopg://") if url.startswith("postgresql://") else url)
+            say(
+                f"seed (COPY, with indexes, then VACUUM ANALYZE): {n:,} results in {seed_s:.0f} s ({n / seed_s:,.0f} results/s)"
+            )
+        eng = create_engine(
+            url.replace("postgresql://", "postgresql+psycopg://") if url.startswith("postgresql://") else url
+        )
         with eng.connect() as c:
             size = c.execute(text("SELECT pg_size_pretty(pg_database_size(current_database()))")).scalar()
             week = c.execute(text("SELECT max(week) FROM results")).scalar()
@@ -202,18 +242,66 @@ def main(argv: list[str] | None = None) -> int:
 
         if not a.skip_report:
             t = time.perf_counter()
-            rep = subprocess.run([sys.executable, "-m", "zoo.cli", "report", "--format", "md", "--week", week, "--backend", a.backends.split(",")[0]], env=env, capture_output=True, text=True, timeout=900)
+            rep = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "zoo.cli",
+                    "report",
+                    "--format",
+                    "md",
+                    "--week",
+                    week,
+                    "--backend",
+                    a.backends.split(",")[0],
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
             report_s = time.perf_counter() - t
             assert rep.returncode == 0, rep.stderr[-2000:]
-            say(f"weekly report (`zoo report --format md`, fresh process, cold caches, {len(rep.stdout):,} chars): {report_s:.1f} s")
+            say(
+                f"weekly report (`zoo report --format md`, fresh process, cold caches, {len(rep.stdout):,} chars): {report_s:.1f} s"
+            )
             t = time.perf_counter()
-            rep = subprocess.run([sys.executable, "-c", f"from dashboards.report import store_weekly_report; store_weekly_report({week!r})"], env=env, capture_output=True, text=True, timeout=900)
+            rep = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    f"from dashboards.report import store_weekly_report; store_weekly_report({week!r})",
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
             assert rep.returncode == 0, rep.stderr[-2000:]
-            say(f"weekly report stored for every backend of the week (Celery beat's task, fresh process): {time.perf_counter() - t:.1f} s")
+            say(
+                f"weekly report stored for every backend of the week (Celery beat's task, fresh process): {time.perf_counter() - t:.1f} s"
+            )
 
         port = 18000 + random.randint(0, 999)
         base = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.app:create_app", "--factory", "--port", str(port), "--workers", str(a.workers), "--log-level", "warning", "--no-access-log"], env=env, cwd=ROOT)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "api.app:create_app",
+                "--factory",
+                "--port",
+                str(port),
+                "--workers",
+                str(a.workers),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+            ],
+            env=env,
+            cwd=ROOT,
+        )
         import httpx
 
         for _ in range(240):
@@ -233,21 +321,33 @@ def main(argv: list[str] | None = None) -> int:
             ("/ops/gaps", [f"/api/v1/ops/gaps?backend={b0}&tier=tiny&week={week}"]),
         ]
         q: mp.Queue = mp.get_context("spawn").Queue()
-        proc = mp.get_context("spawn").Process(target=load_process, args=(base, plan, a.rate, a.duration, a.concurrency, q))
+        proc = mp.get_context("spawn").Process(
+            target=load_process, args=(base, plan, a.rate, a.duration, a.concurrency, q)
+        )
         proc.start()
         res = q.get()
         proc.join()
         say()
-        say(f"API: uvicorn × {a.workers} worker(s), load from a separate process; open loop at {a.rate:.0f} req/s for {a.duration:.0f} s, closed loop with {a.concurrency} clients for {a.duration:.0f} s")
-        say("(cold: first request after start, empty query cache; then 3 s of unmeasured warm-up; /coverage and /ops/gaps are then served from each worker's query cache, keyed by the data version)")
+        say(
+            f"API: uvicorn × {a.workers} worker(s), load from a separate process; open loop at {a.rate:.0f} req/s for {a.duration:.0f} s, closed loop with {a.concurrency} clients for {a.duration:.0f} s"
+        )
+        say(
+            "(cold: first request after start, empty query cache; then 3 s of unmeasured warm-up; /coverage and /ops/gaps are then served from each worker's query cache, keyed by the data version)"
+        )
         say()
-        say(f"| endpoint | cold ms | open loop: ok req/s | p50 ms | p99 ms | errors | dropped (>{MAX_IN_FLIGHT} in flight) | closed loop: ok req/s | p50 ms | p99 ms | errors |")
+        say(
+            f"| endpoint | cold ms | open loop: ok req/s | p50 ms | p99 ms | errors | dropped (>{MAX_IN_FLIGHT} in flight) | closed loop: ok req/s | p50 ms | p99 ms | errors |"
+        )
         say("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name, r in res.items():
             o, c = r["open"], r["closed"]
-            say(f"| {name} | {r['cold_ms']:.0f} | {o['rps']:.0f} | {o['p50_ms']:.1f} | {o['p99_ms']:.1f} | {o['errors']} | {o['dropped']} | {c['rps']:.0f} | {c['p50_ms']:.1f} | {c['p99_ms']:.1f} | {c['errors']} |")
+            say(
+                f"| {name} | {r['cold_ms']:.0f} | {o['rps']:.0f} | {o['p50_ms']:.1f} | {o['p99_ms']:.1f} | {o['errors']} | {o['dropped']} | {c['rps']:.0f} | {c['p50_ms']:.1f} | {c['p99_ms']:.1f} | {c['errors']} |"
+            )
         say()
-        say(f"load average at the end: {os.getloadavg()[0]:.1f} (2-core machine shared with other jobs: numbers are pessimistic)")
+        say(
+            f"load average at the end: {os.getloadavg()[0]:.1f} (2-core machine shared with other jobs: numbers are pessimistic)"
+        )
     finally:
         if server is not None:
             server.terminate()
@@ -260,7 +360,11 @@ def main(argv: list[str] | None = None) -> int:
 
             get_engine.cache_clear()
             with admin.connect() as c:
-                c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db_name}' AND pid <> pg_backend_pid()"))
+                c.execute(
+                    text(
+                        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db_name}' AND pid <> pg_backend_pid()"
+                    )
+                )
                 c.execute(text(f'DROP DATABASE IF EXISTS "{db_name}"'))
         elif db_name:
             say(f"kept database {url}")

@@ -1,5 +1,6 @@
 """HTML pages served by `zoo serve`. Data comes from the same queries as the API, so every number
 on a page has an API call behind it, linked on the page next to it ("as JSON" / "CSV")."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,8 +25,16 @@ from .report import CHART_JS, _delta, _pct, _versions
 HERE = Path(__file__).parent
 templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
 STATUS_COLORS = {
-    "pass": "#2e9e6a", "pass_with_fallback": "#9cc94a", "mismatch": "#e0524a", "compile_error": "#f08c2e", "runtime_error": "#f5b041",
-    "crash": "#b04aa8", "timeout": "#8e6bbf", "oom": "#d17fc7", "reference_error": "#9aa3ad", "unsupported": "#c5cbd3",
+    "pass": "#2e9e6a",
+    "pass_with_fallback": "#9cc94a",
+    "mismatch": "#e0524a",
+    "compile_error": "#f08c2e",
+    "runtime_error": "#f5b041",
+    "crash": "#b04aa8",
+    "timeout": "#8e6bbf",
+    "oom": "#d17fc7",
+    "reference_error": "#9aa3ad",
+    "unsupported": "#c5cbd3",
 }
 PALETTE = ["#1f6fb2", "#e07b39", "#2e9e6a", "#b04aa8", "#c9a227", "#4aa3b0", "#7a7a7a", "#d1495b"]
 
@@ -38,7 +47,9 @@ def num(x: Any) -> str:
     return "" if x is None else f"{int(x):,}"
 
 
-templates.globals.update(pct=pct, num=num, api=api, quote=quote, CHART_JS=CHART_JS, STATUS_COLORS=STATUS_COLORS, versions=_versions)
+templates.globals.update(
+    pct=pct, num=num, api=api, quote=quote, CHART_JS=CHART_JS, STATUS_COLORS=STATUS_COLORS, versions=_versions
+)
 router = APIRouter(include_in_schema=False)
 SessionDep = Annotated[Session, Depends(get_session)]  # the same dependency as the API's: one session per request
 WEEK = Query(None, pattern=WEEK_PATTERN)
@@ -68,7 +79,9 @@ def grid_key(r: Any) -> str:
     return f"{key}@{r.precision}" if r.precision_source == "flag" else key
 
 
-templates.globals.update(precision_of=precision_of, strict_fp32_of=strict_fp32_of, precision_line=queries.precision_line)
+templates.globals.update(
+    precision_of=precision_of, strict_fp32_of=strict_fp32_of, precision_line=queries.precision_line
+)
 
 
 def declared_precisions(session, week: str | None) -> dict[tuple[str, str], str]:
@@ -85,7 +98,10 @@ def _p100(x: float | None) -> float | None:
 
 
 def _scope_ctx(session, cov) -> dict[str, Any]:
-    return {"scopes": queries.scopes(session, cov.week), "cur": {"backend": cov.backend, "tier": cov.tier, "week": cov.week}}
+    return {
+        "scopes": queries.scopes(session, cov.week),
+        "cur": {"backend": cov.backend, "tier": cov.tier, "week": cov.week},
+    }
 
 
 def trend_chart(history: list, field: str = "functional_weighted", title: str = "") -> dict[str, Any]:
@@ -93,21 +109,56 @@ def trend_chart(history: list, field: str = "functional_weighted", title: str = 
     series: dict[str, dict[str, float | None]] = {}
     for h in history:
         series.setdefault(f"{h.backend} · {h.tier}", {})[h.week] = _p100(h.rates[field])
-    datasets = [{"label": k, "data": [v.get(w) for w in weeks], "borderColor": PALETTE[i % len(PALETTE)], "backgroundColor": PALETTE[i % len(PALETTE)], "spanGaps": True, "tension": 0.2} for i, (k, v) in enumerate(sorted(series.items()))]
-    return {"type": "line", "data": {"labels": weeks, "datasets": datasets}, "options": {"scales": {"y": {"min": 0, "max": 100, "title": {"display": True, "text": title or "% of downloads"}}}, "plugins": {"legend": {"position": "bottom"}}}}
+    datasets = [
+        {
+            "label": k,
+            "data": [v.get(w) for w in weeks],
+            "borderColor": PALETTE[i % len(PALETTE)],
+            "backgroundColor": PALETTE[i % len(PALETTE)],
+            "spanGaps": True,
+            "tension": 0.2,
+        }
+        for i, (k, v) in enumerate(sorted(series.items()))
+    ]
+    return {
+        "type": "line",
+        "data": {"labels": weeks, "datasets": datasets},
+        "options": {
+            "scales": {"y": {"min": 0, "max": 100, "title": {"display": True, "text": title or "% of downloads"}}},
+            "plugins": {"legend": {"position": "bottom"}},
+        },
+    }
 
 
 @router.get("/", response_class=HTMLResponse)
-def overview(session: SessionDep, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None, week: str | None = WEEK) -> HTMLResponse:
+def overview(
+    session: SessionDep,
+    backend: str | None = Query(None, max_length=128),
+    tier: Literal["census", "tiny", "full"] | None = None,
+    week: str | None = WEEK,
+) -> HTMLResponse:
     cov = queries.cached_coverage(session, backend=backend or None, tier=tier, week=check_week(week))
-    heads = [queries.cached_coverage(session, backend=b, tier=t, week=cov.week) for b, t in queries.scopes(session, cov.week)]
+    heads = [
+        queries.cached_coverage(session, backend=b, tier=t, week=cov.week) for b, t in queries.scopes(session, cov.week)
+    ]
     history = queries.coverage_history(session, tier=cov.tier, weeks=12, until=cov.week) if cov.week else []
-    groups = {g: queries.coverage_grouped(session, g, backend=cov.backend, tier=cov.tier, week=cov.week) for g in ("task", "library", "architecture")}
+    groups = {
+        g: queries.coverage_grouped(session, g, backend=cov.backend, tier=cov.tier, week=cov.week)
+        for g in ("task", "library", "architecture")
+    }
     snap_rows = _top_models(session, 50)
     keys = sorted({k for _, st in snap_rows for k in st})
     return _render(
-        "overview.html", cov=cov, rates=cov.rates, heads=heads, groups=groups, rows=snap_rows, keys=keys, judged_at=declared_precisions(session, cov.week),
-        trend=trend_chart(history, "functional_weighted", "functional coverage, % of downloads"), **_scope_ctx(session, cov),
+        "overview.html",
+        cov=cov,
+        rates=cov.rates,
+        heads=heads,
+        groups=groups,
+        rows=snap_rows,
+        keys=keys,
+        judged_at=declared_precisions(session, cov.week),
+        trend=trend_chart(history, "functional_weighted", "functional coverage, % of downloads"),
+        **_scope_ctx(session, cov),
     )
 
 
@@ -119,9 +170,29 @@ class _Rows(list):
         self.total, self.more = total, more
 
 
-def _top_models(session, limit: int, offset: int = 0, search: str | None = None, status: str | None = None, backend: str | None = None, task: str | None = None, library: str | None = None, sort: str = "-downloads") -> _Rows:
+def _top_models(
+    session,
+    limit: int,
+    offset: int = 0,
+    search: str | None = None,
+    status: str | None = None,
+    backend: str | None = None,
+    task: str | None = None,
+    library: str | None = None,
+    sort: str = "-downloads",
+) -> _Rows:
     """The same page as `GET /api/v1/models` (the same service, so the numbers are the API's)."""
-    page = model_list.list_models(session, search=search, task=task, library=library, status=status, backend=backend, sort=sort, limit=limit, offset=offset)
+    page = model_list.list_models(
+        session,
+        search=search,
+        task=task,
+        library=library,
+        status=status,
+        backend=backend,
+        sort=sort,
+        limit=limit,
+        offset=offset,
+    )
     return _Rows([(i, i.latest_status) for i in page.items], page.total, page.more)
 
 
@@ -136,12 +207,32 @@ def models_page(
     page: int = Query(1, ge=1, le=10_000),
 ) -> HTMLResponse:
     per = 50
-    rows = _top_models(session, per, (page - 1) * per, search=search or None, status=status, backend=backend or None, task=task or None, library=library or None)
+    rows = _top_models(
+        session,
+        per,
+        (page - 1) * per,
+        search=search or None,
+        status=status,
+        backend=backend or None,
+        task=task or None,
+        library=library or None,
+    )
     keys = sorted({k for _, st in rows for k in st})
-    params = {k: v for k, v in dict(search=search, status=status, backend=backend, task=task, library=library).items() if v}
-    return _render("models.html", rows=rows, keys=keys, params=params, page=page, per=per, statuses=ALL_STATUSES,
-                   api_url=api("/models", **params, limit=per), next_url=("/models?" + urlencode({**params, "page": page + 1})) if rows.more else None,
-                   prev_url=("/models?" + urlencode({**params, "page": page - 1})) if page > 1 else None)
+    params = {
+        k: v for k, v in dict(search=search, status=status, backend=backend, task=task, library=library).items() if v
+    }
+    return _render(
+        "models.html",
+        rows=rows,
+        keys=keys,
+        params=params,
+        page=page,
+        per=per,
+        statuses=ALL_STATUSES,
+        api_url=api("/models", **params, limit=per),
+        next_url=("/models?" + urlencode({**params, "page": page + 1})) if rows.more else None,
+        prev_url=("/models?" + urlencode({**params, "page": page - 1})) if page > 1 else None,
+    )
 
 
 @router.get("/models/{model_id:path}", response_class=HTMLResponse)
@@ -157,74 +248,241 @@ def model_page(session: SessionDep, request: Request, model_id: str) -> HTMLResp
     for r in reversed(hist):  # oldest first: the newest of a week wins
         grid[r.week][grid_key(r)] = r
     chrono = list(reversed(weeks))
-    latency = {"type": "line", "data": {"labels": chrono, "datasets": []}, "options": {"scales": {"y": {"title": {"display": True, "text": "target latency, ms"}, "beginAtZero": True}}, "plugins": {"legend": {"position": "bottom"}}}}
+    latency = {
+        "type": "line",
+        "data": {"labels": chrono, "datasets": []},
+        "options": {
+            "scales": {"y": {"title": {"display": True, "text": "target latency, ms"}, "beginAtZero": True}},
+            "plugins": {"legend": {"position": "bottom"}},
+        },
+    }
     for i, k in enumerate(keys):
-        pts = [((grid[w].get(k).metrics or {}).get("target_ms") if grid[w].get(k) is not None else None) for w in chrono]
+        pts = [
+            ((grid[w].get(k).metrics or {}).get("target_ms") if grid[w].get(k) is not None else None) for w in chrono
+        ]
         if any(p is not None for p in pts):
-            latency["data"]["datasets"].append({"label": k, "data": pts, "borderColor": PALETTE[i % len(PALETTE)], "backgroundColor": PALETTE[i % len(PALETTE)], "spanGaps": True})
+            latency["data"]["datasets"].append(
+                {
+                    "label": k,
+                    "data": pts,
+                    "borderColor": PALETTE[i % len(PALETTE)],
+                    "backgroundColor": PALETTE[i % len(PALETTE)],
+                    "spanGaps": True,
+                }
+            )
     base = str(request.base_url).rstrip("/")
     badge_md = f"[![Zoo: {model_id}]({base}/badge/{model_id}.svg)]({base}/models/{model_id})"
-    return _render("model.html", model=m, model_id=model_id, latest=latest, history=hist, weeks=weeks, keys=keys, grid=grid, latency=latency, badge_md=badge_md)
+    return _render(
+        "model.html",
+        model=m,
+        model_id=model_id,
+        latest=latest,
+        history=hist,
+        weeks=weeks,
+        keys=keys,
+        grid=grid,
+        latency=latency,
+        badge_md=badge_md,
+    )
 
 
 @router.get("/ops", response_class=HTMLResponse)
-def ops_page(session: SessionDep, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None, week: str | None = WEEK) -> HTMLResponse:
+def ops_page(
+    session: SessionDep,
+    backend: str | None = Query(None, max_length=128),
+    tier: Literal["census", "tiny", "full"] | None = None,
+    week: str | None = WEEK,
+) -> HTMLResponse:
     data = queries.op_gaps(session, backend=backend or None, tier=tier, week=check_week(week), limit=50)
     cov = queries.cached_coverage(session, backend=data["backend"], tier=data["tier"], week=data["week"])
     top = data["items"][:15]
-    chart = {"type": "bar", "data": {"labels": [e["op"] for e in top], "datasets": [
-        {"label": "strict: only fallback op", "data": [e["strict_downloads"] for e in top], "backgroundColor": STATUS_COLORS["pass_with_fallback"]},
-        {"label": "functional: only op in the error", "data": [e["functional_downloads"] for e in top], "backgroundColor": STATUS_COLORS["compile_error"]},
-    ]}, "options": {"indexAxis": "y", "scales": {"x": {"stacked": True, "title": {"display": True, "text": "downloads unlocked"}}, "y": {"stacked": True}}, "plugins": {"legend": {"position": "bottom"}}}}
+    chart = {
+        "type": "bar",
+        "data": {
+            "labels": [e["op"] for e in top],
+            "datasets": [
+                {
+                    "label": "strict: only fallback op",
+                    "data": [e["strict_downloads"] for e in top],
+                    "backgroundColor": STATUS_COLORS["pass_with_fallback"],
+                },
+                {
+                    "label": "functional: only op in the error",
+                    "data": [e["functional_downloads"] for e in top],
+                    "backgroundColor": STATUS_COLORS["compile_error"],
+                },
+            ],
+        },
+        "options": {
+            "indexAxis": "y",
+            "scales": {
+                "x": {"stacked": True, "title": {"display": True, "text": "downloads unlocked"}},
+                "y": {"stacked": True},
+            },
+            "plugins": {"legend": {"position": "bottom"}},
+        },
+    }
     scope = dict(backend=data["backend"], tier=data["tier"], week=data["week"])
-    return _render("ops.html", data=data, chart_cfg=chart, api_url=api("/ops/gaps", **scope), **_scope_ctx(session, cov))
+    return _render(
+        "ops.html", data=data, chart_cfg=chart, api_url=api("/ops/gaps", **scope), **_scope_ctx(session, cov)
+    )
 
 
 @router.get("/failures", response_class=HTMLResponse)
-def failures_page(session: SessionDep, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None, week: str | None = WEEK) -> HTMLResponse:
+def failures_page(
+    session: SessionDep,
+    backend: str | None = Query(None, max_length=128),
+    tier: Literal["census", "tiny", "full"] | None = None,
+    week: str | None = WEEK,
+) -> HTMLResponse:
     data = queries.failure_clusters(session, backend=backend or None, tier=tier, week=check_week(week), limit=50)
     cov = queries.cached_coverage(session, backend=data["backend"], tier=data["tier"], week=data["week"])
     statuses = [s for s in ALL_STATUSES if s not in PASSING and cov.status_counts.get(s)]
-    chart = {"type": "doughnut", "data": {"labels": statuses, "datasets": [{"label": "models", "data": [cov.status_counts[s] for s in statuses], "backgroundColor": [STATUS_COLORS[s] for s in statuses]}]}, "options": {"plugins": {"legend": {"position": "right"}}}}
+    chart = {
+        "type": "doughnut",
+        "data": {
+            "labels": statuses,
+            "datasets": [
+                {
+                    "label": "models",
+                    "data": [cov.status_counts[s] for s in statuses],
+                    "backgroundColor": [STATUS_COLORS[s] for s in statuses],
+                }
+            ],
+        },
+        "options": {"plugins": {"legend": {"position": "right"}}},
+    }
     scope = dict(backend=data["backend"], tier=data["tier"], week=data["week"])
-    return _render("failures.html", data=data, chart_cfg=chart, cov=cov, api_url=api("/failures", **scope), cov_url=api("/coverage", **scope), **_scope_ctx(session, cov))
+    return _render(
+        "failures.html",
+        data=data,
+        chart_cfg=chart,
+        cov=cov,
+        api_url=api("/failures", **scope),
+        cov_url=api("/coverage", **scope),
+        **_scope_ctx(session, cov),
+    )
 
 
 @router.get("/regressions", response_class=HTMLResponse)
-def regressions_page(session: SessionDep, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None, week: str | None = WEEK) -> HTMLResponse:
-    reg = queries.transitions(session, backend=backend or None, tier=tier, week=check_week(week), direction="regressed", limit=200)
-    fix = queries.transitions(session, backend=reg["backend"], tier=reg["tier"], week=reg["week"], direction="fixed", limit=200)
+def regressions_page(
+    session: SessionDep,
+    backend: str | None = Query(None, max_length=128),
+    tier: Literal["census", "tiny", "full"] | None = None,
+    week: str | None = WEEK,
+) -> HTMLResponse:
+    reg = queries.transitions(
+        session, backend=backend or None, tier=tier, week=check_week(week), direction="regressed", limit=200
+    )
+    fix = queries.transitions(
+        session, backend=reg["backend"], tier=reg["tier"], week=reg["week"], direction="fixed", limit=200
+    )
     cov = queries.cached_coverage(session, backend=reg["backend"], tier=reg["tier"], week=reg["week"])
     scope = dict(backend=reg["backend"], tier=reg["tier"], week=reg["week"])
-    return _render("regressions.html", reg=reg, fix=fix, reg_url=api("/regressions", **scope), fix_url=api("/regressions", **scope, direction="fixed"), **_scope_ctx(session, cov))
+    return _render(
+        "regressions.html",
+        reg=reg,
+        fix=fix,
+        reg_url=api("/regressions", **scope),
+        fix_url=api("/regressions", **scope, direction="fixed"),
+        **_scope_ctx(session, cov),
+    )
 
 
 @router.get("/backends", response_class=HTMLResponse)
 def backends_page(session: SessionDep, week: str | None = WEEK) -> HTMLResponse:
     week = check_week(week) or queries.newest_week(session)
     covs = [queries.cached_coverage(session, backend=b, tier=t, week=week) for b, t in queries.scopes(session, week)]
-    metrics = [("functional_weighted", "functional, by downloads"), ("strict_weighted", "strict, by downloads"), ("harness_weighted", "harness, by downloads"), ("functional", "functional, by count")]
-    chart = {"type": "bar", "data": {"labels": [label for _, label in metrics], "datasets": [
-        {"label": f"{c.backend} · {c.tier}", "data": [_p100(c.rates[k]) for k, _ in metrics], "backgroundColor": PALETTE[i % len(PALETTE)]} for i, c in enumerate(covs)
-    ]}, "options": {"scales": {"y": {"min": 0, "max": 100, "title": {"display": True, "text": "%"}}}, "plugins": {"legend": {"position": "bottom"}}}}
+    metrics = [
+        ("functional_weighted", "functional, by downloads"),
+        ("strict_weighted", "strict, by downloads"),
+        ("harness_weighted", "harness, by downloads"),
+        ("functional", "functional, by count"),
+    ]
+    chart = {
+        "type": "bar",
+        "data": {
+            "labels": [label for _, label in metrics],
+            "datasets": [
+                {
+                    "label": f"{c.backend} · {c.tier}",
+                    "data": [_p100(c.rates[k]) for k, _ in metrics],
+                    "backgroundColor": PALETTE[i % len(PALETTE)],
+                }
+                for i, c in enumerate(covs)
+            ],
+        },
+        "options": {
+            "scales": {"y": {"min": 0, "max": 100, "title": {"display": True, "text": "%"}}},
+            "plugins": {"legend": {"position": "bottom"}},
+        },
+    }
     rows = _top_models(session, 50)
     keys = [f"{c.backend}/{c.tier}" for c in covs]
     precisions = queries.precision_summary(session, week) if week else []
     by_scope: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for p in precisions:
         by_scope.setdefault((p["backend"], p["tier"]), []).append(p)
-    return _render("backends.html", covs=covs, chart_cfg=chart, week=week, rows=rows, keys=keys, precisions=precisions, by_scope=by_scope, api_url=api("/backends", week=week))
+    return _render(
+        "backends.html",
+        covs=covs,
+        chart_cfg=chart,
+        week=week,
+        rows=rows,
+        keys=keys,
+        precisions=precisions,
+        by_scope=by_scope,
+        api_url=api("/backends", week=week),
+    )
 
 
 def report_context(rep: dict[str, Any]) -> dict[str, Any]:
     hist = rep.get("history") or []
-    trend = {"type": "line", "data": {"labels": [h["week"] for h in hist], "datasets": [
-        {"label": "functional, by downloads", "data": [_p100(h["functional_weighted"]) for h in hist], "borderColor": PALETTE[0], "backgroundColor": PALETTE[0]},
-        {"label": "strict, by downloads", "data": [_p100(h["strict_weighted"]) for h in hist], "borderColor": PALETTE[1], "backgroundColor": PALETTE[1]},
-        {"label": "harness, by downloads", "data": [_p100(h["harness_weighted"]) for h in hist], "borderColor": PALETTE[2], "backgroundColor": PALETTE[2]},
-    ]}, "options": {"scales": {"y": {"min": 0, "max": 100, "title": {"display": True, "text": "%"}}}, "plugins": {"legend": {"position": "bottom"}}}}
+    trend = {
+        "type": "line",
+        "data": {
+            "labels": [h["week"] for h in hist],
+            "datasets": [
+                {
+                    "label": "functional, by downloads",
+                    "data": [_p100(h["functional_weighted"]) for h in hist],
+                    "borderColor": PALETTE[0],
+                    "backgroundColor": PALETTE[0],
+                },
+                {
+                    "label": "strict, by downloads",
+                    "data": [_p100(h["strict_weighted"]) for h in hist],
+                    "borderColor": PALETTE[1],
+                    "backgroundColor": PALETTE[1],
+                },
+                {
+                    "label": "harness, by downloads",
+                    "data": [_p100(h["harness_weighted"]) for h in hist],
+                    "borderColor": PALETTE[2],
+                    "backgroundColor": PALETTE[2],
+                },
+            ],
+        },
+        "options": {
+            "scales": {"y": {"min": 0, "max": 100, "title": {"display": True, "text": "%"}}},
+            "plugins": {"legend": {"position": "bottom"}},
+        },
+    }
     gaps = (rep.get("op_gaps") or {}).get("items", [])[:10]
-    gap_chart = {"type": "bar", "data": {"labels": [e["op"] for e in gaps], "datasets": [{"label": "downloads unlocked", "data": [e["unlocked_downloads"] for e in gaps], "backgroundColor": STATUS_COLORS["compile_error"]}]}, "options": {"indexAxis": "y", "plugins": {"legend": {"display": False}}}}
+    gap_chart = {
+        "type": "bar",
+        "data": {
+            "labels": [e["op"] for e in gaps],
+            "datasets": [
+                {
+                    "label": "downloads unlocked",
+                    "data": [e["unlocked_downloads"] for e in gaps],
+                    "backgroundColor": STATUS_COLORS["compile_error"],
+                }
+            ],
+        },
+        "options": {"indexAxis": "y", "plugins": {"legend": {"display": False}}},
+    }
     return {"rep": rep, "pct": _pct, "delta": _delta, "trend": trend, "gap_chart": gap_chart}
 
 
@@ -237,7 +495,12 @@ def reports_index(session: SessionDep):
 
 
 @router.get("/reports/{week}", response_class=HTMLResponse)
-def report_page(session: SessionDep, week: str, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None) -> HTMLResponse:
+def report_page(
+    session: SessionDep,
+    week: str,
+    backend: str | None = Query(None, max_length=128),
+    tier: Literal["census", "tiny", "full"] | None = None,
+) -> HTMLResponse:
     check_week(week)
     rep = reports.find_or_build(session, week, backend or None, tier)
     if rep is None:
@@ -263,9 +526,16 @@ def badge_svg(label: str, message: str, color: str) -> str:
 
 
 @router.get("/badge/{model_id:path}.svg")
-def badge(session: SessionDep, model_id: str, backend: str | None = Query(None, max_length=128), tier: Literal["census", "tiny", "full"] | None = None) -> Response:
+def badge(
+    session: SessionDep,
+    model_id: str,
+    backend: str | None = Query(None, max_length=128),
+    tier: Literal["census", "tiny", "full"] | None = None,
+) -> Response:
     """The model's latest status on a backend (default: neuron first, else the newest result)."""
-    latest = [r for r in queries.latest_results(session, model_id) if r.precision_source != "flag"]  # the declared precision's verdict
+    latest = [
+        r for r in queries.latest_results(session, model_id) if r.precision_source != "flag"
+    ]  # the declared precision's verdict
     if backend:
         latest = [r for r in latest if r.backend == backend]
     if tier:

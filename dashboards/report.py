@@ -2,6 +2,7 @@
 HTML (the report page, or a standalone file). The data is :func:`services.reports.build_report`'s;
 each section prints the API query behind its numbers (``rep["queries"]``).
 """
+
 from __future__ import annotations
 
 import json
@@ -66,20 +67,36 @@ def render_markdown(rep: dict[str, Any]) -> str:
     lines += _precision_markdown(rep)
     hist = rep.get("history") or []
     if hist:
-        lines += ["", "## Trend", "", "| week | functional by downloads | | strict by downloads | models attempted |", "|---|---:|---|---:|---:|"]
+        lines += [
+            "",
+            "## Trend",
+            "",
+            "| week | functional by downloads | | strict by downloads | models attempted |",
+            "|---|---:|---|---:|---:|",
+        ]
         for h in hist:
-            lines.append(f"| {h['week']} | {_pct(h['functional_weighted'])} | `{_bar(h['functional_weighted'])}` | {_pct(h['strict_weighted'])} | {h['attempted']} |")
+            lines.append(
+                f"| {h['week']} | {_pct(h['functional_weighted'])} | `{_bar(h['functional_weighted'])}` | {_pct(h['strict_weighted'])} | {h['attempted']} |"
+            )
         lines += ["", f"Query: `GET {qs.get('history', '')}`"]
     lines += ["", "## Status counts", "", "| status | models |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in c["status_counts"].items() if v]
 
-    for key, title, word in (("newly_failing", "Newly failing", "first failing versions"), ("newly_passing", "Newly passing", "first passing versions")):
+    for key, title, word in (
+        ("newly_failing", "Newly failing", "first failing versions"),
+        ("newly_passing", "Newly passing", "first passing versions"),
+    ):
         t = rep.get(key) or {"items": [], "total": 0, "downloads": 0}
         lines += ["", f"## {title} ({t['total']} models, {t['downloads']:,} downloads)", ""]
         if t["items"]:
-            lines += [f"| model | downloads | {rep.get('previous_week', 'last week')} → {rep['week']} | {word} (what changed) | error |", "|---|---:|---|---|---|"]
+            lines += [
+                f"| model | downloads | {rep.get('previous_week', 'last week')} → {rep['week']} | {word} (what changed) | error |",
+                "|---|---:|---|---|---|",
+            ]
             for i in t["items"][:25]:
-                lines.append(f"| {i['model_id']} | {i['downloads']:,} | {i['status_before']} → {i['status_now']} | {_esc(_versions(i['changed_versions']))} | {_esc((i.get('error_signature') or '')[:100])} |")
+                lines.append(
+                    f"| {i['model_id']} | {i['downloads']:,} | {i['status_before']} → {i['status_now']} | {_esc(_versions(i['changed_versions']))} | {_esc((i.get('error_signature') or '')[:100])} |"
+                )
         else:
             lines.append("None.")
         lines += ["", f"Query: `GET {qs.get(key, '')}`"]
@@ -87,10 +104,15 @@ def render_markdown(rep: dict[str, Any]) -> str:
     g = rep.get("op_gaps") or {"items": []}
     lines += ["", "## Top op gaps (downloads unlocked if the op were supported)", ""]
     if g["items"]:
-        lines += ["| op | downloads unlocked | share | models unlocked | strict (only fallback) | functional (only op in error) | example |", "|---|---:|---:|---:|---:|---:|---|"]
+        lines += [
+            "| op | downloads unlocked | share | models unlocked | strict (only fallback) | functional (only op in error) | example |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
         for e in g["items"]:
             ex = e["example_models"][0]["model_id"] if e["example_models"] else ""
-            lines.append(f"| `{e['op']}` | {e['unlocked_downloads']:,} | {_pct(e['unlocked_share'])} | {e['unlocked_models']} | {e['strict_models']} | {e['functional_models']} | {ex} |")
+            lines.append(
+                f"| `{e['op']}` | {e['unlocked_downloads']:,} | {_pct(e['unlocked_share'])} | {e['unlocked_models']} | {e['strict_models']} | {e['functional_models']} | {ex} |"
+            )
     else:
         lines.append("None.")
     lines += ["", f"Query: `GET {qs.get('op_gaps', '')}`"]
@@ -106,7 +128,9 @@ def render_markdown(rep: dict[str, Any]) -> str:
             "|---|---:|---:|---|---|",
         ]
         for f in fc["items"]:
-            lines.append(f"| {_esc(f['signature'][:140])} | {f['models']} | {f['downloads']:,} | {_known(f)} | {', '.join(e['model_id'] for e in f['example_models'][:3])} |")
+            lines.append(
+                f"| {_esc(f['signature'][:140])} | {f['models']} | {f['downloads']:,} | {_known(f)} | {', '.join(e['model_id'] for e in f['example_models'][:3])} |"
+            )
     else:
         lines.append("None.")
     lines += ["", f"Query: `GET {qs.get('failure_clusters', '')}`"]
@@ -116,7 +140,9 @@ def render_markdown(rep: dict[str, Any]) -> str:
     if sc:
         lines += ["| model | status | compile s | target ms | reference ms |", "|---|---|---:|---:|---:|"]
         for r in sc:
-            lines.append(f"| {r['model_id']} | {r['status']} | {r['compile_s']:.1f} | {r['target_ms'] if r['target_ms'] is not None else ''} | {r['reference_ms'] if r['reference_ms'] is not None else ''} |")
+            lines.append(
+                f"| {r['model_id']} | {r['status']} | {r['compile_s']:.1f} | {r['target_ms'] if r['target_ms'] is not None else ''} | {r['reference_ms'] if r['reference_ms'] is not None else ''} |"
+            )
     else:
         lines.append("None (no compile times recorded).")
     lines += ["", "Query: `GET /api/v1/models/{model_id}` (metrics.compile_s of each)"]
@@ -128,14 +154,21 @@ def render_markdown(rep: dict[str, Any]) -> str:
         lines += ["| model | status | downloads | error | repro |", "|---|---|---:|---|---|"]
         for f in failing[:50]:
             err = _esc(f.get("error") or f.get("reason") or "")
-            lines.append(f"| {f['model_id']} | {f['status']}{' (' + f['reason'] + ')' if f.get('reason') else ''} | {f['downloads']:,} | {err[:120]} | `{f['repro']}` |")
+            lines.append(
+                f"| {f['model_id']} | {f['status']}{' (' + f['reason'] + ')' if f.get('reason') else ''} | {f['downloads']:,} | {err[:120]} | `{f['repro']}` |"
+            )
         if total > 50:
             lines.append(f"| … {total - 50} more | | | | |")
     else:
         lines.append("None.")
-    numbers = (rep.get("queries") or {}).get("headline") or api_url("/coverage", backend=rep["backend"], tier=rep["tier"], week=rep["week"])
+    numbers = (rep.get("queries") or {}).get("headline") or api_url(
+        "/coverage", backend=rep["backend"], tier=rep["tier"], week=rep["week"]
+    )
     failing_url = api_url("/models", backend=rep["backend"])
-    lines += ["", f"Numbers: `GET {numbers}`; failing models: `GET {failing_url}{'&' if '?' in failing_url else '?'}status=...`."]
+    lines += [
+        "",
+        f"Numbers: `GET {numbers}`; failing models: `GET {failing_url}{'&' if '?' in failing_url else '?'}status=...`.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -151,11 +184,19 @@ def _known(cluster: dict[str, Any]) -> str:
 def _precision_markdown(rep: dict[str, Any]) -> list[str]:
     """The precision each backend was judged at this week, one line per backend (and per
     precision a ``--precision`` run asked for)."""
-    out = ["", "## Precision", "", "Coverage is at each backend's declared compute precision; `--precision` runs are counted apart.", ""]
+    out = [
+        "",
+        "## Precision",
+        "",
+        "Coverage is at each backend's declared compute precision; `--precision` runs are counted apart.",
+        "",
+    ]
     plines = rep.get("precision_lines")
     if plines is None:  # a report stored before precisions were recorded
         plines = [queries.precision_line(p) for p in rep.get("precision") or []]
-    out += [f"- {_esc(line)}" for line in plines] or ["No result says what it was judged at (rows stored before precisions were recorded)."]
+    out += [f"- {_esc(line)}" for line in plines] or [
+        "No result says what it was judged at (rows stored before precisions were recorded)."
+    ]
     qs = rep.get("queries") or {}
     if qs.get("precision"):
         out += ["", f"Query: `GET {qs['precision']}` (`precisions`)"]
@@ -166,7 +207,15 @@ def render_html(rep: dict[str, Any], standalone: bool = True) -> str:
     """The report page; ``standalone`` inlines Chart.js so the file works offline on its own."""
     from .pages import report_context, templates
 
-    inline = {"chart_js": (STATIC / CHART_JS).read_text(), "zoo_js": (STATIC / "zoo.js").read_text(), "css": (STATIC / "zoo.css").read_text()} if standalone else None
+    inline = (
+        {
+            "chart_js": (STATIC / CHART_JS).read_text(),
+            "zoo_js": (STATIC / "zoo.js").read_text(),
+            "css": (STATIC / "zoo.css").read_text(),
+        }
+        if standalone
+        else None
+    )
     return templates.get_template("report.html").render(**report_context(rep), standalone=inline)
 
 

@@ -2,6 +2,7 @@
 
 Opens each page in headless Chromium (the system's, through Playwright), waits for the charts,
 fails on any console error, and writes one PNG per page."""
+
 from __future__ import annotations
 
 import sys

@@ -10,12 +10,14 @@ ATen op that failed where a real backend would, so op gaps have something to ran
 On PostgreSQL rows go in with COPY (100k models × 52 weeks in minutes); elsewhere with
 executemany in chunks.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import json
 import random
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sqlalchemy import insert
 
@@ -24,28 +26,103 @@ from db.session import get_engine, session_scope
 from db.weeks import iso_week
 from zoo_runner.request import HARNESS_VERSION
 
-TASKS = [("feature-extraction", "bert", "BertModel"), ("fill-mask", "xlm-roberta", "XLMRobertaForMaskedLM"), ("image-classification", "vit", "ViTForImageClassification"),
-         ("text-generation", "llama", "LlamaForCausalLM"), ("automatic-speech-recognition", "whisper", "WhisperForConditionalGeneration"), ("text2text-generation", "t5", "T5ForConditionalGeneration"),
-         ("sentence-similarity", "mpnet", "MPNetModel"), ("text-classification", "distilbert", "DistilBertForSequenceClassification"), ("zero-shot-image-classification", "clip", "CLIPModel"),
-         ("text-generation", "qwen2", "Qwen2ForCausalLM"), ("image-segmentation", "segformer", "SegformerForSemanticSegmentation"), ("object-detection", "detr", "DetrForObjectDetection")]
-LIBS = [("transformers", 0.70), ("sentence-transformers", 0.13), ("timm", 0.06), ("diffusers", 0.03), ("open_clip", 0.03), ("gguf", 0.05)]
+TASKS = [
+    ("feature-extraction", "bert", "BertModel"),
+    ("fill-mask", "xlm-roberta", "XLMRobertaForMaskedLM"),
+    ("image-classification", "vit", "ViTForImageClassification"),
+    ("text-generation", "llama", "LlamaForCausalLM"),
+    ("automatic-speech-recognition", "whisper", "WhisperForConditionalGeneration"),
+    ("text2text-generation", "t5", "T5ForConditionalGeneration"),
+    ("sentence-similarity", "mpnet", "MPNetModel"),
+    ("text-classification", "distilbert", "DistilBertForSequenceClassification"),
+    ("zero-shot-image-classification", "clip", "CLIPModel"),
+    ("text-generation", "qwen2", "Qwen2ForCausalLM"),
+    ("image-segmentation", "segformer", "SegformerForSemanticSegmentation"),
+    ("object-detection", "detr", "DetrForObjectDetection"),
+]
+LIBS = [
+    ("transformers", 0.70),
+    ("sentence-transformers", 0.13),
+    ("timm", 0.06),
+    ("diffusers", 0.03),
+    ("open_clip", 0.03),
+    ("gguf", 0.05),
+]
 STATUS_MIX = {  # per backend kind: status → probability
-    "neuron": {"pass": 0.55, "pass_with_fallback": 0.2, "mismatch": 0.04, "compile_error": 0.08, "runtime_error": 0.04, "crash": 0.01, "timeout": 0.02, "oom": 0.01, "reference_error": 0.03, "unsupported": 0.02},
-    "default": {"pass": 0.82, "pass_with_fallback": 0.0, "mismatch": 0.03, "compile_error": 0.05, "runtime_error": 0.02, "crash": 0.005, "timeout": 0.01, "oom": 0.005, "reference_error": 0.03, "unsupported": 0.03},
+    "neuron": {
+        "pass": 0.55,
+        "pass_with_fallback": 0.2,
+        "mismatch": 0.04,
+        "compile_error": 0.08,
+        "runtime_error": 0.04,
+        "crash": 0.01,
+        "timeout": 0.02,
+        "oom": 0.01,
+        "reference_error": 0.03,
+        "unsupported": 0.02,
+    },
+    "default": {
+        "pass": 0.82,
+        "pass_with_fallback": 0.0,
+        "mismatch": 0.03,
+        "compile_error": 0.05,
+        "runtime_error": 0.02,
+        "crash": 0.005,
+        "timeout": 0.01,
+        "oom": 0.005,
+        "reference_error": 0.03,
+        "unsupported": 0.03,
+    },
 }
 # ops that fall back or fail, most common first (drawn Zipf-like)
-FALLBACK_OPS = ["aten::_fft_r2c", "aten::native_group_norm", "aten::upsample_bicubic2d", "aten::grid_sampler_2d", "aten::cumsum", "aten::complex", "aten::_embedding_bag", "aten::sort",
-                "aten::topk", "aten::nonzero", "aten::roll", "aten::_weight_norm_interface", "aten::im2col", "aten::scatter_reduce"]
+FALLBACK_OPS = [
+    "aten::_fft_r2c",
+    "aten::native_group_norm",
+    "aten::upsample_bicubic2d",
+    "aten::grid_sampler_2d",
+    "aten::cumsum",
+    "aten::complex",
+    "aten::_embedding_bag",
+    "aten::sort",
+    "aten::topk",
+    "aten::nonzero",
+    "aten::roll",
+    "aten::_weight_norm_interface",
+    "aten::im2col",
+    "aten::scatter_reduce",
+]
 ERRORS = {  # "{op}": names one op; "{op} … {op2}": two; none: no op named
-    "compile_error": [("BackendCompilerFailed", "backend='neuron' raised: lowering {op} is not supported", 0.6), ("Unsupported", "dynamic shape operator: aten::nonzero", 0.15),
-                      ("BackendCompilerFailed", "backend='neuron' raised: no lowering for {op} after decomposing {op2}", 0.1), ("InternalTorchDynamoError", "graph break in a loop body exceeded the limit", 0.15)],
-    "runtime_error": [("NotImplementedError", "{op} is not implemented for the neuron device", 0.5), ("RuntimeError", "Expected all tensors to be on the same device, but found at least two devices", 0.35),
-                      ("RuntimeError", "shape mismatch in {op}", 0.15)],
-    "mismatch": [("Mismatch", "out.logits: RMSE ratio exceeds the budget", 0.7), ("Mismatch", "out.last_hidden_state: cosine below 0.999", 0.3)],
-    "crash": [("Crash", "process died with signal SIGSEGV during target", 0.7), ("Crash", "process died with signal SIGABRT during compile", 0.3)],
-    "timeout": [("Timeout", "exceeded the time budget of 600s during compile", 0.8), ("Timeout", "exceeded the time budget of 600s during target", 0.2)],
-    "oom": [("OOM", "out of memory during target (device)", 0.6), ("OOM", "out of memory during reference (host)", 0.4)],
-    "reference_error": [("ValueError", "no input generator for this processor", 0.6), ("RuntimeError", "reference run failed in float64", 0.4)],
+    "compile_error": [
+        ("BackendCompilerFailed", "backend='neuron' raised: lowering {op} is not supported", 0.6),
+        ("Unsupported", "dynamic shape operator: aten::nonzero", 0.15),
+        ("BackendCompilerFailed", "backend='neuron' raised: no lowering for {op} after decomposing {op2}", 0.1),
+        ("InternalTorchDynamoError", "graph break in a loop body exceeded the limit", 0.15),
+    ],
+    "runtime_error": [
+        ("NotImplementedError", "{op} is not implemented for the neuron device", 0.5),
+        ("RuntimeError", "Expected all tensors to be on the same device, but found at least two devices", 0.35),
+        ("RuntimeError", "shape mismatch in {op}", 0.15),
+    ],
+    "mismatch": [
+        ("Mismatch", "out.logits: RMSE ratio exceeds the budget", 0.7),
+        ("Mismatch", "out.last_hidden_state: cosine below 0.999", 0.3),
+    ],
+    "crash": [
+        ("Crash", "process died with signal SIGSEGV during target", 0.7),
+        ("Crash", "process died with signal SIGABRT during compile", 0.3),
+    ],
+    "timeout": [
+        ("Timeout", "exceeded the time budget of 600s during compile", 0.8),
+        ("Timeout", "exceeded the time budget of 600s during target", 0.2),
+    ],
+    "oom": [
+        ("OOM", "out of memory during target (device)", 0.6),
+        ("OOM", "out of memory during reference (host)", 0.4),
+    ],
+    "reference_error": [
+        ("ValueError", "no input generator for this processor", 0.6),
+        ("RuntimeError", "reference run failed in float64", 0.4),
+    ],
     "unsupported": [("NotSupported", "needs remote code", 1.0)],
 }
 REASONS = {"unsupported": ["remote_code", "pickle_only", "no_pytorch_weights", "gated", "too_large"]}
@@ -109,7 +186,14 @@ def _copy_writer(conn, table: str, columns: list[str]) -> Callable[[list[dict]],
     return write
 
 
-def seed(models: int = 200, weeks: int = 8, backends: list[str] | None = None, seed_value: int = 0, tier: str = "tiny", progress: Callable[[int], None] | None = None) -> int:
+def seed(
+    models: int = 200,
+    weeks: int = 8,
+    backends: list[str] | None = None,
+    seed_value: int = 0,
+    tier: str = "tiny",
+    progress: Callable[[int], None] | None = None,
+) -> int:
     """Insert ``models`` catalog models (one snapshot) and ``weeks`` weekly results per model and
     backend, ending this week. Returns the number of results inserted."""
     rng = random.Random(seed_value)
@@ -126,15 +210,63 @@ def seed(models: int = 200, weeks: int = 8, backends: list[str] | None = None, s
     for i, mid in enumerate(ids):
         task, mtype, arch = TASKS[i % len(TASKS)]
         lib = _pick(rng, libs)
-        model_rows.append(dict(id=mid, library=lib, model_type=mtype, task=task, tags=[lib, mtype], custom_code=rng.random() < 0.05, gated=False, sha=None, parameters=rng.randint(10**6, 10**10), downloads=downloads[i], first_seen=now, last_seen=now))
+        model_rows.append(
+            dict(
+                id=mid,
+                library=lib,
+                model_type=mtype,
+                task=task,
+                tags=[lib, mtype],
+                custom_code=rng.random() < 0.05,
+                gated=False,
+                sha=None,
+                parameters=rng.randint(10**6, 10**10),
+                downloads=downloads[i],
+                first_seen=now,
+                last_seen=now,
+            )
+        )
     with engine.begin() as conn:
         for chunk in _chunks(model_rows):
             conn.execute(insert(Model), chunk)
-        snap_id = conn.execute(insert(Snapshot).values(source="seed", taken_at=now, n_models=models, total_downloads=sum(downloads)).returning(Snapshot.id)).scalar_one()
-        for chunk in _chunks([dict(snapshot_id=snap_id, model_id=mid, downloads=downloads[i], rank=i + 1) for i, mid in enumerate(ids)]):
+        snap_id = conn.execute(
+            insert(Snapshot)
+            .values(source="seed", taken_at=now, n_models=models, total_downloads=sum(downloads))
+            .returning(Snapshot.id)
+        ).scalar_one()
+        for chunk in _chunks(
+            [dict(snapshot_id=snap_id, model_id=mid, downloads=downloads[i], rank=i + 1) for i, mid in enumerate(ids)]
+        ):
             conn.execute(insert(SnapshotEntry), chunk)
-    result_cols = ["model_id", "revision", "tier", "backend", "device", "dtype", "status", "reason", "fingerprint", "library", "architecture", "task", "metrics", "fallback_ops", "op_census",
-                   "error", "error_signature", "versions", "details", "repro", "started_at", "duration_s", "week", "harness_version", "attempts", "precision", "precision_source"]
+    result_cols = [
+        "model_id",
+        "revision",
+        "tier",
+        "backend",
+        "device",
+        "dtype",
+        "status",
+        "reason",
+        "fingerprint",
+        "library",
+        "architecture",
+        "task",
+        "metrics",
+        "fallback_ops",
+        "op_census",
+        "error",
+        "error_signature",
+        "versions",
+        "details",
+        "repro",
+        "started_at",
+        "duration_s",
+        "week",
+        "harness_version",
+        "attempts",
+        "precision",
+        "precision_source",
+    ]
     total = 0
     for backend in backends:
         kind = "neuron" if backend.startswith("neuron") else "default"
@@ -164,7 +296,14 @@ def seed(models: int = 200, weeks: int = 8, backends: list[str] | None = None, s
         for w in range(weeks - 1, -1, -1):
             when = now - dt.timedelta(weeks=w)
             week = iso_week(when)
-            since_monday = int((when - dt.datetime.combine(when.date() - dt.timedelta(days=when.weekday()), dt.time(), tzinfo=when.tzinfo)).total_seconds())
+            since_monday = int(
+                (
+                    when
+                    - dt.datetime.combine(
+                        when.date() - dt.timedelta(days=when.weekday()), dt.time(), tzinfo=when.tzinfo
+                    )
+                ).total_seconds()
+            )
             vers = versions_for(backend, weeks - 1 - w, weeks)
             release = prev_versions is not None and vers != prev_versions
             churn = 0.15 if release else 0.05  # a release week shakes more statuses
@@ -178,31 +317,65 @@ def seed(models: int = 200, weeks: int = 8, backends: list[str] | None = None, s
                 err = None
                 if status in ERRORS:
                     etype, msg = msgs[mid]
-                    err = {"type": etype, "message": msg, "signature": f"{etype}: {msg}"[:300], "traceback": f"Traceback (most recent call last):\n  ...\n{etype}: {msg}"}
+                    err = {
+                        "type": etype,
+                        "message": msg,
+                        "signature": f"{etype}: {msg}"[:300],
+                        "traceback": f"Traceback (most recent call last):\n  ...\n{etype}: {msg}",
+                    }
                 reason = rng.choice(REASONS["unsupported"]) if status == "unsupported" else None
                 ran = status not in ("unsupported", "reference_error")
                 metrics = {
                     "max_abs_diff": round(rng.random() * (1e-2 if status == "mismatch" else 1e-5), 8) if ran else None,
                     "max_rel_diff": round(rng.random() * (1e-1 if status == "mismatch" else 1e-4), 8) if ran else None,
-                    "rmse_ratio": round(rng.uniform(0.1, 0.9) if status != "mismatch" else rng.uniform(1.5, 9), 4) if ran else None,
+                    "rmse_ratio": round(rng.uniform(0.1, 0.9) if status != "mismatch" else rng.uniform(1.5, 9), 4)
+                    if ran
+                    else None,
                     "cosine": round(1 - rng.random() * (1e-2 if status == "mismatch" else 1e-7), 9) if ran else None,
                     "compile_s": round(rng.lognormvariate(2.5, 0.8), 2) if compiled and ran else None,
-                    "reference_ms": round(rng.uniform(1, 50), 2), "target_ms": round(rng.uniform(0.2, 20), 2) if ran else None,
-                    "peak_mem_bytes": rng.randint(10**7, 10**9), "graph_breaks": rng.randint(0, 3) if compiled else None,
+                    "reference_ms": round(rng.uniform(1, 50), 2),
+                    "target_ms": round(rng.uniform(0.2, 20), 2) if ran else None,
+                    "peak_mem_bytes": rng.randint(10**7, 10**9),
+                    "graph_breaks": rng.randint(0, 3) if compiled else None,
                 }
                 judged = status not in NO_VERDICT_PRECISION
                 details: dict[str, Any] = {"seeded": True}
                 if judged:
                     details["precision_source"] = source
-                    details["strict_fp32"] = status in ("pass", "pass_with_fallback") and (declared == "fp32" or strict_rng.random() < 0.6)
-                rows.append(dict(
-                    model_id=mid, revision="", tier=tier, backend=backend, device=device, dtype="float32",
-                    status=status, reason=reason, fingerprint=f"{mtype}-{i % 50:04d}", library=model_rows[i]["library"], architecture=arch, task=task,
-                    metrics=metrics, fallback_ops=ops[mid] if status == "pass_with_fallback" else [], op_census={}, error=err, error_signature=err["signature"] if err else None,
-                    versions=vers, details=details, repro=f"zoo validate {mid} --backend {backend} --tier {tier} --json",
-                    started_at=when - dt.timedelta(seconds=min(i % 3600, since_monday)), duration_s=round(rng.uniform(5, 120), 1), week=week, harness_version=HARNESS_VERSION, attempts=1,
-                    precision=declared if judged else "fp32", precision_source=source if judged else None,
-                ))
+                    details["strict_fp32"] = status in ("pass", "pass_with_fallback") and (
+                        declared == "fp32" or strict_rng.random() < 0.6
+                    )
+                rows.append(
+                    dict(
+                        model_id=mid,
+                        revision="",
+                        tier=tier,
+                        backend=backend,
+                        device=device,
+                        dtype="float32",
+                        status=status,
+                        reason=reason,
+                        fingerprint=f"{mtype}-{i % 50:04d}",
+                        library=model_rows[i]["library"],
+                        architecture=arch,
+                        task=task,
+                        metrics=metrics,
+                        fallback_ops=ops[mid] if status == "pass_with_fallback" else [],
+                        op_census={},
+                        error=err,
+                        error_signature=err["signature"] if err else None,
+                        versions=vers,
+                        details=details,
+                        repro=f"zoo validate {mid} --backend {backend} --tier {tier} --json",
+                        started_at=when - dt.timedelta(seconds=min(i % 3600, since_monday)),
+                        duration_s=round(rng.uniform(5, 120), 1),
+                        week=week,
+                        harness_version=HARNESS_VERSION,
+                        attempts=1,
+                        precision=declared if judged else "fp32",
+                        precision_source=source if judged else None,
+                    )
+                )
             with engine.begin() as conn:
                 if pg:
                     write = _copy_writer(conn, "results", result_cols)

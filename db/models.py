@@ -1,10 +1,23 @@
 """The tables: models, catalog snapshots with their downloads, runs and results."""
+
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -46,7 +59,7 @@ class Snapshot(Base):
     source: Mapped[str] = mapped_column(String(512))
     n_models: Mapped[int] = mapped_column(Integer, default=0)
     total_downloads: Mapped[int] = mapped_column(BigInteger, default=0)
-    entries: Mapped[list["SnapshotEntry"]] = relationship(back_populates="snapshot", cascade="all, delete-orphan")
+    entries: Mapped[list[SnapshotEntry]] = relationship(back_populates="snapshot", cascade="all, delete-orphan")
 
 
 class SnapshotEntry(Base):
@@ -71,7 +84,9 @@ class Run(Base):
     tier: Mapped[str] = mapped_column(String(16))
     mode: Mapped[str] = mapped_column(String(16))  # inprocess | celery
     requested: Mapped[int] = mapped_column(Integer, default=0)
-    precision: Mapped[str | None] = mapped_column(String(8), default="auto")  # 0004: auto, or what --precision asked for
+    precision: Mapped[str | None] = mapped_column(
+        String(8), default="auto"
+    )  # 0004: auto, or what --precision asked for
     snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"))
 
 
@@ -87,12 +102,16 @@ class Result(Base):
 
     __tablename__ = "results"
     __table_args__ = (
-        UniqueConstraint("model_id", "revision", "backend", "tier", "harness_version", "week", "precision", name="uq_result_key"),  # 0004: + precision
+        UniqueConstraint(
+            "model_id", "revision", "backend", "tier", "harness_version", "week", "precision", name="uq_result_key"
+        ),  # 0004: + precision
         Index("ix_results_scope", "backend", "tier", "week", "status"),
         Index("ix_results_model_time", "model_id", "started_at"),
         Index("ix_results_started_at", "started_at"),  # 0002: newest result (data version, default scope)
         Index("ix_results_week_scope", "week", "backend", "tier"),  # 0002: the backends/tiers of a week, newest week
-        Index("ix_results_model_latest", "model_id", "backend", "tier", "started_at", "id"),  # 0002: latest per backend/tier, index-only
+        Index(
+            "ix_results_model_latest", "model_id", "backend", "tier", "started_at", "id"
+        ),  # 0002: latest per backend/tier, index-only
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     model_id: Mapped[str] = mapped_column(String(255), index=True)
@@ -123,7 +142,9 @@ class Result(Base):
     run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"))
     task_id: Mapped[str | None] = mapped_column(String(64), index=True)  # 0003: a redelivered task finds its row
     precision: Mapped[str | None] = mapped_column(String(8))  # 0004: fp32 | tf32 | bf16 | fp16
-    precision_source: Mapped[str | None] = mapped_column(String(16))  # 0004: plugin | flag | default; NULL: no verdict precision
+    precision_source: Mapped[str | None] = mapped_column(
+        String(16)
+    )  # 0004: plugin | flag | default; NULL: no verdict precision
 
 
 class Report(Base):

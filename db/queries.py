@@ -1,4 +1,5 @@
 """Reads: results in the SPEC's shape, coverage as the SPEC defines it."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -62,16 +63,36 @@ def latest_results(session: Session, model_id: str) -> list[Result]:
     and per precision a ``--precision`` flag asked for, newest first: one query that ranks the
     model's rows on their index and loads only the winners whole."""
     ranked = (
-        select(Result.id.label("rid"), func.row_number().over(partition_by=(Result.backend, Result.tier, scope_key()), order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
+        select(
+            Result.id.label("rid"),
+            func.row_number()
+            .over(
+                partition_by=(Result.backend, Result.tier, scope_key()),
+                order_by=(Result.started_at.desc(), Result.id.desc()),
+            )
+            .label("rn"),
+        )
         .where(Result.model_id == model_id)
         .subquery()
     )
-    q = select(Result).join(ranked, Result.id == ranked.c.rid).where(ranked.c.rn == 1).order_by(Result.started_at.desc(), Result.id.desc())
+    q = (
+        select(Result)
+        .join(ranked, Result.id == ranked.c.rid)
+        .where(ranked.c.rn == 1)
+        .order_by(Result.started_at.desc(), Result.id.desc())
+    )
     return list(session.scalars(q))
 
 
 def history(session: Session, model_id: str, limit: int = 500) -> list[Result]:
-    return list(session.scalars(select(Result).where(Result.model_id == model_id).order_by(Result.started_at.desc(), Result.id.desc()).limit(limit)))
+    return list(
+        session.scalars(
+            select(Result)
+            .where(Result.model_id == model_id)
+            .order_by(Result.started_at.desc(), Result.id.desc())
+            .limit(limit)
+        )
+    )
 
 
 @dataclass
@@ -115,7 +136,9 @@ class Coverage:
         return d
 
 
-def default_scope(session: Session, backend: str | None, tier: str | None, week: str | None, precision: str | None = None) -> tuple[str | None, str, str | None]:
+def default_scope(
+    session: Session, backend: str | None, tier: str | None, week: str | None, precision: str | None = None
+) -> tuple[str | None, str, str | None]:
     """Fill an unspecified backend/tier/week from the newest result (of the precision scope)."""
     q = select(Result.backend, Result.tier, Result.week).order_by(Result.started_at.desc()).limit(1)
     if precision:
@@ -145,18 +168,35 @@ def weighting_snapshot(session: Session, snapshot_id: int | None = None) -> Snap
     has_results = select(Result.id).where(Result.model_id == SnapshotEntry.model_id).exists()
     newest_first = session.scalars(select(Snapshot.id).order_by(Snapshot.taken_at.desc(), Snapshot.id.desc())).all()
     for sid in newest_first:  # one short index probe each, stopping at the first hit (usually the newest)
-        if session.scalar(select(SnapshotEntry.id).where(SnapshotEntry.snapshot_id == sid, has_results).limit(1)) is not None:
+        if (
+            session.scalar(select(SnapshotEntry.id).where(SnapshotEntry.snapshot_id == sid, has_results).limit(1))
+            is not None
+        ):
             return session.get(Snapshot, sid)
     return latest_snapshot(session)
 
 
-def coverage(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, snapshot: Snapshot | None = None, precision: str | None = None, snapshot_id: int | None = None) -> Coverage:
+def coverage(
+    session: Session,
+    backend: str | None = None,
+    tier: str | None = None,
+    week: str | None = None,
+    snapshot: Snapshot | None = None,
+    precision: str | None = None,
+    snapshot_id: int | None = None,
+) -> Coverage:
     """Coverage of a backend, tier and week at the backend's declared precision (``precision``
     None), or over the rows judged at ``precision``; weighted by ``snapshot`` (or the one
     :func:`weighting_snapshot` picks for ``snapshot_id``)."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
     snapshot = snapshot or weighting_snapshot(session, snapshot_id)
-    cov = Coverage(backend=backend, tier=tier, week=week, snapshot_id=snapshot.id if snapshot else None, precision=precision_label(precision))
+    cov = Coverage(
+        backend=backend,
+        tier=tier,
+        week=week,
+        snapshot_id=snapshot.id if snapshot else None,
+        precision=precision_label(precision),
+    )
     if snapshot is None:
         return cov
     cov.catalog_models, cov.catalog_downloads = snapshot.n_models, snapshot.total_downloads
@@ -167,7 +207,9 @@ def coverage(session: Session, backend: str | None = None, tier: str | None = No
         select(
             Result.model_id,
             Result.status,
-            func.row_number().over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"),
+            func.row_number()
+            .over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc()))
+            .label("rn"),
         )
         .where(Result.backend == backend, Result.tier == tier, Result.week == week, precision_scope(precision))
         .subquery()
@@ -190,12 +232,18 @@ def model_with_latest(session: Session, limit: int = 200) -> list[tuple[Model, d
     if snap is None:
         return []
     models = session.execute(
-        select(Model, SnapshotEntry.downloads).join(SnapshotEntry, SnapshotEntry.model_id == Model.id).where(SnapshotEntry.snapshot_id == snap.id).order_by(SnapshotEntry.rank).limit(limit)
+        select(Model, SnapshotEntry.downloads)
+        .join(SnapshotEntry, SnapshotEntry.model_id == Model.id)
+        .where(SnapshotEntry.snapshot_id == snap.id)
+        .order_by(SnapshotEntry.rank)
+        .limit(limit)
     ).all()
     ids = [m.id for m, _ in models]
     latest: dict[str, dict[str, Result]] = {i: {} for i in ids}
     if ids:
-        for r in session.scalars(select(Result).where(Result.model_id.in_(ids)).order_by(Result.started_at.asc(), Result.id.asc())):
+        for r in session.scalars(
+            select(Result).where(Result.model_id.in_(ids)).order_by(Result.started_at.asc(), Result.id.asc())
+        ):
             latest[r.model_id][f"{r.backend}/{r.tier}"] = r
     return [(m, latest[m.id]) for m, _ in models]
 
@@ -221,18 +269,23 @@ GROUP_COLUMNS = {"task": Result.task, "library": Result.library, "architecture":
 ATEN_OP = _re.compile(r"\baten(?:::|\.)([A-Za-z0-9_]+)")
 SINGLE_OP_ERROR_STATUSES = ("compile_error", "runtime_error")
 
-_CACHE: "_OrderedDict[tuple, tuple[float, tuple, Any]]" = _OrderedDict()
+_CACHE: _OrderedDict[tuple, tuple[float, tuple, Any]] = _OrderedDict()
 _CACHE_LOCK = _threading.Lock()
 _CACHE_MAX = 512
 
 
 def data_version(session: Session) -> tuple:
     """Changes whenever a result or a catalog snapshot is written (cheap: index lookups only)."""
-    row = session.execute(select(
-        select(func.max(Result.id)).scalar_subquery(), select(func.max(Result.started_at)).scalar_subquery(),
-        select(func.max(Snapshot.id)).scalar_subquery(), select(func.max(Snapshot.taken_at)).scalar_subquery(),
-        select(func.max(Report.id)).scalar_subquery(), select(func.max(Report.created_at)).scalar_subquery(),
-    )).one()
+    row = session.execute(
+        select(
+            select(func.max(Result.id)).scalar_subquery(),
+            select(func.max(Result.started_at)).scalar_subquery(),
+            select(func.max(Snapshot.id)).scalar_subquery(),
+            select(func.max(Snapshot.taken_at)).scalar_subquery(),
+            select(func.max(Report.id)).scalar_subquery(),
+            select(func.max(Report.created_at)).scalar_subquery(),
+        )
+    ).one()
     return (str(session.get_bind().url), *[str(x) for x in row])
 
 
@@ -274,7 +327,13 @@ def _latest_in_scope(backend: str, tier: str, week: str, *cols, precision: str |
     """Subquery: every result of (backend, tier, week) in the precision scope (default: the
     backend's declared precision) ranked per model, newest first (rn)."""
     return (
-        select(Result.model_id.label("mid"), *cols, func.row_number().over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
+        select(
+            Result.model_id.label("mid"),
+            *cols,
+            func.row_number()
+            .over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc()))
+            .label("rn"),
+        )
         .where(Result.backend == backend, Result.tier == tier, Result.week == week, precision_scope(precision))
         .subquery()
     )
@@ -300,7 +359,15 @@ cached_coverage = cached(coverage)
 
 
 @cached
-def coverage_grouped(session: Session, group_by: str, backend: str | None = None, tier: str | None = None, week: str | None = None, precision: str | None = None, snapshot_id: int | None = None) -> list[tuple[str | None, Coverage]]:
+def coverage_grouped(
+    session: Session,
+    group_by: str,
+    backend: str | None = None,
+    tier: str | None = None,
+    week: str | None = None,
+    precision: str | None = None,
+    snapshot_id: int | None = None,
+) -> list[tuple[str | None, Coverage]]:
     """Coverage of one scope split by task, library or architecture (the result's own fields),
     largest download denominators first."""
     col = GROUP_COLUMNS[group_by]
@@ -319,13 +386,30 @@ def coverage_grouped(session: Session, group_by: str, backend: str | None = None
     for grp, status, n, dl in session.execute(q):
         cov = groups.get(grp)
         if cov is None:
-            cov = groups[grp] = Coverage(backend=backend, tier=tier, week=week, snapshot_id=snapshot.id, catalog_models=snapshot.n_models, catalog_downloads=snapshot.total_downloads, status_counts={s: 0 for s in ALL_STATUSES}, precision=precision_label(precision))
+            cov = groups[grp] = Coverage(
+                backend=backend,
+                tier=tier,
+                week=week,
+                snapshot_id=snapshot.id,
+                catalog_models=snapshot.n_models,
+                catalog_downloads=snapshot.total_downloads,
+                status_counts={s: 0 for s in ALL_STATUSES},
+                precision=precision_label(precision),
+            )
         _accumulate(cov, status, n, dl)
     return sorted(groups.items(), key=lambda kv: (-kv[1].attempted_downloads, str(kv[0])))
 
 
 @cached
-def coverage_history(session: Session, backend: str | None = None, tier: str | None = None, weeks: int = 12, until: str | None = None, precision: str | None = None, snapshot_id: int | None = None) -> list[Coverage]:
+def coverage_history(
+    session: Session,
+    backend: str | None = None,
+    tier: str | None = None,
+    weeks: int = 12,
+    until: str | None = None,
+    precision: str | None = None,
+    snapshot_id: int | None = None,
+) -> list[Coverage]:
     """Coverage per ISO week and per (backend, tier), oldest week first, for the ``weeks`` weeks up
     to ``until`` (default: the newest week with results). Weighted by :func:`weighting_snapshot`. At
     each backend's declared precision, or over the rows judged at ``precision``."""
@@ -346,13 +430,31 @@ def coverage_history(session: Session, backend: str | None = None, tier: str | N
     if tier:
         filters.append(Result.tier == tier)
     ranked = (
-        select(Result.model_id.label("mid"), Result.backend, Result.tier, Result.week, Result.status,
-               func.row_number().over(partition_by=(Result.model_id, Result.backend, Result.tier, Result.week), order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
+        select(
+            Result.model_id.label("mid"),
+            Result.backend,
+            Result.tier,
+            Result.week,
+            Result.status,
+            func.row_number()
+            .over(
+                partition_by=(Result.model_id, Result.backend, Result.tier, Result.week),
+                order_by=(Result.started_at.desc(), Result.id.desc()),
+            )
+            .label("rn"),
+        )
         .where(*filters)
         .subquery()
     )
     q = (
-        select(ranked.c.backend, ranked.c.tier, ranked.c.week, ranked.c.status, func.count(), func.coalesce(func.sum(SnapshotEntry.downloads), 0))
+        select(
+            ranked.c.backend,
+            ranked.c.tier,
+            ranked.c.week,
+            ranked.c.status,
+            func.count(),
+            func.coalesce(func.sum(SnapshotEntry.downloads), 0),
+        )
         .join(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == snapshot.id))
         .where(ranked.c.rn == 1)
         .group_by(ranked.c.backend, ranked.c.tier, ranked.c.week, ranked.c.status)
@@ -361,7 +463,16 @@ def coverage_history(session: Session, backend: str | None = None, tier: str | N
     for b, t, w, status, n, dl in session.execute(q):
         cov = points.get((b, t, w))
         if cov is None:
-            cov = points[(b, t, w)] = Coverage(backend=b, tier=t, week=w, snapshot_id=snapshot.id, catalog_models=snapshot.n_models, catalog_downloads=snapshot.total_downloads, status_counts={s: 0 for s in ALL_STATUSES}, precision=precision_label(precision))
+            cov = points[(b, t, w)] = Coverage(
+                backend=b,
+                tier=t,
+                week=w,
+                snapshot_id=snapshot.id,
+                catalog_models=snapshot.n_models,
+                catalog_downloads=snapshot.total_downloads,
+                status_counts={s: 0 for s in ALL_STATUSES},
+                precision=precision_label(precision),
+            )
         _accumulate(cov, status, n, dl)
     return [points[k] for k in sorted(points, key=lambda k: (k[2], k[0], k[1]))]
 
@@ -372,7 +483,15 @@ def scopes(session: Session, week: str | None = None) -> list[tuple[str, str]]:
     week = week or session.scalar(select(func.max(Result.week)))
     if week is None:
         return []
-    return [(b, t) for b, t in session.execute(select(Result.backend, Result.tier).where(Result.week == week).distinct().order_by(Result.backend, Result.tier))]
+    return [
+        (b, t)
+        for b, t in session.execute(
+            select(Result.backend, Result.tier)
+            .where(Result.week == week)
+            .distinct()
+            .order_by(Result.backend, Result.tier)
+        )
+    ]
 
 
 def normalize_op(name: str) -> str:
@@ -408,32 +527,78 @@ def _weights(session: Session, snapshot: Snapshot | None, ids: list[str]) -> dic
     out: dict[str, int] = {}
     for i in range(0, len(ids), 5000):
         chunk = ids[i : i + 5000]
-        out.update(session.execute(select(SnapshotEntry.model_id, SnapshotEntry.downloads).where(SnapshotEntry.snapshot_id == snapshot.id, SnapshotEntry.model_id.in_(chunk))).all())
+        out.update(
+            session.execute(
+                select(SnapshotEntry.model_id, SnapshotEntry.downloads).where(
+                    SnapshotEntry.snapshot_id == snapshot.id, SnapshotEntry.model_id.in_(chunk)
+                )
+            ).all()
+        )
     return out
 
 
 @cached
-def op_gaps(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 50, precision: str | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
+def op_gaps(
+    session: Session,
+    backend: str | None = None,
+    tier: str | None = None,
+    week: str | None = None,
+    limit: int = 50,
+    precision: str | None = None,
+    snapshot_id: int | None = None,
+) -> dict[str, Any]:
     """Ops ranked by the downloads they would unlock (see ``blocking_op`` for the rule)."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
     snapshot = weighting_snapshot(session, snapshot_id)
     cov = coverage(session, backend=backend, tier=tier, week=week, precision=precision, snapshot=snapshot)
-    out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "precision": precision_label(precision), "valid_reference": cov.valid_reference, "valid_reference_downloads": cov.valid_reference_downloads, "items": [], "total": 0}
+    out: dict[str, Any] = {
+        "backend": backend,
+        "tier": tier,
+        "week": week,
+        "precision": precision_label(precision),
+        "valid_reference": cov.valid_reference,
+        "valid_reference_downloads": cov.valid_reference_downloads,
+        "items": [],
+        "total": 0,
+    }
     if backend is None or week is None:
         return out
-    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.fallback_ops, Result.error, precision=precision)
+    ranked = _latest_in_scope(
+        backend, tier, week, Result.status, Result.fallback_ops, Result.error, precision=precision
+    )
     rows = session.execute(
         select(ranked.c.mid, ranked.c.status, ranked.c.fallback_ops, ranked.c.error)
-        .join(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)))
+        .join(
+            SnapshotEntry,
+            (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)),
+        )
         .where(ranked.c.rn == 1, ranked.c.status.in_(("pass_with_fallback", *SINGLE_OP_ERROR_STATUSES)))
         .add_columns(SnapshotEntry.downloads)
     ).all()
     ops: dict[str, dict[str, Any]] = {}
     for mid, status, fallback, error, dl in rows:
         dl = int(dl or 0)
-        named = {normalize_op(o) for o in (fallback or [])} if status == "pass_with_fallback" else {f"aten::{m}" for m in ATEN_OP.findall(str((error or {}).get("message") or ""))}
+        named = (
+            {normalize_op(o) for o in (fallback or [])}
+            if status == "pass_with_fallback"
+            else {f"aten::{m}" for m in ATEN_OP.findall(str((error or {}).get("message") or ""))}
+        )
         for op in named:
-            e = ops.setdefault(op, {"op": op, "unlocked_downloads": 0, "unlocked_models": 0, "strict_models": 0, "strict_downloads": 0, "functional_models": 0, "functional_downloads": 0, "affected_models": 0, "affected_downloads": 0, "examples": []})
+            e = ops.setdefault(
+                op,
+                {
+                    "op": op,
+                    "unlocked_downloads": 0,
+                    "unlocked_models": 0,
+                    "strict_models": 0,
+                    "strict_downloads": 0,
+                    "functional_models": 0,
+                    "functional_downloads": 0,
+                    "affected_models": 0,
+                    "affected_downloads": 0,
+                    "examples": [],
+                },
+            )
             e["affected_models"] += 1
             e["affected_downloads"] += dl
         blk = blocking_op(status, fallback, error)
@@ -457,7 +622,16 @@ def op_gaps(session: Session, backend: str | None = None, tier: str | None = Non
 
 
 @cached
-def failure_clusters(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, status: str | None = None, limit: int = 50, precision: str | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
+def failure_clusters(
+    session: Session,
+    backend: str | None = None,
+    tier: str | None = None,
+    week: str | None = None,
+    status: str | None = None,
+    limit: int = 50,
+    precision: str | None = None,
+    snapshot_id: int | None = None,
+) -> dict[str, Any]:
     """Failing latest results (any status but pass / pass_with_fallback) grouped by error
     signature (the status itself where a result has none), by downloads."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
@@ -468,10 +642,22 @@ def failure_clusters(session: Session, backend: str | None = None, tier: str | N
     if backend is None or week is None:
         return out
     snapshot = weighting_snapshot(session, snapshot_id)
-    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.reason, Result.error_signature, Result.details, precision=precision)
+    ranked = _latest_in_scope(
+        backend, tier, week, Result.status, Result.reason, Result.error_signature, Result.details, precision=precision
+    )
     q = (
-        select(ranked.c.mid, ranked.c.status, ranked.c.reason, ranked.c.error_signature, func.coalesce(SnapshotEntry.downloads, 0), ranked.c.details)
-        .outerjoin(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)))
+        select(
+            ranked.c.mid,
+            ranked.c.status,
+            ranked.c.reason,
+            ranked.c.error_signature,
+            func.coalesce(SnapshotEntry.downloads, 0),
+            ranked.c.details,
+        )
+        .outerjoin(
+            SnapshotEntry,
+            (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)),
+        )
         .where(ranked.c.rn == 1, ranked.c.status.not_in(tuple(PASSING)))
     )
     if status:
@@ -481,7 +667,20 @@ def failure_clusters(session: Session, backend: str | None = None, tier: str | N
     for mid, st, reason, sig, dl, details in session.execute(q):
         dl = int(dl or 0)
         key = sig or (f"{st}: {reason}" if reason else st)
-        g = groups.setdefault(key, {"signature": key, "error_type": key.split(":", 1)[0] if sig else None, "models": 0, "downloads": 0, "statuses": {}, "examples": [], "known": 0, "expired": 0, "known_failure": None})
+        g = groups.setdefault(
+            key,
+            {
+                "signature": key,
+                "error_type": key.split(":", 1)[0] if sig else None,
+                "models": 0,
+                "downloads": 0,
+                "statuses": {},
+                "examples": [],
+                "known": 0,
+                "expired": 0,
+                "known_failure": None,
+            },
+        )
         g["models"] += 1
         g["downloads"] += dl
         g["statuses"][st] = g["statuses"].get(st, 0) + 1
@@ -503,7 +702,9 @@ def failure_clusters(session: Session, backend: str | None = None, tier: str | N
             g["known"] += 1
     items = sorted(groups.values(), key=lambda g: (-g["downloads"], -g["models"], g["signature"]))
     for g in items:
-        g["example_models"] = [{"model_id": m, "downloads": d} for d, m in sorted(g.pop("examples"), key=lambda t: (-t[0], t[1]))[:5]]
+        g["example_models"] = [
+            {"model_id": m, "downloads": d} for d, m in sorted(g.pop("examples"), key=lambda t: (-t[0], t[1]))[:5]
+        ]
     out["total"] = len(items)
     out["items"] = items[:limit]
     return out
@@ -522,21 +723,50 @@ def known_failure_now(known: Any, today: _dt.date | None = None) -> dict[str, An
 
 
 @cached
-def transitions(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, since: str | None = None, direction: str = "regressed", limit: int = 200, precision: str | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
+def transitions(
+    session: Session,
+    backend: str | None = None,
+    tier: str | None = None,
+    week: str | None = None,
+    since: str | None = None,
+    direction: str = "regressed",
+    limit: int = 200,
+    precision: str | None = None,
+    snapshot_id: int | None = None,
+) -> dict[str, Any]:
     """Models whose latest result changed between ``since`` (default: the week before) and ``week``:
     ``regressed`` = passing (pass / pass_with_fallback) then, failing now; ``fixed`` = the reverse.
     With each: both statuses, the error now, and the versions of the first failing (or first
     passing) result next to those of the last result before it, with what changed."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
-    out: dict[str, Any] = {"backend": backend, "tier": tier, "week": week, "precision": precision_label(precision), "since": None, "direction": direction, "items": [], "total": 0, "downloads": 0}
+    out: dict[str, Any] = {
+        "backend": backend,
+        "tier": tier,
+        "week": week,
+        "precision": precision_label(precision),
+        "since": None,
+        "direction": direction,
+        "items": [],
+        "total": 0,
+        "downloads": 0,
+    }
     if backend is None or week is None:
         return out
     since = since or previous_week(week)
     out["since"] = since
     snapshot = weighting_snapshot(session, snapshot_id)
-    now = _latest_in_scope(backend, tier, week, Result.status, Result.error_signature, Result.versions, Result.repro, precision=precision)
+    now = _latest_in_scope(
+        backend, tier, week, Result.status, Result.error_signature, Result.versions, Result.repro, precision=precision
+    )
     then = (
-        select(Result.model_id.label("mid"), Result.status, Result.versions, func.row_number().over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc())).label("rn"))
+        select(
+            Result.model_id.label("mid"),
+            Result.status,
+            Result.versions,
+            func.row_number()
+            .over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc()))
+            .label("rn"),
+        )
         .where(Result.backend == backend, Result.tier == tier, Result.week == since, precision_scope(precision))
         .subquery("then")
     )
@@ -544,16 +774,42 @@ def transitions(session: Session, backend: str | None = None, tier: str | None =
     cond_now = now.c.status.not_in(passing) if direction == "regressed" else now.c.status.in_(passing)
     cond_then = then.c.status.in_(passing) if direction == "regressed" else then.c.status.not_in(passing)
     q = (
-        select(now.c.mid, then.c.status, now.c.status, now.c.error_signature, then.c.versions, now.c.versions, now.c.repro, func.coalesce(SnapshotEntry.downloads, 0))
+        select(
+            now.c.mid,
+            then.c.status,
+            now.c.status,
+            now.c.error_signature,
+            then.c.versions,
+            now.c.versions,
+            now.c.repro,
+            func.coalesce(SnapshotEntry.downloads, 0),
+        )
         .join(then, and_(then.c.mid == now.c.mid, then.c.rn == 1))
-        .outerjoin(SnapshotEntry, (SnapshotEntry.model_id == now.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)))
+        .outerjoin(
+            SnapshotEntry,
+            (SnapshotEntry.model_id == now.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)),
+        )
         .where(now.c.rn == 1, cond_now, cond_then)
     )
     items = []
     for mid, st_then, st_now, sig, v_then, v_now, repro, dl in session.execute(q):
         v_then, v_now = v_then or {}, v_now or {}
-        changed = {k: [v_then.get(k), v_now.get(k)] for k in sorted(set(v_then) | set(v_now)) if v_then.get(k) != v_now.get(k)}
-        items.append({"model_id": mid, "downloads": int(dl or 0), "status_before": st_then, "status_now": st_now, "error_signature": sig, "first_versions": v_now, "previous_versions": v_then, "changed_versions": changed, "repro": repro})
+        changed = {
+            k: [v_then.get(k), v_now.get(k)] for k in sorted(set(v_then) | set(v_now)) if v_then.get(k) != v_now.get(k)
+        }
+        items.append(
+            {
+                "model_id": mid,
+                "downloads": int(dl or 0),
+                "status_before": st_then,
+                "status_now": st_now,
+                "error_signature": sig,
+                "first_versions": v_now,
+                "previous_versions": v_then,
+                "changed_versions": changed,
+                "repro": repro,
+            }
+        )
     items.sort(key=lambda i: (-i["downloads"], i["model_id"]))
     out["total"] = len(items)
     out["downloads"] = sum(i["downloads"] for i in items)
@@ -562,13 +818,30 @@ def transitions(session: Session, backend: str | None = None, tier: str | None =
 
 
 @cached
-def slowest_compiles(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 10, precision: str | None = None) -> list[dict[str, Any]]:
+def slowest_compiles(
+    session: Session,
+    backend: str | None = None,
+    tier: str | None = None,
+    week: str | None = None,
+    limit: int = 10,
+    precision: str | None = None,
+) -> list[dict[str, Any]]:
     backend, tier, week = default_scope(session, backend, tier, week, precision)
     if backend is None or week is None:
         return []
     ranked = _latest_in_scope(backend, tier, week, Result.status, Result.metrics, precision=precision)
     rows = session.execute(select(ranked.c.mid, ranked.c.status, ranked.c.metrics).where(ranked.c.rn == 1)).all()
-    out = [{"model_id": m, "status": s, "compile_s": (mt or {}).get("compile_s"), "target_ms": (mt or {}).get("target_ms"), "reference_ms": (mt or {}).get("reference_ms")} for m, s, mt in rows if isinstance((mt or {}).get("compile_s"), (int, float))]
+    out = [
+        {
+            "model_id": m,
+            "status": s,
+            "compile_s": (mt or {}).get("compile_s"),
+            "target_ms": (mt or {}).get("target_ms"),
+            "reference_ms": (mt or {}).get("reference_ms"),
+        }
+        for m, s, mt in rows
+        if isinstance((mt or {}).get("compile_s"), (int, float))
+    ]
     out.sort(key=lambda r: (-r["compile_s"], r["model_id"]))
     return out[:limit]
 
@@ -579,7 +852,9 @@ def latest_status_map(session: Session, ids: list[str], weeks: int | None = None
     out: dict[str, dict[str, str]] = {i: {} for i in ids}
     if not ids:
         return out
-    q = select(Result.model_id, Result.backend, Result.tier, Result.status).where(Result.model_id.in_(ids), precision_scope())
+    q = select(Result.model_id, Result.backend, Result.tier, Result.status).where(
+        Result.model_id.in_(ids), precision_scope()
+    )
     if weeks:
         newest = session.scalar(select(func.max(Result.week)))
         if newest:
@@ -599,21 +874,53 @@ def newest_week(session: Session) -> str | None:
 
 
 @cached
-def failing_models(session: Session, backend: str | None = None, tier: str | None = None, week: str | None = None, limit: int = 100, precision: str | None = None, snapshot_id: int | None = None) -> dict[str, Any]:
+def failing_models(
+    session: Session,
+    backend: str | None = None,
+    tier: str | None = None,
+    week: str | None = None,
+    limit: int = 100,
+    precision: str | None = None,
+    snapshot_id: int | None = None,
+) -> dict[str, Any]:
     """Failing latest results of a scope, most downloaded first (for the report)."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
     if backend is None or week is None:
         return {"items": [], "total": 0}
     snapshot = weighting_snapshot(session, snapshot_id)
-    ranked = _latest_in_scope(backend, tier, week, Result.status, Result.reason, Result.error, Result.repro, precision=precision)
+    ranked = _latest_in_scope(
+        backend, tier, week, Result.status, Result.reason, Result.error, Result.repro, precision=precision
+    )
     base = (
-        select(ranked.c.mid, ranked.c.status, ranked.c.reason, ranked.c.error, ranked.c.repro, func.coalesce(SnapshotEntry.downloads, 0).label("dl"))
-        .outerjoin(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)))
+        select(
+            ranked.c.mid,
+            ranked.c.status,
+            ranked.c.reason,
+            ranked.c.error,
+            ranked.c.repro,
+            func.coalesce(SnapshotEntry.downloads, 0).label("dl"),
+        )
+        .outerjoin(
+            SnapshotEntry,
+            (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)),
+        )
         .where(ranked.c.rn == 1, ranked.c.status.not_in(tuple(PASSING)))
     )
     total = session.scalar(select(func.count()).select_from(base.subquery())) or 0
-    rows = session.execute(base.order_by(func.coalesce(SnapshotEntry.downloads, 0).desc(), ranked.c.mid).limit(limit)).all()
-    items = [{"model_id": m, "status": st, "reason": rs, "downloads": int(dl or 0), "error": ((err or {}).get("message") or "")[:200], "repro": repro} for m, st, rs, err, repro, dl in rows]
+    rows = session.execute(
+        base.order_by(func.coalesce(SnapshotEntry.downloads, 0).desc(), ranked.c.mid).limit(limit)
+    ).all()
+    items = [
+        {
+            "model_id": m,
+            "status": st,
+            "reason": rs,
+            "downloads": int(dl or 0),
+            "error": ((err or {}).get("message") or "")[:200],
+            "repro": repro,
+        }
+        for m, st, rs, err, repro, dl in rows
+    ]
     return {"items": items, "total": total}
 
 
@@ -621,7 +928,9 @@ SOURCE_WORDS = {"plugin": "declared by the plugin", "default": "the default", "f
 
 
 @cached
-def precision_summary(session: Session, week: str | None = None, backend: str | None = None, tier: str | None = None) -> list[dict[str, Any]]:
+def precision_summary(
+    session: Session, week: str | None = None, backend: str | None = None, tier: str | None = None
+) -> list[dict[str, Any]]:
     """What the rows of a week (default: the newest) were judged at, per backend and tier: one item
     per (precision, source) with its rows and how many of them would also meet the fp32 budget
     (``details.strict_fp32``). Rows without a verdict precision are left out. Declared precisions
@@ -631,7 +940,14 @@ def precision_summary(session: Session, week: str | None = None, backend: str | 
         return []
     strict = case((Result.details["strict_fp32"].as_boolean().is_(True), 1), else_=0)
     q = (
-        select(Result.backend, Result.tier, Result.precision, Result.precision_source, func.count(), func.coalesce(func.sum(strict), 0))
+        select(
+            Result.backend,
+            Result.tier,
+            Result.precision,
+            Result.precision_source,
+            func.count(),
+            func.coalesce(func.sum(strict), 0),
+        )
         .where(Result.week == week, Result.precision_source.is_not(None))
         .group_by(Result.backend, Result.tier, Result.precision, Result.precision_source)
     )
@@ -640,7 +956,16 @@ def precision_summary(session: Session, week: str | None = None, backend: str | 
     if tier:
         q = q.where(Result.tier == tier)
     items = [
-        {"backend": b, "tier": t, "week": week, "precision": p, "source": src, "declared": src != "flag", "rows": int(n), "strict_fp32": int(k or 0)}
+        {
+            "backend": b,
+            "tier": t,
+            "week": week,
+            "precision": p,
+            "source": src,
+            "declared": src != "flag",
+            "rows": int(n),
+            "strict_fp32": int(k or 0),
+        }
         for b, t, p, src, n, k in session.execute(q)
     ]
     items.sort(key=lambda i: (i["backend"], i["tier"], not i["declared"], -i["rows"], i["precision"]))

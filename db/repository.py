@@ -1,12 +1,14 @@
 """Writes: catalog snapshots and validation results (idempotent upserts), sweeps, task attempts and
 plan caches. Reads live in :mod:`db.queries`; neither imports the other (they share :mod:`db.weeks`
 and :mod:`db.rows`)."""
+
 from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.orm import Session
@@ -47,7 +49,9 @@ def _chunks(items: Iterable[CatalogEntry], n: int) -> Iterator[list[CatalogEntry
         yield chunk
 
 
-def store_snapshot(session: Session, entries: Iterable[CatalogEntry], source: str, taken_at: dt.datetime | None = None, progress=None) -> Snapshot:
+def store_snapshot(
+    session: Session, entries: Iterable[CatalogEntry], source: str, taken_at: dt.datetime | None = None, progress=None
+) -> Snapshot:
     """Store a dated snapshot, upserting models; streamed in chunks, duplicates ignored.
 
     On PostgreSQL and SQLite each chunk is one multi-row ``INSERT .. ON CONFLICT DO UPDATE`` of
@@ -107,7 +111,20 @@ def _upsert_models(session: Session, chunk: list[CatalogEntry], now: dt.datetime
     session.execute(
         stmt,
         [
-            {"id": e.model_id, "library": e.library, "model_type": e.model_type, "task": e.task, "tags": e.tags, "custom_code": e.custom_code, "gated": e.gated, "sha": e.sha, "parameters": e.parameters, "downloads": e.downloads, "first_seen": now, "last_seen": now}
+            {
+                "id": e.model_id,
+                "library": e.library,
+                "model_type": e.model_type,
+                "task": e.task,
+                "tags": e.tags,
+                "custom_code": e.custom_code,
+                "gated": e.gated,
+                "sha": e.sha,
+                "parameters": e.parameters,
+                "downloads": e.downloads,
+                "first_seen": now,
+                "last_seen": now,
+            }
             for e in chunk
         ],
     )
@@ -123,12 +140,26 @@ def _merge_models(session: Session, chunk: list[CatalogEntry], now: dt.datetime)
             m = Model(id=e.model_id, first_seen=now)
             session.add(m)
         m.library, m.model_type, m.task = e.library, e.model_type, e.task
-        m.tags, m.custom_code, m.gated, m.sha, m.parameters = e.tags, e.custom_code, e.gated, e.sha or m.sha, e.parameters
+        m.tags, m.custom_code, m.gated, m.sha, m.parameters = (
+            e.tags,
+            e.custom_code,
+            e.gated,
+            e.sha or m.sha,
+            e.parameters,
+        )
         m.downloads, m.last_seen = e.downloads, now
     session.flush()
 
 
-def start_run(session: Session, backend: str, tier: str, mode: str, requested: int, snapshot_id: int | None, precision: str = "auto") -> Run:
+def start_run(
+    session: Session,
+    backend: str,
+    tier: str,
+    mode: str,
+    requested: int,
+    snapshot_id: int | None,
+    precision: str = "auto",
+) -> Run:
     run = Run(backend=backend, tier=tier, mode=mode, requested=requested, snapshot_id=snapshot_id, precision=precision)
     session.add(run)
     session.flush()
@@ -180,7 +211,13 @@ def _stored_source(existing: str | None, new: str | None) -> str | None:
 RESULT_KEY = ("model_id", "revision", "backend", "tier", "harness_version", "week", "precision")  # uq_result_key
 
 
-def store_result(session: Session, result: dict[str, Any], run_id: int | None = None, task_id: str | None = None, model_id: str | None = None) -> Result:
+def store_result(
+    session: Session,
+    result: dict[str, Any],
+    run_id: int | None = None,
+    task_id: str | None = None,
+    model_id: str | None = None,
+) -> Result:
     """Upsert one SPEC result on (model, revision, backend, tier, harness version, week, precision).
 
     On PostgreSQL and SQLite one ``INSERT .. ON CONFLICT (uq_result_key) DO UPDATE``: a concurrent
@@ -205,7 +242,10 @@ def store_result(session: Session, result: dict[str, Any], run_id: int | None = 
         library=result.get("library"),
         architecture=result.get("architecture"),
         task=result.get("task"),
-        metrics={k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in (result.get("metrics") or {}).items()},
+        metrics={
+            k: (v if not isinstance(v, float) or math.isfinite(v) else None)
+            for k, v in (result.get("metrics") or {}).items()
+        },
         fallback_ops=result.get("fallback_ops") or [],
         op_census=result.get("op_census") or {},
         error=error,
@@ -229,8 +269,14 @@ def _upsert_result(session: Session, values: dict[str, Any]) -> Result:
     col = Result.__table__.c
     stmt = _upsert_insert(session, Result).values(**values)
     ex = stmt.excluded
-    keep_source = and_(ex.precision_source == "flag", col.precision_source.is_not(None), col.precision_source != "flag")  # _stored_source
-    update = {k: getattr(ex, k) for k in values if k not in RESULT_KEY and k not in ("attempts", "run_id", "task_id", "precision_source")}
+    keep_source = and_(
+        ex.precision_source == "flag", col.precision_source.is_not(None), col.precision_source != "flag"
+    )  # _stored_source
+    update = {
+        k: getattr(ex, k)
+        for k in values
+        if k not in RESULT_KEY and k not in ("attempts", "run_id", "task_id", "precision_source")
+    }
     update.update(
         attempts=func.coalesce(col.attempts, 0) + 1,
         run_id=func.coalesce(ex.run_id, col.run_id),
@@ -278,7 +324,14 @@ def shared_result(session: Session, fingerprint: str, req: Any) -> dict[str, Any
     count (not copies)."""
     row = session.scalars(
         select(Result)
-        .where(Result.fingerprint == fingerprint, Result.backend == req.backend, Result.tier == req.tier, Result.week == iso_week(), Result.harness_version == HARNESS_VERSION, Result.model_id != req.model_id)
+        .where(
+            Result.fingerprint == fingerprint,
+            Result.backend == req.backend,
+            Result.tier == req.tier,
+            Result.week == iso_week(),
+            Result.harness_version == HARNESS_VERSION,
+            Result.model_id != req.model_id,
+        )
         .where(same_precision(getattr(req, "precision", "auto")))
         .order_by(Result.started_at.desc())
         .limit(20)
@@ -288,7 +341,13 @@ def shared_result(session: Session, fingerprint: str, req: Any) -> dict[str, Any
         return None
     out = result_dict(row)
     out.pop("week", None)
-    out.update(model_id=req.model_id, revision=req.revision, repro=req.repro(), started_at=utcnow().isoformat(timespec="seconds"), duration_s=0.0)
+    out.update(
+        model_id=req.model_id,
+        revision=req.revision,
+        repro=req.repro(),
+        started_at=utcnow().isoformat(timespec="seconds"),
+        duration_s=0.0,
+    )
     out["details"] = {**(row.details or {}), "deduplicated_from": row.model_id}
     return out
 
@@ -305,7 +364,15 @@ def _upsert_insert(session: Session, table):
     return insert(table)
 
 
-def claim_sweep(session: Session, kind: str, period: str, backend: str, tier: str, host: str | None = None, stale_after_s: float | None = 3600.0) -> int | None:
+def claim_sweep(
+    session: Session,
+    kind: str,
+    period: str,
+    backend: str,
+    tier: str,
+    host: str | None = None,
+    stale_after_s: float | None = 3600.0,
+) -> int | None:
     """Claim the sweep of ``kind`` for ``period`` (an ISO week, a day): the new sweep's id, or
     None when it was already claimed (by another beat, or an earlier delivery of the same task).
     Committed at once, so that the claim is visible to every other process."""
@@ -313,7 +380,17 @@ def claim_sweep(session: Session, kind: str, period: str, backend: str, tier: st
 
     stmt = (
         _upsert_insert(session, Sweep.__table__)
-        .values(kind=kind, period=period, backend=backend, tier=tier, started_at=utcnow(), candidates=0, enqueued=0, deduplicated=0, host=host)
+        .values(
+            kind=kind,
+            period=period,
+            backend=backend,
+            tier=tier,
+            started_at=utcnow(),
+            candidates=0,
+            enqueued=0,
+            deduplicated=0,
+            host=host,
+        )
         .on_conflict_do_nothing(index_elements=["kind", "period", "backend", "tier"])
         .returning(Sweep.__table__.c.id)
     )
@@ -322,10 +399,22 @@ def claim_sweep(session: Session, kind: str, period: str, backend: str, tier: st
         # claimed, never finished, and long ago: its sweeper died; take it over (one taker wins)
         from sqlalchemy import update
 
-        old = session.execute(select(Sweep.id, Sweep.started_at).where(Sweep.kind == kind, Sweep.period == period, Sweep.backend == backend, Sweep.tier == tier, Sweep.finished_at.is_(None))).first()
+        old = session.execute(
+            select(Sweep.id, Sweep.started_at).where(
+                Sweep.kind == kind,
+                Sweep.period == period,
+                Sweep.backend == backend,
+                Sweep.tier == tier,
+                Sweep.finished_at.is_(None),
+            )
+        ).first()
         started = old and (old.started_at if old.started_at.tzinfo else old.started_at.replace(tzinfo=dt.timezone.utc))
         if old is not None and (utcnow() - started).total_seconds() > stale_after_s:
-            res = session.execute(update(Sweep).where(Sweep.id == old.id, Sweep.started_at == old.started_at, Sweep.finished_at.is_(None)).values(started_at=utcnow(), host=host))
+            res = session.execute(
+                update(Sweep)
+                .where(Sweep.id == old.id, Sweep.started_at == old.started_at, Sweep.finished_at.is_(None))
+                .values(started_at=utcnow(), host=host)
+            )
             if res.rowcount == 1:
                 sweep_id = old.id
     session.commit()
@@ -341,7 +430,9 @@ def release_sweep(session: Session, sweep_id: int) -> None:
     session.execute(delete(Sweep).where(Sweep.id == sweep_id, Sweep.finished_at.is_(None)))
 
 
-def finish_sweep(session: Session, sweep_id: int, candidates: int, enqueued: int, deduplicated: int, run_id: int | None) -> None:
+def finish_sweep(
+    session: Session, sweep_id: int, candidates: int, enqueued: int, deduplicated: int, run_id: int | None
+) -> None:
     from .models import Sweep
 
     sweep = session.get(Sweep, sweep_id)
@@ -356,8 +447,19 @@ def record_attempt(session: Session, task_id: str, model_id: str, backend: str, 
 
     table = TaskAttempt.__table__
     now = utcnow()
-    stmt = _upsert_insert(session, table).values(task_id=task_id, model_id=model_id, backend=backend, tier=tier, attempts=1, first_at=now, last_at=now, gave_up=False)
-    stmt = stmt.on_conflict_do_update(index_elements=["task_id"], set_={"attempts": table.c.attempts + 1, "last_at": now}).returning(table.c.attempts)
+    stmt = _upsert_insert(session, table).values(
+        task_id=task_id,
+        model_id=model_id,
+        backend=backend,
+        tier=tier,
+        attempts=1,
+        first_at=now,
+        last_at=now,
+        gave_up=False,
+    )
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["task_id"], set_={"attempts": table.c.attempts + 1, "last_at": now}
+    ).returning(table.c.attempts)
     attempts = int(session.execute(stmt).scalar() or 1)
     session.commit()
     return attempts
@@ -395,5 +497,7 @@ def store_plan(session: Session, model_id: str, tier: str, sha: str | None, fing
     table = ModelPlan.__table__
     values = dict(model_id=model_id, tier=tier, sha=sha or "", fingerprint=fingerprint, computed_at=utcnow())
     stmt = _upsert_insert(session, table).values(**values)
-    stmt = stmt.on_conflict_do_update(index_elements=["model_id", "tier"], set_={k: values[k] for k in ("sha", "fingerprint", "computed_at")})
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["model_id", "tier"], set_={k: values[k] for k in ("sha", "fingerprint", "computed_at")}
+    )
     session.execute(stmt)

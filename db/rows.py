@@ -1,5 +1,6 @@
 """A stored result as the SPEC's JSON shape: the one serialisation the API, the dedup copies and
 the pages share. A leaf module (reads and writes both use it)."""
+
 from __future__ import annotations
 
 from typing import Any

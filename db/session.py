@@ -1,13 +1,14 @@
 """Engine and sessions from ``ZOO_DATABASE_URL``; migrations applied on first use."""
+
 from __future__ import annotations
 
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
@@ -46,12 +47,14 @@ def get_engine(url: str | None = None) -> Engine:
         kwargs.update(pool_size=10, max_overflow=20)
     engine = create_engine(url, **kwargs)
     if url.startswith("sqlite"):
+
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn, _):  # WAL lets the API read while workers write
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
+
     return engine
 
 
@@ -85,9 +88,13 @@ def upgrade(url: str | None = None) -> str:
                     conn.execute(text("SELECT pg_advisory_unlock(724991)"))
                     conn.commit()
     except OperationalError as exc:
-        raise DatabaseUnavailable(f"database {_redact(url)} is unreachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}") from exc
+        raise DatabaseUnavailable(
+            f"database {_redact(url)} is unreachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
+        ) from exc
     except SQLAlchemyError as exc:
-        raise DatabaseUnavailable(f"database {_redact(url)} could not be migrated: {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from exc
+        raise DatabaseUnavailable(
+            f"database {_redact(url)} could not be migrated: {exc.__class__.__name__}: {str(exc).splitlines()[0]}"
+        ) from exc
     return ScriptDirectory.from_config(cfg).get_current_head() or ""
 
 
@@ -113,7 +120,9 @@ def _ensure_schema(url: str) -> None:
         with get_engine(url).connect() as conn:
             current = MigrationContext.configure(conn).get_current_revision()
     except OperationalError as exc:
-        raise DatabaseUnavailable(f"database {_redact(url)} is unreachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}") from exc
+        raise DatabaseUnavailable(
+            f"database {_redact(url)} is unreachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
+        ) from exc
     head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
     if current != head:
         upgrade(url)
@@ -136,7 +145,9 @@ def session_scope(url: str | None = None) -> Iterator[Session]:
         session.commit()
     except OperationalError as exc:
         session.rollback()
-        raise DatabaseUnavailable(f"database {_redact(url)} failed: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}") from exc
+        raise DatabaseUnavailable(
+            f"database {_redact(url)} failed: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
+        ) from exc
     except BaseException:
         session.rollback()
         raise

@@ -3,6 +3,7 @@
 A leaf module: the reads (:mod:`db.queries`), the writes (:mod:`db.repository`) and the layers
 above share it without importing each other.
 """
+
 from __future__ import annotations
 
 import datetime as dt

@@ -1,6 +1,7 @@
 """The catalog: its sources (the Hub through huggingface_hub, a snapshot CSV, the builtin arch:
 list), each row checked against bounds, and their sync into dated snapshots (:func:`sync`,
 :func:`ensure_catalog`, :func:`refresh`)."""
+
 from __future__ import annotations
 
 import ast
@@ -10,9 +11,10 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO
 
 from tqdm import tqdm
 
@@ -28,7 +30,9 @@ HUB_FIELDS = ["downloads", "pipeline_tag", "library_name", "tags", "gated", "sha
 
 
 def _model_type(tags: list[str]) -> str | None:
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # a real module: no lazy-import race with other threads
+    from transformers.models.auto.configuration_auto import (
+        CONFIG_MAPPING,
+    )  # a real module: no lazy-import race with other threads
 
     for t in tags:
         if t in CONFIG_MAPPING:
@@ -62,7 +66,9 @@ def check_model_id(model_id: str) -> None:
         raise BadRow(f"model_id {_short(model_id)} has a NUL byte")
     if model_id.startswith("arch:"):
         if not _ARCH_ID.fullmatch(model_id):
-            raise BadRow(f"model_id {_short(model_id)} is not arch:<ClassName> (a Python identifier of at most 96 characters)")
+            raise BadRow(
+                f"model_id {_short(model_id)} is not arch:<ClassName> (a Python identifier of at most 96 characters)"
+            )
         return
     if len(model_id) > 96:
         raise BadRow(f"model_id {_short(model_id)} is {len(model_id)} characters long, over the Hub's limit of 96")
@@ -136,7 +142,9 @@ def check_entry(e: CatalogEntry) -> CatalogEntry:
     check_tags(e.tags)
     for what, value in (("task", e.task), ("model_type", e.model_type), ("library", e.library), ("sha", e.sha)):
         if value is not None and (not isinstance(value, str) or len(value) > MAX_TEXT_CHARS or "\x00" in value):
-            raise BadRow(f"{_short(e.model_id)}: {what} {_short(repr(value))} is not a string of at most {MAX_TEXT_CHARS} characters")
+            raise BadRow(
+                f"{_short(e.model_id)}: {what} {_short(repr(value))} is not a string of at most {MAX_TEXT_CHARS} characters"
+            )
     return e
 
 
@@ -164,9 +172,18 @@ class IngestReport:
         skipped = self.invalid + self.duplicates
         if skipped:
             more = f"; the first {REPORT_LINES} are listed above" if skipped > REPORT_LINES else ""
-            log.warning("%s: %d row(s) skipped (%d invalid, %d duplicate)%s", self.source, skipped, self.invalid, self.duplicates, more)
+            log.warning(
+                "%s: %d row(s) skipped (%d invalid, %d duplicate)%s",
+                self.source,
+                skipped,
+                self.invalid,
+                self.duplicates,
+                more,
+            )
         if not self.accepted:
-            raise CatalogError(f"{self.source}: no valid catalog rows" + (f" ({skipped} skipped, see above)" if skipped else ""))
+            raise CatalogError(
+                f"{self.source}: no valid catalog rows" + (f" ({skipped} skipped, see above)" if skipped else "")
+            )
 
 
 def _lines(f: BinaryIO, path: str, oversized: set[int]) -> Iterator[str]:
@@ -188,7 +205,9 @@ def _lines(f: BinaryIO, path: str, oversized: set[int]) -> Iterator[str]:
         try:
             yield raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
         except UnicodeDecodeError as exc:
-            raise CatalogError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}): a binary file, or another encoding? Save it as UTF-8") from None
+            raise CatalogError(
+                f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}): a binary file, or another encoding? Save it as UTF-8"
+            ) from None
 
 
 def from_file(path: str, report: IngestReport | None = None) -> Iterator[CatalogEntry]:
@@ -201,7 +220,9 @@ def from_file(path: str, report: IngestReport | None = None) -> Iterator[Catalog
     that has no valid row at all, is a CatalogError (nothing is stored: the caller's transaction
     rolls back)."""
     if not os.path.isfile(path):
-        raise CatalogError(f"catalog file {path} " + ("is not a regular file" if os.path.exists(path) else "does not exist"))
+        raise CatalogError(
+            f"catalog file {path} " + ("is not a regular file" if os.path.exists(path) else "does not exist")
+        )
     report = report or IngestReport(path)
     oversized: set[int] = set()
     try:
@@ -212,11 +233,19 @@ def from_file(path: str, report: IngestReport | None = None) -> Iterator[Catalog
             except csv.Error as exc:
                 raise CatalogError(f"{path}:1: not a catalog CSV ({exc})") from None
             if 1 in oversized or cols is None or "\x00" in "".join(cols):
-                why = "is empty" if cols is None else "its header line is over 1 MB" if 1 in oversized else "has NUL bytes on line 1: a binary file, or UTF-16?"
+                why = (
+                    "is empty"
+                    if cols is None
+                    else "its header line is over 1 MB"
+                    if 1 in oversized
+                    else "has NUL bytes on line 1: a binary file, or UTF-16?"
+                )
                 raise CatalogError(f"{path}: not a catalog CSV: {why}")
             missing = [c for c in REQUIRED_COLUMNS if c not in cols]
             if missing:
-                raise CatalogError(f"{path}: not a catalog CSV: missing column(s) {', '.join(missing)} (have: {', '.join(c[:40] for c in cols[:8]) or 'none'})")
+                raise CatalogError(
+                    f"{path}: not a catalog CSV: missing column(s) {', '.join(missing)} (have: {', '.join(c[:40] for c in cols[:8]) or 'none'})"
+                )
             index = {c: i for i, c in reversed(list(enumerate(cols)))}
             seen: dict[str, tuple[int, str]] = {}  # lower-cased id -> (line, id) of its first row
             last = reader.line_num
@@ -244,7 +273,11 @@ def from_file(path: str, report: IngestReport | None = None) -> Iterator[Catalog
                 key = entry.model_id.lower()
                 if key in seen:
                     line, kept = seen[key]
-                    report.skip(where, f"{_short(entry.model_id)} duplicates {_short(kept)} of line {line}: skipped, the first row kept", duplicate=True)
+                    report.skip(
+                        where,
+                        f"{_short(entry.model_id)} duplicates {_short(kept)} of line {line}: skipped, the first row kept",
+                        duplicate=True,
+                    )
                     continue
                 seen[key] = (first, entry.model_id)
                 report.accepted += 1
@@ -297,7 +330,14 @@ def builtin() -> Iterator[CatalogEntry]:
     text = resources.files("zoo_runner").joinpath("data/builtin_catalog.csv").read_text()
     for row in csv.DictReader(text.splitlines()):
         arch = row["model_id"][5:]
-        yield CatalogEntry(model_id=row["model_id"], downloads=int(row["downloads"]), library="transformers", model_type=row["model_type"], task=task_for(arch), tags=["transformers", row["model_type"]])
+        yield CatalogEntry(
+            model_id=row["model_id"],
+            downloads=int(row["downloads"]),
+            library="transformers",
+            model_type=row["model_type"],
+            task=task_for(arch),
+            tags=["transformers", row["model_type"]],
+        )
 
 
 def _hub_entry(info: Any) -> CatalogEntry:
@@ -308,18 +348,20 @@ def _hub_entry(info: Any) -> CatalogEntry:
     if not isinstance(model_type, str) or not model_type or len(model_type) > MAX_TEXT_CHARS:
         model_type = _model_type(tags) if "transformers" in tags else None
     total = getattr(info.safetensors, "total", None) if info.safetensors else None
-    return check_entry(CatalogEntry(
-        model_id=info.id if isinstance(info.id, str) else repr(info.id),
-        downloads=info.downloads or 0,
-        library=library_from_tags(list(tags), info.library_name if isinstance(info.library_name, str) else None),
-        model_type=model_type,
-        task=info.pipeline_tag,
-        tags=list(tags),
-        custom_code="custom_code" in tags,
-        gated=bool(info.gated),
-        sha=info.sha,
-        parameters=total if isinstance(total, int) and not isinstance(total, bool) and total >= 0 else None,
-    ))
+    return check_entry(
+        CatalogEntry(
+            model_id=info.id if isinstance(info.id, str) else repr(info.id),
+            downloads=info.downloads or 0,
+            library=library_from_tags(list(tags), info.library_name if isinstance(info.library_name, str) else None),
+            model_type=model_type,
+            task=info.pipeline_tag,
+            tags=list(tags),
+            custom_code="custom_code" in tags,
+            gated=bool(info.gated),
+            sha=info.sha,
+            parameters=total if isinstance(total, int) and not isinstance(total, bool) and total >= 0 else None,
+        )
+    )
 
 
 def from_hub(top: int | None, report: IngestReport | None = None) -> Iterator[CatalogEntry]:
@@ -348,8 +390,12 @@ def from_hub(top: int | None, report: IngestReport | None = None) -> Iterator[Ca
         raise
     except Exception as exc:
         if "offline" in str(exc).lower():
-            raise HubUnreachable("the Hub is offline here (HF_HUB_OFFLINE); use --from-file or the builtin arch: catalog") from exc
-        raise HubUnreachable(f"the Hub at {hub_endpoint()} is unreachable: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+            raise HubUnreachable(
+                "the Hub is offline here (HF_HUB_OFFLINE); use --from-file or the builtin arch: catalog"
+            ) from exc
+        raise HubUnreachable(
+            f"the Hub at {hub_endpoint()} is unreachable: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from exc
     report.finish()
 
 
@@ -376,7 +422,16 @@ def sync_top() -> int:
 
 def sync(source: Iterable[CatalogEntry], label: str, total: int | None = None) -> tuple[int, int]:
     """Store a snapshot from ``source``; returns (snapshot id, models stored)."""
-    with session_scope() as s, tqdm(total=total, desc=f"sync {label}", unit="model", disable=not sys.stderr.isatty() and total is None, file=sys.stderr) as bar:
+    with (
+        session_scope() as s,
+        tqdm(
+            total=total,
+            desc=f"sync {label}",
+            unit="model",
+            disable=not sys.stderr.isatty() and total is None,
+            file=sys.stderr,
+        ) as bar,
+    ):
         snap = repository.store_snapshot(s, source, label, progress=bar.update)
         bar.total = bar.n
         bar.refresh()

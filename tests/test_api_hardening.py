@@ -1,6 +1,7 @@
 """Hostile requests to the API: oversized bodies (413), validation errors that do not echo big
 inputs, CSV formula injection, security headers, local API docs, cursor bounds, and every status
 code documented (issue 12)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -27,7 +28,7 @@ from tests.test_storage import _result
 
 KEY = "hardening-key"
 AUTH = {"X-API-Key": KEY}
-HOSTILE = ["=HYPERLINK(\"http://evil/\",\"x\")", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\tTAB", "\rCR", "\uff1d1+1"]
+HOSTILE = ['=HYPERLINK("http://evil/","x")', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\tTAB", "\rCR", "\uff1d1+1"]
 
 
 def _app(monkeypatch, **env: str):
@@ -43,8 +44,26 @@ def _app(monkeypatch, **env: str):
 @pytest.fixture
 def client(sqlite_url, monkeypatch):
     with session_scope() as s:
-        repository.store_snapshot(s, iter([CatalogEntry("org/plain", 100, library="transformers", task="fill-mask"), CatalogEntry("org/evil", 50, library=HOSTILE[0], task=HOSTILE[1], model_type=HOSTILE[3])]), "file:x")
-        repository.store_result(s, _result("org/evil", "compile_error", architecture=HOSTILE[2], task=HOSTILE[4], error={"type": "E", "message": HOSTILE[5], "signature": HOSTILE[6], "traceback": ""}))
+        repository.store_snapshot(
+            s,
+            iter(
+                [
+                    CatalogEntry("org/plain", 100, library="transformers", task="fill-mask"),
+                    CatalogEntry("org/evil", 50, library=HOSTILE[0], task=HOSTILE[1], model_type=HOSTILE[3]),
+                ]
+            ),
+            "file:x",
+        )
+        repository.store_result(
+            s,
+            _result(
+                "org/evil",
+                "compile_error",
+                architecture=HOSTILE[2],
+                task=HOSTILE[4],
+                error={"type": "E", "message": HOSTILE[5], "signature": HOSTILE[6], "traceback": ""},
+            ),
+        )
     return TestClient(_app(monkeypatch))
 
 
@@ -52,10 +71,18 @@ def client(sqlite_url, monkeypatch):
 
 
 def test_content_length_over_the_limit_is_413_before_auth_or_parsing(client):
-    r = client.post("/api/v1/validations", content=b"{" * (DEFAULT_MAX_BODY + 1), headers={**AUTH, "content-type": "application/json"})
+    r = client.post(
+        "/api/v1/validations",
+        content=b"{" * (DEFAULT_MAX_BODY + 1),
+        headers={**AUTH, "content-type": "application/json"},
+    )
     assert r.status_code == 413 and "at most" in r.json()["detail"]
-    assert client.post("/api/v1/validations", content=b"x" * (DEFAULT_MAX_BODY + 1)).status_code == 413  # no key: still 413, nothing read
-    ok = client.post("/api/v1/validations", json={"model_ids": ["org/plain"] * 1000}, headers=AUTH)  # a large legitimate body passes
+    assert (
+        client.post("/api/v1/validations", content=b"x" * (DEFAULT_MAX_BODY + 1)).status_code == 413
+    )  # no key: still 413, nothing read
+    ok = client.post(
+        "/api/v1/validations", json={"model_ids": ["org/plain"] * 1000}, headers=AUTH
+    )  # a large legitimate body passes
     assert ok.status_code == 202, ok.text
 
 
@@ -65,7 +92,11 @@ def test_chunked_body_over_the_limit_is_413(client):
             yield b"x" * 65536
 
     assert client.post("/api/v1/validations", content=chunks(), headers=AUTH).status_code == 413
-    small = client.post("/api/v1/validations", content=iter([b'{"model_ids": ', b'["org/plain"]}']), headers={**AUTH, "content-type": "application/json"})
+    small = client.post(
+        "/api/v1/validations",
+        content=iter([b'{"model_ids": ', b'["org/plain"]}']),
+        headers={**AUTH, "content-type": "application/json"},
+    )
     assert small.status_code == 202, small.text
 
 
@@ -84,7 +115,12 @@ def test_body_limit_stops_reading_at_the_limit():
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "method": "POST", "path": "/api/v1/validations", "headers": [(b"transfer-encoding", b"chunked")]}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/api/v1/validations",
+        "headers": [(b"transfer-encoding", b"chunked")],
+    }
     asyncio.run(BodyLimit(app, max_bytes=10_000)(scope, receive, send))
     assert pulled[0] == 11 and not called
     assert sent[0]["status"] == 413
@@ -106,9 +142,13 @@ def test_validation_error_does_not_echo_a_100_kb_field(client):
     assert len(r.content) < 2000 and big[:1000] not in r.text
     locs = {tuple(e["loc"]) for e in r.json()["detail"]}
     assert ("body", "backend") in locs and ("body", "model_ids", 0) in locs  # still says what is wrong
-    whole = client.post("/api/v1/validations", content=json.dumps(big), headers={**AUTH, "content-type": "application/json"})
+    whole = client.post(
+        "/api/v1/validations", content=json.dumps(big), headers={**AUTH, "content-type": "application/json"}
+    )
     assert whole.status_code == 422 and len(whole.content) < 2000
-    short = client.post("/api/v1/validations", json={"model_ids": ["ok"], "tier": "huge"}, headers=AUTH).json()["detail"][0]
+    short = client.post("/api/v1/validations", json={"model_ids": ["ok"], "tier": "huge"}, headers=AUTH).json()[
+        "detail"
+    ][0]
     assert short["input"] == "huge"  # a small input is still shown
 
 
@@ -121,9 +161,16 @@ def test_csv_cells_are_neutralised_as_owasp_advises(client):
         rows = list(csv.reader(io.StringIO(text)))
         cells = [c for row in rows for c in row]
         assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r", "\uff1d")], (url, cells)
-    models = {r["model_id"]: r for r in csv.DictReader(io.StringIO(client.get("/api/v1/models", params={"format": "csv"}).text))}
+    models = {
+        r["model_id"]: r
+        for r in csv.DictReader(io.StringIO(client.get("/api/v1/models", params={"format": "csv"}).text))
+    }
     evil = models["org/evil"]
-    assert evil["library"] == "'" + HOSTILE[0] and evil["task"] == "'" + HOSTILE[1] and evil["model_type"] == "'" + HOSTILE[3]
+    assert (
+        evil["library"] == "'" + HOSTILE[0]
+        and evil["task"] == "'" + HOSTILE[1]
+        and evil["model_type"] == "'" + HOSTILE[3]
+    )
     assert evil["downloads"] == "50" and models["org/plain"]["library"] == "transformers"  # everything else as it was
 
 
@@ -148,7 +195,18 @@ def _assert_security_headers(r) -> None:
 
 
 def test_security_headers_on_api_pages_static_and_errors(client, monkeypatch):
-    for url in ("/api/v1/healthz", "/api/v1/models?format=csv", "/", "/ops", "/static/zoo.css", "/openapi.json", "/docs", "/redoc", "/api/v1/models/nobody/nothing", "/nowhere"):
+    for url in (
+        "/api/v1/healthz",
+        "/api/v1/models?format=csv",
+        "/",
+        "/ops",
+        "/static/zoo.css",
+        "/openapi.json",
+        "/docs",
+        "/redoc",
+        "/api/v1/models/nobody/nothing",
+        "/nowhere",
+    ):
         r = client.get(url)
         assert r.status_code in (200, 404), url
         _assert_security_headers(r)
@@ -195,7 +253,12 @@ def test_docs_pages_use_local_assets_only(client):
     for url in ("/docs", "/redoc"):
         r = client.get(url)
         assert r.status_code == 200
-        assert "cdn" not in r.text.lower() and "googleapis" not in r.text and "https://" not in r.text and "http://" not in r.text
+        assert (
+            "cdn" not in r.text.lower()
+            and "googleapis" not in r.text
+            and "https://" not in r.text
+            and "http://" not in r.text
+        )
         for src in re.findall(r'(?:src|href)="([^"]+)"', r.text):
             assert src.startswith("/"), src
             assert client.get(src).status_code == 200, src
@@ -207,7 +270,14 @@ def test_docs_pages_use_local_assets_only(client):
 def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("serve-hardening")
     env = child_env(ZOO_DATABASE_URL=f"sqlite:///{tmp / 'zoo.db'}", ZOO_API_KEYS=KEY)
-    proc = subprocess.run([sys.executable, "-m", "zoo.cli", "seed", "--models", "20", "--weeks", "1"], env=env, cwd=tmp, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "seed", "--models", "20", "--weeks", "1"],
+        env=env,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     with serving(env, tmp) as base:
         yield base
@@ -217,7 +287,9 @@ def test_real_server_refuses_a_100_mb_content_length_without_reading_it(served):
     """`zoo serve` answers 413 to the headers alone: not a byte of the 100 MB is waited for."""
     url = urlparse(served)
     with socket.create_connection((url.hostname, url.port), timeout=10) as s:
-        s.sendall(b"POST /api/v1/validations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n")
+        s.sendall(
+            b"POST /api/v1/validations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n"
+        )
         head = s.recv(4096).decode("latin-1")
     assert head.startswith("HTTP/1.1 413"), head
 
@@ -242,7 +314,9 @@ def test_docs_render_in_chromium_under_their_csp(served, browser, path, ready):
     assert loaded <= {urlparse(served).netloc, ""}, loaded  # nothing from a CDN
     logo = "https://cdn.redoc.ly/redoc/logo-mini.svg"
     assert refused <= {logo}, refused
-    assert not [e for e in errors if not (logo in e and "Content Security Policy" in e)], errors  # no other CSP violation
+    assert not [e for e in errors if not (logo in e and "Content Security Policy" in e)], (
+        errors
+    )  # no other CSP violation
     page.close()
 
 
@@ -254,7 +328,9 @@ def test_dashboard_scope_form_works_without_inline_handlers(served, browser):
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     assert page.goto(served + "/").status == 200
-    options = page.eval_on_selector_all("form.scope-form select[name=backend] option", "els => els.map(e => [e.value, e.dataset.tier, e.selected])")
+    options = page.eval_on_selector_all(
+        "form.scope-form select[name=backend] option", "els => els.map(e => [e.value, e.dataset.tier, e.selected])"
+    )
     other = next(o for o in options if not o[2])
     with page.expect_navigation():
         page.select_option("form.scope-form select[name=backend]", other[0])
@@ -283,6 +359,18 @@ def test_cursor_bounds_on_both_databases(db_client):
     last = get(encode_cursor(MAX_OFFSET))
     assert last.status_code == 200 and last.json()["items"] == [] and last.json()["total"] == 3
     assert get(encode_cursor(1)).json()["items"][0]["model_id"] == "org/m1"
-    for bad in (encode_cursor(2**63), encode_cursor(10**30), encode_cursor(-1), _raw_cursor({"o": "5"}), _raw_cursor({"o": 1.5}), _raw_cursor({"o": True}), _raw_cursor([1]), _raw_cursor({"o": None}), "garbage!", "%%%", "AAAA"):
+    for bad in (
+        encode_cursor(2**63),
+        encode_cursor(10**30),
+        encode_cursor(-1),
+        _raw_cursor({"o": "5"}),
+        _raw_cursor({"o": 1.5}),
+        _raw_cursor({"o": True}),
+        _raw_cursor([1]),
+        _raw_cursor({"o": None}),
+        "garbage!",
+        "%%%",
+        "AAAA",
+    ):
         r = get(bad)
         assert r.status_code == 400 and r.json() == {"detail": "invalid cursor"}, (bad, r.status_code, r.text)

@@ -1,6 +1,7 @@
 """schemathesis over the whole OpenAPI schema, against the app over a small seeded history, at
 the default rate limit: no server errors, no response that violates the schema (no undocumented
 status code — 429 included —, content types, bodies)."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,18 +23,28 @@ def api_schema(database_url, monkeypatch):
 
     queries.clear_cache()
     seed_history()
-    from api.app import create_app
-
     from schemathesis.config import SchemathesisConfig
+
+    from api.app import create_app
 
     # an opaque cursor that does not decode is a 400 by contract (tests/test_api.py): allowed on /models only.
     # A backend spec that does not parse, or names no device or compile backend torch or Zoo's plugins
     # know and no result, is a 422 by contract (tests/test_newcomer.py): the schema cannot list backends.
     accepted = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
-    config = SchemathesisConfig.from_dict({"operations": [
-        {"include-path": "/api/v1/models", "checks": {"positive_data_acceptance": {"expected-statuses": [*accepted, "400", "422"]}}},
-        {"include-path-regex": r"^/api/v1/(coverage|coverage/history|ops/gaps|failures|regressions|reports/\{week\})$", "checks": {"positive_data_acceptance": {"expected-statuses": [*accepted, "422"]}}},
-    ]})
+    config = SchemathesisConfig.from_dict(
+        {
+            "operations": [
+                {
+                    "include-path": "/api/v1/models",
+                    "checks": {"positive_data_acceptance": {"expected-statuses": [*accepted, "400", "422"]}},
+                },
+                {
+                    "include-path-regex": r"^/api/v1/(coverage|coverage/history|ops/gaps|failures|regressions|reports/\{week\})$",
+                    "checks": {"positive_data_acceptance": {"expected-statuses": [*accepted, "422"]}},
+                },
+            ]
+        }
+    )
     return schemathesis.openapi.from_asgi("/openapi.json", create_app(), config=config)
 
 
@@ -44,7 +55,6 @@ def test_openapi_conformance(api_schema, mode):
     by hypothesis directly.)"""
     from hypothesis import given
     from hypothesis.errors import Unsatisfiable
-
     from schemathesis import GenerationMode
     from schemathesis.specs.openapi.checks import status_code_conformance
 
@@ -57,7 +67,10 @@ def test_openapi_conformance(api_schema, mode):
         @given(case=op.as_strategy(generation_mode=gm))
         @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck), database=None)
         def check(case):
-            case.call_and_validate(headers={"X-API-Key": KEY} if case.method == "POST" else None, additional_checks=[status_code_conformance])
+            case.call_and_validate(
+                headers={"X-API-Key": KEY} if case.method == "POST" else None,
+                additional_checks=[status_code_conformance],
+            )
 
         try:
             check()

@@ -1,4 +1,5 @@
 """Backend specs parse as the SPEC says; unavailable backends fail with one clear line."""
+
 from __future__ import annotations
 
 import pytest
@@ -43,7 +44,14 @@ def test_cpu_backends_are_available():
         check_backend(BackendSpec.parse(spec))
 
 
-@pytest.mark.parametrize("spec, words", [("neuron", "backend neuron is not available here"), ("cuda", "backend cuda is not available here"), ("mps", "backend mps is not available here")])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("neuron", "backend neuron is not available here"),
+        ("cuda", "backend cuda is not available here"),
+        ("mps", "backend mps is not available here"),
+    ],
+)
 def test_absent_devices_fail_with_one_clear_line(spec, words):
     import torch
 

@@ -1,5 +1,6 @@
 """Chronos-Bolt forecasters (chronos-forecasting), and repos whose Hub metadata names no library
 Zoo builds: the repo's config.json says whose model it is. Through the Hub stand-in as users run it."""
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,15 @@ with open(f"{RECORDED_DIR}/amazon/chronos-bolt-base/config.json") as _f:
 
 
 def _req(backend: str = "cpu", **kw) -> ValidationRequest:
-    return ValidationRequest("test/chronos-bolt", backend=backend, library="chronos-forecasting", config=BOLT, config_source="test", reference_cache="", **kw)
+    return ValidationRequest(
+        "test/chronos-bolt",
+        backend=backend,
+        library="chronos-forecasting",
+        config=BOLT,
+        config_source="test",
+        reference_cache="",
+        **kw,
+    )
 
 
 def test_a_config_says_whose_model_it_is():
@@ -44,8 +53,6 @@ def test_a_backend_bug_in_a_forecaster_is_a_mismatch(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     r = validate_here(_req(backend="cpu+zoo_bug_drop_bias", plugins="tests.plugins.buggy_backends"))
     assert r["status"] == "mismatch", r
-
-
 
 
 def test_chronos_bolt_through_the_stand_in(zoo, snapshot_hub, tmp_path):

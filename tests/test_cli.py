@@ -1,4 +1,5 @@
 """The CLI as users run it: JSON results, repro commands, and one clear line on bad input."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,12 @@ def test_validate_json_then_repro_reproduces(zoo):
     again = zoo(argv[1:])
     assert again.returncode == 0, again.stderr
     second = json.loads(again.stdout)
-    assert (second["status"], second["fingerprint"], second["backend"], second["tier"]) == (result["status"], result["fingerprint"], result["backend"], result["tier"])
+    assert (second["status"], second["fingerprint"], second["backend"], second["tier"]) == (
+        result["status"],
+        result["fingerprint"],
+        result["backend"],
+        result["tier"],
+    )
     assert second["metrics"]["max_abs_diff"] == result["metrics"]["max_abs_diff"]
 
 
@@ -43,24 +49,29 @@ def test_unknown_hub_model_offline(zoo):
 def test_unknown_and_unavailable_backends(zoo):
     assert "unknown backend" in _one_clear_line(zoo(["validate", "arch:BertModel", "--backend", "cpu@int3"]))
     assert "unknown device" in _one_clear_line(zoo(["validate", "arch:BertModel", "--backend", "warp"]))
-    assert "backend neuron is not available here" in _one_clear_line(zoo(["validate", "arch:BertModel", "--backend", "neuron"]))
+    assert "backend neuron is not available here" in _one_clear_line(
+        zoo(["validate", "arch:BertModel", "--backend", "neuron"])
+    )
 
 
 def test_malformed_csv(zoo, tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("name,count\nfoo,1\n")
     assert "missing column" in _one_clear_line(zoo(["sync", "--from-file", str(bad)]))
-    bad.write_text("model_id,downloads,tags\norg/a,12,\"['transformers']\"\norg/b,lots,\"[]\"\n")
+    bad.write_text('model_id,downloads,tags\norg/a,12,"[\'transformers\']"\norg/b,lots,"[]"\n')
     # a bad row is reported with its line number and skipped; the good ones are stored (exit 0)
     proc = zoo(["sync", "--from-file", str(bad)])
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "stored 1 models" in proc.stdout
     assert "bad.csv:3: downloads 'lots' is not a non-negative whole number; row skipped" in proc.stderr
     # nothing valid at all: the rows are listed, then one error line, exit 2
-    bad.write_text("model_id,downloads,tags\norg/b,lots,\"[]\"\n")
+    bad.write_text('model_id,downloads,tags\norg/b,lots,"[]"\n')
     proc = zoo(["sync", "--from-file", str(bad)])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert "bad.csv:2: downloads 'lots'" in proc.stderr and proc.stderr.strip().splitlines()[-1] == f"zoo: error: {bad}: no valid catalog rows (1 skipped, see above)"
+    assert (
+        "bad.csv:2: downloads 'lots'" in proc.stderr
+        and proc.stderr.strip().splitlines()[-1] == f"zoo: error: {bad}: no valid catalog rows (1 skipped, see above)"
+    )
     assert "does not exist" in _one_clear_line(zoo(["sync", "--from-file", str(tmp_path / "missing.csv")]))
 
 
@@ -74,7 +85,9 @@ def test_bad_arguments_are_one_line_usage_errors(zoo):
     assert proc.returncode == 2 and "must be positive" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("cmd", ["sync", "run", "validate", "worker", "beat", "db", "serve", "report", "coverage", "seed"])
+@pytest.mark.parametrize(
+    "cmd", ["sync", "run", "validate", "worker", "beat", "db", "serve", "report", "coverage", "seed"]
+)
 def test_every_command_has_help(zoo, cmd):
     proc = zoo([cmd, "--help"])
     assert proc.returncode == 0 and "usage: zoo " + cmd in proc.stdout

@@ -1,4 +1,5 @@
 """The comparison catches small systematic errors and tolerates reduction-order noise."""
+
 from __future__ import annotations
 
 import torch
@@ -11,7 +12,7 @@ def _refs(seed: int = 0, shape=(4, 32, 64)):
     x64 = torch.randn(*shape, generator=g, dtype=torch.float64)
     w64 = torch.randn(shape[-1], shape[-1], generator=g, dtype=torch.float64) / shape[-1] ** 0.5
     ref64 = x64 @ w64
-    ref32 = (x64.float() @ w64.float())
+    ref32 = x64.float() @ w64.float()
     return x64, w64, ref32, ref64
 
 

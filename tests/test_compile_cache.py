@@ -1,5 +1,6 @@
 """Compiled artefacts persist under ZOO_COMPILE_CACHE and are shared by a worker's model processes:
 the second validation of the same model finds inductor's FX graph cache warm, and says so."""
+
 from __future__ import annotations
 
 from zoo_runner.launcher import run_isolated

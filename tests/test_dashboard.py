@@ -1,4 +1,5 @@
 """`zoo serve` as users run it; pages rendered in headless Chromium; the weekly report."""
+
 from __future__ import annotations
 
 import json
@@ -10,13 +11,20 @@ import pytest
 
 from tests.conftest import child_env, serving
 
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """A database holding one real validation (arch:BertModel on cpu) plus a catalog, served by `zoo serve`."""
     tmp = tmp_path_factory.mktemp("serve")
     env = child_env(ZOO_DATABASE_URL=f"sqlite:///{tmp / 'zoo.db'}")
-    for args in (["sync", "--builtin"], ["validate", "arch:BertModel", "--backend", "cpu"], ["validate", "arch:GPT2LMHeadModel", "--backend", "cpu", "--tier", "census"]):
-        proc = subprocess.run([sys.executable, "-m", "zoo.cli", *args], env=env, cwd=tmp, capture_output=True, text=True, timeout=300)
+    for args in (
+        ["sync", "--builtin"],
+        ["validate", "arch:BertModel", "--backend", "cpu"],
+        ["validate", "arch:GPT2LMHeadModel", "--backend", "cpu", "--tier", "census"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "zoo.cli", *args], env=env, cwd=tmp, capture_output=True, text=True, timeout=300
+        )
         assert proc.returncode == 0, proc.stderr
     with serving(env, tmp) as base:
         yield base, env, tmp
@@ -61,7 +69,14 @@ def test_overview_shows_coverage_numbers_in_chromium(served, browser):
 
 def test_report_markdown_has_headline_denominators_and_failures(served):
     _, env, tmp = served
-    proc = subprocess.run([sys.executable, "-m", "zoo.cli", "report", "--format", "md", "--backend", "cpu", "--tier", "tiny"], env=env, cwd=tmp, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "report", "--format", "md", "--backend", "cpu", "--tier", "tiny"],
+        env=env,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     md = proc.stdout
     assert md.startswith("# Zoo coverage report — ")
@@ -69,5 +84,14 @@ def test_report_markdown_has_headline_denominators_and_failures(served):
     assert "| functional | 100.0% | 1 / 1 |" in md
     assert "## Status counts" in md and "| pass | 1 |" in md
     assert "## Failing models (0)" in md
-    data = json.loads(subprocess.run([sys.executable, "-m", "zoo.cli", "report", "--format", "json", "--backend", "cpu", "--tier", "tiny"], env=env, cwd=tmp, capture_output=True, text=True, timeout=120).stdout)
+    data = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "zoo.cli", "report", "--format", "json", "--backend", "cpu", "--tier", "tiny"],
+            env=env,
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+    )
     assert data["coverage"]["passing"] == 1 and data["coverage"]["catalog_models"] == 78

@@ -1,6 +1,7 @@
 """Every dashboard page in headless Chromium over `zoo seed --models 300 --weeks 6`: it renders
 with data, its charts are drawn by the vendored Chart.js, no console errors, and the numbers on
 it are those of the API queries it links to."""
+
 from __future__ import annotations
 
 import subprocess
@@ -27,7 +28,14 @@ class Served(str):
 def seeded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pages")
     env = child_env(ZOO_DATABASE_URL=f"sqlite:///{tmp / 'zoo.db'}", ZOO_RATE_LIMIT="0")
-    proc = subprocess.run([sys.executable, "-m", "zoo.cli", "seed", "--models", "300", "--weeks", "6"], env=env, cwd=tmp, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "seed", "--models", "300", "--weeks", "6"],
+        env=env,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "seeded 5400 results" in proc.stdout
     with serving(env, tmp) as base:
@@ -43,7 +51,9 @@ def open_page(browser, url, charts: int = 1):
     resp = page.goto(url)
     assert resp.status == 200, url
     page.wait_for_selector("html[data-charts=ready]", timeout=15_000)
-    drawn = page.evaluate("Array.from(document.querySelectorAll('canvas[data-chart]')).filter(c => c.chart && c.chart.data.datasets.length && c.width > 0).length")
+    drawn = page.evaluate(
+        "Array.from(document.querySelectorAll('canvas[data-chart]')).filter(c => c.chart && c.chart.data.datasets.length && c.width > 0).length"
+    )
     assert drawn >= charts, f"{url}: {drawn} charts drawn"
     return page, errors
 
@@ -70,15 +80,25 @@ def test_overview(seeded, browser):
     assert cards.count() == len(backends) == 3
     for i, b in enumerate(backends):
         text = cards.nth(i).inner_text()
-        assert f"{100 * b['functional_weighted']:.1f}%" in text and fmt(b["passing_downloads"]) in text and fmt(b["valid_reference_downloads"]) in text
-        assert f"judged at {'tf32' if b['backend'].startswith('cuda') else 'bf16'}" in text  # what seeded backends declare
+        assert (
+            f"{100 * b['functional_weighted']:.1f}%" in text
+            and fmt(b["passing_downloads"]) in text
+            and fmt(b["valid_reference_downloads"]) in text
+        )
+        assert (
+            f"judged at {'tf32' if b['backend'].startswith('cuda') else 'bf16'}" in text
+        )  # what seeded backends declare
     cov = httpx.get(f"{base}/api/v1/coverage", params={"group_by": "task"}).json()
     assert f"{100 * cov['functional_weighted']:.1f}%" in page.inner_text("#headline")
     first = cov["groups"][0]
     row = page.locator("#by-task tbody tr").first.inner_text()
     assert (first["group"] or "unknown") in row and fmt(first["passing_downloads"]) in row
-    hist = httpx.get(f"{base}/api/v1/coverage/history", params={"tier": cov["tier"], "until": cov["week"], "weeks": 12}).json()["items"]
-    series = page.evaluate("document.getElementById('trend-chart').chart.data.datasets.map(d => [d.label, d.data.length])")
+    hist = httpx.get(
+        f"{base}/api/v1/coverage/history", params={"tier": cov["tier"], "until": cov["week"], "weeks": 12}
+    ).json()["items"]
+    series = page.evaluate(
+        "document.getElementById('trend-chart').chart.data.datasets.map(d => [d.label, d.data.length])"
+    )
     assert len(series) == 3 and all(n == 6 for _, n in series) and len(hist) == 18
     assert page.locator("#models tbody tr").count() == 50
     api_links_answer(base, page)
@@ -158,7 +178,11 @@ def test_backends_page(seeded, browser):
     # the precision each backend was judged at (seeded: neuron declares bf16, CUDA tf32)
     precisions = httpx.get(f"{base}/api/v1/backends").json()["precisions"]
     declared = {(p["backend"], p["tier"]): p["precision"] for p in precisions if p["declared"]}
-    assert declared == {("neuron", "tiny"): "bf16", ("neuron+neuron", "tiny"): "bf16", ("cuda+inductor", "tiny"): "tf32"}
+    assert declared == {
+        ("neuron", "tiny"): "bf16",
+        ("neuron+neuron", "tiny"): "bf16",
+        ("cuda+inductor", "tiny"): "tf32",
+    }
     cells = page.locator("#precision-row td.precision").all_inner_texts()
     assert [c.split()[0] for c in cells] == [declared[(b["backend"], b["tier"])] for b in items]
     assert page.locator("#precisions tbody tr").count() == len(precisions)
@@ -189,7 +213,14 @@ def test_report_html_is_standalone(seeded, browser, tmp_path):
     """`zoo report --format html` inlines Chart.js and the styles: the file works on its own."""
     base, env, cwd = seeded.base, seeded.env, seeded.cwd
     out = tmp_path / "report.html"
-    proc = subprocess.run([sys.executable, "-m", "zoo.cli", "report", "--format", "html", "--output", str(out)], env=env, cwd=cwd, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "report", "--format", "html", "--output", str(out)],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     html = out.read_text()
     assert "/static/" not in html and "Chart.js v4.5.1" in html

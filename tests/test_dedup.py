@@ -1,4 +1,5 @@
 """Fingerprint dedup: models sharing a compute graph run once per backend and tier."""
+
 from __future__ import annotations
 
 import csv
@@ -17,7 +18,9 @@ def twin_hub(tmp_path, monkeypatch):
         w.writerow(["model_id", "downloads", "tasks", "parameters", "tags"])
         w.writerow(["org-a/bert-one", 100, "fill-mask", "", "['transformers', 'safetensors', 'bert', 'fill-mask']"])
         w.writerow(["org-b/bert-two", 90, "fill-mask", "", "['transformers', 'safetensors', 'bert', 'fill-mask']"])
-        w.writerow(["org-c/gpt-three", 80, "text-generation", "", "['transformers', 'safetensors', 'gpt2', 'text-generation']"])
+        w.writerow(
+            ["org-c/gpt-three", 80, "text-generation", "", "['transformers', 'safetensors', 'gpt2', 'text-generation']"]
+        )
     base, stop = start_standin(str(path))
     monkeypatch.setenv("HF_ENDPOINT", base)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")

@@ -1,5 +1,6 @@
 """The diffusers builder: a pipeline's denoiser and VAE decoder, from model_index.json and the
 components' configs, shrunk with their block layout kept; through the Hub stand-in as users run it."""
+
 from __future__ import annotations
 
 import json
@@ -19,20 +20,44 @@ def _req(pipeline: str, backend: str = "cpu", **kw) -> ValidationRequest:
     comps = DIFFUSERS_PIPELINES[pipeline]
     index = {"_class_name": pipeline, **{n: ["diffusers", c["_class_name"]] for n, c in comps.items()}}
     extras = {f"{n}/config.json": c for n, c in comps.items()}
-    return ValidationRequest(f"test/{pipeline}", backend=backend, library="diffusers", config=index, extras=extras, config_source="test", reference_cache="", **kw)
+    return ValidationRequest(
+        f"test/{pipeline}",
+        backend=backend,
+        library="diffusers",
+        config=index,
+        extras=extras,
+        config_source="test",
+        reference_cache="",
+        **kw,
+    )
 
 
 def test_shrinking_keeps_the_block_layout_and_the_couplings():
     sdxl = shrink_component(DIFFUSERS_PIPELINES["StableDiffusionXLPipeline"]["unet"])
     assert sdxl["down_block_types"] == DIFFUSERS_PIPELINES["StableDiffusionXLPipeline"]["unet"]["down_block_types"]
     assert len(sdxl["block_out_channels"]) == 3 and max(sdxl["block_out_channels"]) <= 64
-    assert sdxl["projection_class_embeddings_input_dim"] == 6 * sdxl["addition_time_embed_dim"] + sdxl["cross_attention_dim"]
+    assert (
+        sdxl["projection_class_embeddings_input_dim"]
+        == 6 * sdxl["addition_time_embed_dim"] + sdxl["cross_attention_dim"]
+    )
     flux = shrink_component(DIFFUSERS_PIPELINES["FluxPipeline"]["transformer"])
-    assert sum(flux["axes_dims_rope"]) == flux["attention_head_dim"] and flux["num_layers"] == flux["num_single_layers"] == 1
+    assert (
+        sum(flux["axes_dims_rope"]) == flux["attention_head_dim"]
+        and flux["num_layers"] == flux["num_single_layers"] == 1
+    )
     assert shrink_component(DIFFUSERS_PIPELINES["StableDiffusionInpaintPipeline"]["unet"])["in_channels"] == 9
 
 
-@pytest.mark.parametrize("pipeline", ["StableDiffusionPipeline", "StableDiffusionXLPipeline", "FluxPipeline", "StableDiffusion3Pipeline", "LatentConsistencyModelPipeline"])
+@pytest.mark.parametrize(
+    "pipeline",
+    [
+        "StableDiffusionPipeline",
+        "StableDiffusionXLPipeline",
+        "FluxPipeline",
+        "StableDiffusion3Pipeline",
+        "LatentConsistencyModelPipeline",
+    ],
+)
 def test_pipelines_validate_denoiser_and_decoder(pipeline):
     r = validate_here(_req(pipeline))
     assert r["status"] == "pass", r["error"]
@@ -46,12 +71,16 @@ def test_a_backend_bug_in_a_denoiser_is_a_mismatch(monkeypatch):
     from tests.conftest import ROOT
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    r = validate_here(_req("StableDiffusionPipeline", backend="cpu+zoo_bug_drop_bias", plugins="tests.plugins.buggy_backends"))
+    r = validate_here(
+        _req("StableDiffusionPipeline", backend="cpu+zoo_bug_drop_bias", plugins="tests.plugins.buggy_backends")
+    )
     assert r["status"] == "mismatch", r
 
 
 def test_a_component_outside_diffusers_is_refused():
-    req = ValidationRequest("org/custom", backend="cpu", library="diffusers", config={"unet": ["my_package", "MyUNet"]}, reference_cache="")
+    req = ValidationRequest(
+        "org/custom", backend="cpu", library="diffusers", config={"unet": ["my_package", "MyUNet"]}, reference_cache=""
+    )
     r = validate_here(req)
     assert r["status"] == "unsupported" and r["reason"] == "remote_code"
 
@@ -69,9 +98,21 @@ def _component(repo: str) -> dict:
         return json.load(f)
 
 
-@pytest.mark.parametrize(("repo", "architecture", "inputs"), [("stabilityai/sdxl-vae", "AutoencoderKL", {"latents"}), ("lllyasviel/sd-controlnet-canny", "ControlNetModel", {"sample", "timestep", "controlnet_cond", "encoder_hidden_states"})])
+@pytest.mark.parametrize(
+    ("repo", "architecture", "inputs"),
+    [
+        ("stabilityai/sdxl-vae", "AutoencoderKL", {"latents"}),
+        (
+            "lllyasviel/sd-controlnet-canny",
+            "ControlNetModel",
+            {"sample", "timestep", "controlnet_cond", "encoder_hidden_states"},
+        ),
+    ],
+)
 def test_a_repo_holding_one_component_validates_it(repo, architecture, inputs):
-    req = ValidationRequest(repo, backend="cpu", library="diffusers", config=_component(repo), config_source="test", reference_cache="")
+    req = ValidationRequest(
+        repo, backend="cpu", library="diffusers", config=_component(repo), config_source="test", reference_cache=""
+    )
     r = validate_here(req)
     assert r["status"] == "pass", r["error"]
     assert r["architecture"] == architecture
@@ -84,7 +125,15 @@ def test_a_backend_bug_in_a_controlnet_is_a_mismatch(monkeypatch):
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     repo = "lllyasviel/sd-controlnet-canny"
-    req = ValidationRequest(repo, backend="cpu+zoo_bug_drop_bias", library="diffusers", config=_component(repo), config_source="test", reference_cache="", plugins="tests.plugins.buggy_backends")
+    req = ValidationRequest(
+        repo,
+        backend="cpu+zoo_bug_drop_bias",
+        library="diffusers",
+        config=_component(repo),
+        config_source="test",
+        reference_cache="",
+        plugins="tests.plugins.buggy_backends",
+    )
     assert validate_here(req)["status"] == "mismatch"
 
 

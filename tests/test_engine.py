@@ -1,4 +1,5 @@
 """The engine builds, references, runs and compares for real (in this process, CPU backends)."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,11 +8,54 @@ from zoo_runner.engine import validate_here
 from zoo_runner.exceptions import UnknownModel
 from zoo_runner.request import ValidationRequest
 
-SPEC_KEYS = {"model_id", "revision", "tier", "backend", "device", "dtype", "status", "reason", "fingerprint", "library", "architecture", "task", "metrics", "fallback_ops", "op_census", "error", "versions", "repro", "started_at", "duration_s"}
-METRIC_KEYS = {"max_abs_diff", "max_rel_diff", "rmse_ratio", "cosine", "compile_s", "reference_ms", "target_ms", "peak_mem_bytes", "graph_breaks"}
+SPEC_KEYS = {
+    "model_id",
+    "revision",
+    "tier",
+    "backend",
+    "device",
+    "dtype",
+    "status",
+    "reason",
+    "fingerprint",
+    "library",
+    "architecture",
+    "task",
+    "metrics",
+    "fallback_ops",
+    "op_census",
+    "error",
+    "versions",
+    "repro",
+    "started_at",
+    "duration_s",
+}
+METRIC_KEYS = {
+    "max_abs_diff",
+    "max_rel_diff",
+    "rmse_ratio",
+    "cosine",
+    "compile_s",
+    "reference_ms",
+    "target_ms",
+    "peak_mem_bytes",
+    "graph_breaks",
+}
 
 
-@pytest.mark.parametrize("arch", ["BertModel", "GPT2LMHeadModel", "T5ForConditionalGeneration", "ViTForImageClassification", "WhisperForConditionalGeneration", "CLIPModel", "Wav2Vec2ForCTC", "LlamaForCausalLM"])
+@pytest.mark.parametrize(
+    "arch",
+    [
+        "BertModel",
+        "GPT2LMHeadModel",
+        "T5ForConditionalGeneration",
+        "ViTForImageClassification",
+        "WhisperForConditionalGeneration",
+        "CLIPModel",
+        "Wav2Vec2ForCTC",
+        "LlamaForCausalLM",
+    ],
+)
 def test_popular_architectures_pass_on_aot_eager(arch):
     r = validate_here(ValidationRequest(f"arch:{arch}", backend="cpu+aot_eager"))
     assert r["status"] == "pass", r["error"]
@@ -95,7 +139,21 @@ def test_vision_language_models_get_one_image_token_per_image_embedding(arch):
     assert first["input_ids"][1] > 16 and first["attention_mask"] == first["input_ids"]
 
 
-@pytest.mark.parametrize("arch", ["OneFormerForUniversalSegmentation", "MusicgenForConditionalGeneration", "EncodecModel", "Owlv2ForObjectDetection", "SamModel", "RTDetrForObjectDetection", "DepthAnythingForDepthEstimation", "Mask2FormerForUniversalSegmentation", "Zamba2ForCausalLM", "DeepseekV3ForCausalLM"])
+@pytest.mark.parametrize(
+    "arch",
+    [
+        "OneFormerForUniversalSegmentation",
+        "MusicgenForConditionalGeneration",
+        "EncodecModel",
+        "Owlv2ForObjectDetection",
+        "SamModel",
+        "RTDetrForObjectDetection",
+        "DepthAnythingForDepthEstimation",
+        "Mask2FormerForUniversalSegmentation",
+        "Zamba2ForCausalLM",
+        "DeepseekV3ForCausalLM",
+    ],
+)
 def test_architectures_with_coupled_sizes_or_unusual_inputs_build_and_pass(arch):
     """Rows of the quirks table and generic shrink rules at work: list main inputs (OneFormer),
     per-codebook decoder ids (MusicGen), (batch, channels, samples) audio (EnCodec), widths a
@@ -110,7 +168,11 @@ def test_architectures_with_coupled_sizes_or_unusual_inputs_build_and_pass(arch)
     [
         ("LlavaNextForConditionalGeneration", 5, "image_sizes"),  # any-resolution tiles: (batch, tiles, C, H, W)
         ("LlavaOnevisionForConditionalGeneration", 5, "image_sizes"),
-        ("MllamaForConditionalGeneration", 6, "cross_attention_mask"),  # (batch, images, tiles, C, H, W), cross-attended
+        (
+            "MllamaForConditionalGeneration",
+            6,
+            "cross_attention_mask",
+        ),  # (batch, images, tiles, C, H, W), cross-attended
         ("SmolVLMForConditionalGeneration", 5, None),  # (batch, images, C, H, W)
         ("Gemma3ForConditionalGeneration", 4, None),
         ("Blip2ForConditionalGeneration", 4, None),
@@ -136,7 +198,9 @@ def test_pose_estimators_get_non_square_images():
 
 def test_a_config_no_auto_class_maps_finds_its_model_class():
     """VitMatte has no Auto class: a Hub config naming no architecture still builds the model."""
-    req = ValidationRequest("org/vitmatte", backend="cpu", config={"model_type": "vitmatte"}, config_source="test", reference_cache="")
+    req = ValidationRequest(
+        "org/vitmatte", backend="cpu", config={"model_type": "vitmatte"}, config_source="test", reference_cache=""
+    )
     r = validate_here(req)
     assert r["status"] == "pass", r["error"]
     assert r["architecture"] == "VitMatteForImageMatting"

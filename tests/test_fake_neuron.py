@@ -7,6 +7,7 @@ TorchNeuron documents. Zoo must report ``pass_with_fallback`` with exactly those
 The plugin is only ever imported in child processes: importing it here would give this pytest
 process a ``neuron`` device for good (tests/test_backends.py checks that there is none).
 """
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,9 @@ def ops_run_on_neuron():
     env = {k: v for k, v in os.environ.items() if k not in ("ZOO_PLUGINS", EXTRA_OPS_ENV)}
     env.update(PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     code = f"from tests.test_fake_neuron import _probe; _probe({list(ARCHS)!r})"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env
+    )
     seen: dict[str, list[str]] = {}
 
     def get(arch: str) -> set[str]:
@@ -76,7 +79,9 @@ def _probe(archs: list[str]) -> None:  # runs in a child process; prints {arch: 
     from zoo_runner.builders import get_builder
 
     def on_neuron(x) -> bool:
-        return (isinstance(x, torch.Tensor) and x.device.type == "neuron") or (isinstance(x, torch.device) and x.type == "neuron")
+        return (isinstance(x, torch.Tensor) and x.device.type == "neuron") or (
+            isinstance(x, torch.device) and x.type == "neuron"
+        )
 
     class OnNeuron(TorchDispatchMode):
         def __init__(self) -> None:

@@ -4,6 +4,7 @@ The backends (tests/plugins/buggy_backends.py) are registered as torch.compile b
 loaded the way users load theirs, through ZOO_PLUGINS. Each validation runs in this process
 (validate_here), CPU, tiny tier: build, fp32 and fp64 references, compile, compare.
 """
+
 from __future__ import annotations
 
 import csv

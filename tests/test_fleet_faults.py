@@ -11,6 +11,7 @@ local Redis and PostgreSQL, killed and restarted the ways machines die.
 
 Conditions are polled, never slept for; limits are generous for a loaded 2-core machine.
 """
+
 from __future__ import annotations
 
 import os
@@ -94,11 +95,20 @@ class Fleet:
     def log(self, name: str) -> Path:
         return self.tmp / f"{name}.log"
 
-    def start(self, name: str, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
+    def start(
+        self, name: str, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> subprocess.Popen:
         cwd = cwd or self.tmp
         cwd.mkdir(parents=True, exist_ok=True)
         out = open(self.log(name), "w")
-        proc = subprocess.Popen([sys.executable, "-m", "zoo.cli", *args], env=env or self.env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "zoo.cli", *args],
+            env=env or self.env,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         proc.log_path = self.log(name)  # type: ignore[attr-defined]
         self.procs.append(proc)
         return proc
@@ -153,13 +163,20 @@ def test_kill9_mid_run_then_a_new_worker_every_model_gets_exactly_one_result(fle
     run = fleet.start("run", "run", "--top", "12", "--backend", "cpu", "--timeout", "60")
     logs = [a.log_path, run.log_path]
     # mid-run and mid-task: at least one row stored, and a task delivered but not acknowledged
-    wait_until(lambda: (rid := latest_run(fleet)) and results_of_run(fleet, rid) and fleet.redis.hlen("unacked") >= 1, 600, "worker A to store a result and hold a task", logs=logs)
+    wait_until(
+        lambda: (rid := latest_run(fleet)) and results_of_run(fleet, rid) and fleet.redis.hlen("unacked") >= 1,
+        600,
+        "worker A to store a result and hold a task",
+        logs=logs,
+    )
     in_flight = {k.decode() for k in fleet.redis.hkeys("unacked")}
     stored_before = len(results_of_run(fleet, latest_run(fleet)))
     killed = kill9_tree(a)
     wait_until(lambda: not any(alive(p) for p in killed), 30, "the whole worker tree to be dead")
     assert stored_before < 12, "killed mid-run"
-    assert in_flight and fleet.redis.hlen("unacked") == len(in_flight), "the killed worker's task is still unacknowledged in the broker"
+    assert in_flight and fleet.redis.hlen("unacked") == len(in_flight), (
+        "the killed worker's task is still unacknowledged in the broker"
+    )
 
     b = fleet.worker("wB")
     logs.append(b.log_path)
@@ -178,7 +195,12 @@ def test_kill9_mid_run_then_a_new_worker_every_model_gets_exactly_one_result(fle
     assert redelivered, "the task in flight when A died was delivered a second time"
     assert {t for t, _ in redelivered} <= {r.task_id for r in rows}
     assert "received" in b.log_path.read_text()
-    wait_until(lambda: fleet.redis.hlen("unacked") == 0 and fleet.redis.llen("cpu") == 0, 120, "the broker to be empty", logs=logs)
+    wait_until(
+        lambda: fleet.redis.hlen("unacked") == 0 and fleet.redis.llen("cpu") == 0,
+        120,
+        "the broker to be empty",
+        logs=logs,
+    )
 
 
 # ---------------------------------------------------------------- the same task twice
@@ -191,7 +213,12 @@ def test_the_same_task_delivered_twice_gives_one_row_and_one_model_run(fleet):
     assert r.llen("cpu") == 1
     r.lpush("cpu", r.lindex("cpu", 0))  # the very same message (same task id) delivered twice
     w = fleet.worker("w1")
-    wait_until(lambda: w.log_path.read_text().count("succeeded") >= 2, 600, "both deliveries to be processed", logs=[w.log_path])
+    wait_until(
+        lambda: w.log_path.read_text().count("succeeded") >= 2,
+        600,
+        "both deliveries to be processed",
+        logs=[w.log_path],
+    )
     rows = fleet.sql("SELECT model_id, attempts, task_id FROM results")
     assert len(rows) == 1 and rows[0].attempts == 1, rows
     assert "are stored already" in w.log_path.read_text(), "the second delivery only acknowledged"
@@ -217,9 +244,16 @@ def test_two_beats_one_leader_and_one_weekly_sweep(fleet):
     b2 = fleet.start("beat2", "beat", env=beat_env, cwd=fleet.tmp / "b2")
     w = fleet.worker("wsched", queues="scheduler")  # sweeps run here; the validations wait in `cpu`
     logs = [b1.log_path, b2.log_path, w.log_path]
-    wait_until(lambda: fleet.sql("SELECT id FROM sweeps WHERE finished_at IS NOT NULL"), 600, "a finished weekly sweep", logs=logs)
+    wait_until(
+        lambda: fleet.sql("SELECT id FROM sweeps WHERE finished_at IS NOT NULL"),
+        600,
+        "a finished weekly sweep",
+        logs=logs,
+    )
     # the leader keeps sending the sweep every 2 s: later ones must find the week claimed
-    wait_until(lambda: w.log_path.read_text().count("already claimed") >= 2, 300, "repeated sweeps to be skipped", logs=logs)
+    wait_until(
+        lambda: w.log_path.read_text().count("already claimed") >= 2, 300, "repeated sweeps to be skipped", logs=logs
+    )
 
     sweeps = fleet.sql("SELECT kind, period, enqueued, deduplicated, candidates, run_id FROM sweeps")
     assert len(sweeps) == 1 and sweeps[0].kind == "weekly", sweeps
@@ -236,7 +270,12 @@ def test_two_beats_one_leader_and_one_weekly_sweep(fleet):
     # the leader dies: the standby takes over within the lock's TTL, and the week stays swept once
     kill9_tree(leader)
     before = standby.log_path.read_text().count("Sending due task weekly-sweep")
-    wait_until(lambda: standby.log_path.read_text().count("Sending due task weekly-sweep") > before, 120, "the standby to take over", logs=logs)
+    wait_until(
+        lambda: standby.log_path.read_text().count("Sending due task weekly-sweep") > before,
+        120,
+        "the standby to take over",
+        logs=logs,
+    )
     assert "leader: sending due tasks" in standby.log_path.read_text()
     assert len(fleet.sql("SELECT id FROM sweeps")) == 1
     fleet.redis.delete("cpu")
@@ -248,21 +287,43 @@ def test_two_beats_one_leader_and_one_weekly_sweep(fleet):
 def test_sigterm_puts_the_running_task_back_on_the_queue(fleet):
     env = {**fleet.env, "ZOO_PLUGINS": "tests.plugins.faulty_backends"}
     fleet.env = env
-    proc = run_zoo(["run", "--top", "1", "--backend", "cpu+zoo_test_hang", "--timeout", "15", "--detach"], env, fleet.tmp, timeout=300)
+    proc = run_zoo(
+        ["run", "--top", "1", "--backend", "cpu+zoo_test_hang", "--timeout", "15", "--detach"],
+        env,
+        fleet.tmp,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     a = fleet.worker("wA")
     r = fleet.redis
     # the model is running (it hangs): the message is delivered, unacknowledged, off the queue
-    wait_until(lambda: r.hlen("unacked") == 1 and r.llen("cpu") == 0 and "received" in a.log_path.read_text(), 300, "worker A to take the task", logs=[a.log_path])
-    wait_until(lambda: len(descendants(a.pid)) >= 3, 120, "the model process to start (pool, forkserver, model)", logs=[a.log_path])
+    wait_until(
+        lambda: r.hlen("unacked") == 1 and r.llen("cpu") == 0 and "received" in a.log_path.read_text(),
+        300,
+        "worker A to take the task",
+        logs=[a.log_path],
+    )
+    wait_until(
+        lambda: len(descendants(a.pid)) >= 3,
+        120,
+        "the model process to start (pool, forkserver, model)",
+        logs=[a.log_path],
+    )
     tree = descendants(a.pid)
     t0 = time.monotonic()
     a.send_signal(signal.SIGTERM)
     wait_until(lambda: a.poll() is not None, 120, "worker A to exit on SIGTERM", logs=[a.log_path])
     # back on the queue at once, not after the visibility timeout (100 s)
-    wait_until(lambda: r.llen("cpu") == 1 and r.hlen("unacked") == 0, 30, "the message to be back on the queue", logs=[a.log_path])
+    wait_until(
+        lambda: r.llen("cpu") == 1 and r.hlen("unacked") == 0,
+        30,
+        "the message to be back on the queue",
+        logs=[a.log_path],
+    )
     assert time.monotonic() - t0 < 60
-    wait_until(lambda: not any(alive(p) for p in tree), 30, "the model process to be gone with its worker", logs=[a.log_path])
+    wait_until(
+        lambda: not any(alive(p) for p in tree), 30, "the model process to be gone with its worker", logs=[a.log_path]
+    )
     assert fleet.sql("SELECT count(*) FROM results")[0][0] == 0
 
     b = fleet.worker("wB")
@@ -286,11 +347,27 @@ def own_redis(tmp_path):
     port = free_port()
     data = tmp_path / "redis"
     data.mkdir()
-    cmd = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+    cmd = [
+        exe,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(data),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--save",
+        "",
+    ]
     state = {}
 
     def start():
-        state["proc"] = subprocess.Popen(cmd, stdout=open(data / "redis.log", "a"), stderr=subprocess.STDOUT, start_new_session=True)
+        state["proc"] = subprocess.Popen(
+            cmd, stdout=open(data / "redis.log", "a"), stderr=subprocess.STDOUT, start_new_session=True
+        )
         import redis
 
         wait_until(lambda: _ping(redis.Redis(port=port)), 30, "redis-server to answer")

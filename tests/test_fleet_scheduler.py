@@ -1,6 +1,7 @@
 """Fleet planning (services.planning) and the fleet's bookkeeping, in-process (fast): priorities and triggers, sweeps
 claimed once per period, fingerprint groups, attempts and permanent failure, redelivered tasks,
 the beat leader lock, the worker's visibility-timeout check, and the raw Redis messages."""
+
 from __future__ import annotations
 
 import base64
@@ -24,7 +25,17 @@ def entries(*rows):
     return [repository.CatalogEntry(model_id=m, downloads=d, sha=sha, library="transformers") for m, d, sha in rows]
 
 
-def result(model_id, when, status="pass", revision=None, versions=None, harness=HARNESS_VERSION, backend="cpu", tier="tiny", fingerprint=None):
+def result(
+    model_id,
+    when,
+    status="pass",
+    revision=None,
+    versions=None,
+    harness=HARNESS_VERSION,
+    backend="cpu",
+    tier="tiny",
+    fingerprint=None,
+):
     return {
         "model_id": model_id,
         "revision": revision,
@@ -62,7 +73,15 @@ def test_priority_is_download_weight_times_staleness_with_triggers(database_url)
         repository.store_result(s, result("org/big-fresh", NOW - dt.timedelta(hours=3), revision="b1"))
         repository.store_result(s, result("org/new-rev", NOW - dt.timedelta(hours=3), revision="c1"))
         repository.store_result(s, result("org/flaky", NOW - dt.timedelta(hours=3), status="mismatch", revision="d1"))
-        repository.store_result(s, result("org/old-torch", NOW - dt.timedelta(days=2), revision="e1", versions={"torch": "2.5", "transformers": "5.0"}))
+        repository.store_result(
+            s,
+            result(
+                "org/old-torch",
+                NOW - dt.timedelta(days=2),
+                revision="e1",
+                versions={"torch": "2.5", "transformers": "5.0"},
+            ),
+        )
         repository.store_result(s, result("org/old-harness", NOW - dt.timedelta(hours=3), revision="f1", harness="0"))
         # a result on another backend never counts for this one
         repository.store_result(s, result("org/never", NOW - dt.timedelta(hours=1), backend="neuron"))
@@ -88,7 +107,9 @@ def test_priority_is_download_weight_times_staleness_with_triggers(database_url)
     assert [c.score for c in cands] == sorted((c.score for c in cands), reverse=True)
 
     daily = daily_selection(cands, top=3)
-    assert "org/big-fresh" not in [c.model_id for c in daily_selection(cands, top=100)], "validated 3 hours ago, nothing changed: not due"
+    assert "org/big-fresh" not in [c.model_id for c in daily_selection(cands, top=100)], (
+        "validated 3 hours ago, nothing changed: not due"
+    )
     assert daily[0].model_id == "org/big-stale" and len(daily) == 3
     weekly = {c.model_id for c in weekly_selection(cands, iso_week(NOW))}
     # this week's untriggered results are done; the rest (stale, triggered, never) are swept
@@ -101,7 +122,9 @@ def test_a_failure_confirmed_twice_is_no_longer_a_trigger(database_url):
     with session_scope() as s:
         repository.store_snapshot(s, entries(("org/broken", 100, None)), "test")
         repository.store_result(s, result("org/broken", NOW - dt.timedelta(hours=5), status="compile_error"))
-        repository.store_result(s, result("org/broken", NOW - dt.timedelta(hours=4), status="compile_error"))  # same week: attempts 2
+        repository.store_result(
+            s, result("org/broken", NOW - dt.timedelta(hours=4), status="compile_error")
+        )  # same week: attempts 2
     with session_scope() as s:
         (c,) = candidates(s, "cpu", "tiny", now=NOW)
     assert c.triggers == []
@@ -113,7 +136,16 @@ def test_a_failure_confirmed_twice_is_no_longer_a_trigger(database_url):
 def test_models_sharing_a_fingerprint_are_one_task(database_url):
     from services.planning import Candidate, attach_fingerprints, group_by_fingerprint
 
-    cands = [Candidate(m, d, 0.0, sha=sha) for m, d, sha in [("a/bert-1", 9, "s1"), ("b/gpt", 8, "s2"), ("c/bert-2", 7, "s3"), ("d/unknown", 6, "s4"), ("e/bert-3", 5, "s5")]]
+    cands = [
+        Candidate(m, d, 0.0, sha=sha)
+        for m, d, sha in [
+            ("a/bert-1", 9, "s1"),
+            ("b/gpt", 8, "s2"),
+            ("c/bert-2", 7, "s3"),
+            ("d/unknown", 6, "s4"),
+            ("e/bert-3", 5, "s5"),
+        ]
+    ]
     with session_scope() as s:
         for m, fp in [("a/bert-1", "fp-bert"), ("b/gpt", "fp-gpt"), ("c/bert-2", "fp-bert"), ("e/bert-3", "fp-bert")]:
             repository.store_plan(s, m, "tiny", f"s{'abcde'.index(m[0]) + 1}", fp)
@@ -140,6 +172,7 @@ def test_a_weekly_sweep_runs_once_per_iso_week(database_url, monkeypatch):
 
     def run_sweep(*args, **kwargs):
         return plan_sweep(*args, publish=publish, **kwargs)
+
     with session_scope() as s:
         repository.store_snapshot(s, entries(("a/x", 30, "1"), ("b/y", 20, "2"), ("c/z", 10, "3")), "test")
         repository.store_plan(s, "a/x", "tiny", "1", "fp1")
@@ -161,7 +194,11 @@ def test_a_weekly_sweep_runs_once_per_iso_week(database_url, monkeypatch):
         from db.models import Run, Sweep
 
         sweeps = s.scalars(select(Sweep).order_by(Sweep.id)).all()
-        assert [(w.period, w.backend, w.enqueued, w.deduplicated) for w in sweeps] == [("2025-W12", "cpu", 2, 1), ("2025-W12", "neuron", 2, 1), ("2025-W13", "cpu", 2, 1)]
+        assert [(w.period, w.backend, w.enqueued, w.deduplicated) for w in sweeps] == [
+            ("2025-W12", "cpu", 2, 1),
+            ("2025-W12", "neuron", 2, 1),
+            ("2025-W13", "cpu", 2, 1),
+        ]
         assert all(w.finished_at for w in sweeps)
         assert s.get(Run, first["run_id"]).requested == 3
 
@@ -182,7 +219,9 @@ def test_a_failed_sweep_releases_its_claim_and_a_dead_one_is_taken_over(database
 
     with pytest.raises(BrokerUnavailable):
         plan_sweep("weekly", "cpu", "tiny", publish=down, now=NOW, dedup=False)
-    assert not plan_sweep("weekly", "cpu", "tiny", publish=lambda *a, **k: ["1"], now=NOW, dedup=False)["skipped"], "the failed attempt left no claim"
+    assert not plan_sweep("weekly", "cpu", "tiny", publish=lambda *a, **k: ["1"], now=NOW, dedup=False)["skipped"], (
+        "the failed attempt left no claim"
+    )
 
     with session_scope() as s:  # a claim whose sweeper died long ago
         sid = repository.claim_sweep(s, "daily", "2025-03-19", "cpu", "tiny")
@@ -213,7 +252,11 @@ def test_a_task_delivered_after_max_attempts_is_stored_as_a_permanent_failure(sq
     with session_scope() as s:
         for _ in range(MAX_ATTEMPTS):
             repository.record_attempt(s, "t-dies", "arch:BertModel", "cpu", "tiny")
-    out = validate_task.apply(args=[{"model_id": "arch:BertModel", "backend": "cpu", "tier": "tiny"}, None], kwargs={"followers": ["arch:RobertaModel"]}, task_id="t-dies").get()
+    out = validate_task.apply(
+        args=[{"model_id": "arch:BertModel", "backend": "cpu", "tier": "tiny"}, None],
+        kwargs={"followers": ["arch:RobertaModel"]},
+        task_id="t-dies",
+    ).get()
     assert out == "crash"
     with session_scope() as s:
         from sqlalchemy import select
@@ -221,7 +264,10 @@ def test_a_task_delivered_after_max_attempts_is_stored_as_a_permanent_failure(sq
         from db.models import Result, TaskAttempt
 
         rows = s.scalars(select(Result).order_by(Result.model_id)).all()
-        assert [(r.model_id, r.status, r.task_id) for r in rows] == [("arch:BertModel", "crash", "t-dies"), ("arch:RobertaModel", "crash", "t-dies")]
+        assert [(r.model_id, r.status, r.task_id) for r in rows] == [
+            ("arch:BertModel", "crash", "t-dies"),
+            ("arch:RobertaModel", "crash", "t-dies"),
+        ]
         assert rows[0].details["permanent_failure"] and rows[0].error["type"] == "WorkerLost"
         assert s.get(TaskAttempt, "t-dies").gave_up
 
@@ -233,7 +279,10 @@ def test_a_redelivered_task_whose_rows_are_stored_only_acknowledges(sqlite_url, 
     with session_scope() as s:
         repository.store_result(s, result("arch:BertModel", dt.datetime.now(dt.timezone.utc)), task_id="t-done")
     monkeypatch.setattr(validation, "validate_and_store", lambda *a, **k: pytest.fail("must not run again"))
-    assert validate_task.apply(args=[{"model_id": "arch:BertModel", "backend": "cpu"}, None], task_id="t-done").get() == "pass"
+    assert (
+        validate_task.apply(args=[{"model_id": "arch:BertModel", "backend": "cpu"}, None], task_id="t-done").get()
+        == "pass"
+    )
     with session_scope() as s:
         from sqlalchemy import func, select
 
@@ -255,7 +304,10 @@ def test_a_bug_is_retried_then_stored_as_zoos_own_failure(sqlite_url, monkeypatc
     with session_scope() as s:
         for _ in range(MAX_ATTEMPTS - 1):
             repository.record_attempt(s, "t-bug", "arch:BertModel", "cpu", "tiny")
-    assert validate_task.apply(args=[{"model_id": "arch:BertModel", "backend": "cpu"}, None], task_id="t-bug").get() == "reference_error"
+    assert (
+        validate_task.apply(args=[{"model_id": "arch:BertModel", "backend": "cpu"}, None], task_id="t-bug").get()
+        == "reference_error"
+    )
     with session_scope() as s:
         from sqlalchemy import select
 
@@ -270,8 +322,17 @@ def test_a_bug_is_retried_then_stored_as_zoos_own_failure(sqlite_url, monkeypatc
 
 @pytest.mark.parametrize("how", ["zoo", "celery"])
 def test_a_worker_refuses_a_visibility_timeout_below_the_hard_limit(tmp_path, how):
-    env = child_env(ZOO_BROKER_URL="redis://127.0.0.1:1/0", ZOO_TASK_TIME_LIMIT="3600", ZOO_VISIBILITY_TIMEOUT="1800", ZOO_DATABASE_URL=f"sqlite:///{tmp_path / 'z.db'}")
-    cmd = [sys.executable, "-m", "zoo.cli", "worker"] if how == "zoo" else [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--loglevel", "warning"]
+    env = child_env(
+        ZOO_BROKER_URL="redis://127.0.0.1:1/0",
+        ZOO_TASK_TIME_LIMIT="3600",
+        ZOO_VISIBILITY_TIMEOUT="1800",
+        ZOO_DATABASE_URL=f"sqlite:///{tmp_path / 'z.db'}",
+    )
+    cmd = (
+        [sys.executable, "-m", "zoo.cli", "worker"]
+        if how == "zoo"
+        else [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "--loglevel", "warning"]
+    )
     proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if "visibility timeout" in line]
@@ -285,7 +346,9 @@ def test_visibility_check_accepts_a_sane_configuration():
     from workers.celery_app import visibility_problem
 
     def conf(vt, limit, url="redis://x/0"):
-        return SimpleNamespace(broker_url=url, broker_transport_options={"visibility_timeout": vt}, task_time_limit=limit)
+        return SimpleNamespace(
+            broker_url=url, broker_transport_options={"visibility_timeout": vt}, task_time_limit=limit
+        )
 
     assert visibility_problem(conf(4200, 3600)) is None
     assert "must exceed" in visibility_problem(conf(3600, 3600))
@@ -313,7 +376,12 @@ def test_one_beat_holds_the_leader_lock_and_a_standby_takes_over(redis_url):
     assert one.hold_lock() and not two.hold_lock()
     assert one.hold_lock() and not two.hold_lock(), "the leader renews; the standby stays standby"
     assert 0 < client.pttl(LOCK_KEY) <= 3000
-    client.eval("if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0", 1, LOCK_KEY, "one")  # the leader exits
+    client.eval(
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0",
+        1,
+        LOCK_KEY,
+        "one",
+    )  # the leader exits
     assert two.hold_lock() and not one.hold_lock()
     client.delete(LOCK_KEY)
 
@@ -325,22 +393,43 @@ def test_pipelined_messages_are_the_messages_celery_writes(redis_url):
     import redis
 
     from workers.celery_app import app
-    from workers.tasks import validate_task
     from workers.publish import redis_messages
+    from workers.tasks import validate_task
 
-    args, kwargs = [{"model_id": "org/m", "backend": "cpu", "tier": "tiny", "timeout_s": 60.0}, 7], {"followers": ["org/n"]}
+    args, kwargs = (
+        [{"model_id": "org/m", "backend": "cpu", "tier": "tiny", "timeout_s": 60.0}, 7],
+        {"followers": ["org/n"]},
+    )
     r = redis.Redis.from_url(redis_url)
     r.delete("cmpq")
     with app.connection_for_write(redis_url) as conn:
-        validate_task.apply_async(args=args, kwargs=kwargs, queue="cmpq", connection=conn, time_limit=None, soft_time_limit=None)
+        validate_task.apply_async(
+            args=args, kwargs=kwargs, queue="cmpq", connection=conn, time_limit=None, soft_time_limit=None
+        )
     celery_msg = json.loads(r.rpop("cmpq"))
-    (tid, raw), = list(redis_messages(app, validate_task.name, "cmpq", [(args, kwargs)]))
+    ((tid, raw),) = list(redis_messages(app, validate_task.name, "cmpq", [(args, kwargs)]))
     ours = json.loads(raw)
     assert set(ours) == set(celery_msg)
-    assert set(ours["headers"]) == set(celery_msg["headers"]) and set(ours["properties"]) == set(celery_msg["properties"])
-    for key in ("lang", "task", "retries", "timelimit", "ignore_result", "shadow", "eta", "expires", "group", "parent_id"):
+    assert set(ours["headers"]) == set(celery_msg["headers"]) and set(ours["properties"]) == set(
+        celery_msg["properties"]
+    )
+    for key in (
+        "lang",
+        "task",
+        "retries",
+        "timelimit",
+        "ignore_result",
+        "shadow",
+        "eta",
+        "expires",
+        "group",
+        "parent_id",
+    ):
         assert ours["headers"][key] == celery_msg["headers"][key], key
     assert ours["headers"]["id"] == ours["headers"]["root_id"] == ours["properties"]["correlation_id"] == tid
     assert ours["properties"]["delivery_info"] == celery_msg["properties"]["delivery_info"]
     assert json.loads(base64.b64decode(ours["body"])) == json.loads(base64.b64decode(celery_msg["body"]))
-    assert ours["content-type"] == celery_msg["content-type"] and ours["properties"]["body_encoding"] == celery_msg["properties"]["body_encoding"]
+    assert (
+        ours["content-type"] == celery_msg["content-type"]
+        and ours["properties"]["body_encoding"] == celery_msg["properties"]["body_encoding"]
+    )

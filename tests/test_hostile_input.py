@@ -6,6 +6,7 @@ negative downloads, NUL bytes, 300-character ids, duplicates).
 Redis with PostgreSQL: every catalog model ends as exactly one row, the run completes, and no
 traceback reaches the user. The parsers and the catalog checks are also tested in-process (fast).
 """
+
 from __future__ import annotations
 
 import csv
@@ -25,15 +26,43 @@ BERT_TAGS = "['transformers', 'safetensors', 'bert', 'fill-mask']"
 DIFFUSERS_TAGS = "['diffusers', 'safetensors', 'diffusers:StableDiffusionPipeline']"
 # repo id -> (tags, {file: content}); the stand-in serves these files as the repo.
 HOSTILE_REPOS: dict[str, tuple[str, dict[str, bytes]]] = {
-    "hostile/nested-brackets": (BERT_TAGS, {"config.json": b"[" * 50_000 + b"]" * 50_000}),  # 100 KB: a RecursionError before
-    "hostile/untagged-nested": ("['safetensors']", {"config.json": b'{"a": ' * 20_000 + b"1" + b"}" * 20_000}),  # the library is sniffed from it
-    "hostile/huge-config": (BERT_TAGS, {"config.json": json.dumps({"model_type": "bert", "padding": "x" * (20 << 20)}).encode()}),
-    "hostile/nan-config": (BERT_TAGS, {"config.json": b'{"model_type": "bert", "architectures": ["BertForMaskedLM"], "layer_norm_eps": NaN, "initializer_range": Infinity}'}),
-    "hostile/wrong-types": (BERT_TAGS, {"config.json": json.dumps({"model_type": 42, "architectures": "x", "num_hidden_layers": "many"}).encode()}),
+    "hostile/nested-brackets": (
+        BERT_TAGS,
+        {"config.json": b"[" * 50_000 + b"]" * 50_000},
+    ),  # 100 KB: a RecursionError before
+    "hostile/untagged-nested": (
+        "['safetensors']",
+        {"config.json": b'{"a": ' * 20_000 + b"1" + b"}" * 20_000},
+    ),  # the library is sniffed from it
+    "hostile/huge-config": (
+        BERT_TAGS,
+        {"config.json": json.dumps({"model_type": "bert", "padding": "x" * (20 << 20)}).encode()},
+    ),
+    "hostile/nan-config": (
+        BERT_TAGS,
+        {
+            "config.json": b'{"model_type": "bert", "architectures": ["BertForMaskedLM"], "layer_norm_eps": NaN, "initializer_range": Infinity}'
+        },
+    ),
+    "hostile/wrong-types": (
+        BERT_TAGS,
+        {"config.json": json.dumps({"model_type": 42, "architectures": "x", "num_hidden_layers": "many"}).encode()},
+    ),
     "hostile/binary-garbage": (BERT_TAGS, {"config.json": bytes(random.Random(0).randrange(256) for _ in range(4096))}),
     "hostile/not-a-mapping": (BERT_TAGS, {"config.json": b"[1, 2, 3]"}),
-    "hostile/diffusers-nested": (DIFFUSERS_TAGS, {"model_index.json": b"{\"unet\": " + b"[" * 10_000 + b"]" * 10_000 + b"}"}),
-    "hostile/diffusers-component": (DIFFUSERS_TAGS, {"model_index.json": json.dumps({"_class_name": "StableDiffusionPipeline", "unet": ["diffusers", "UNet2DConditionModel"]}).encode(), "unet/config.json": b"\xff\xfe" * 512}),
+    "hostile/diffusers-nested": (
+        DIFFUSERS_TAGS,
+        {"model_index.json": b'{"unet": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"},
+    ),
+    "hostile/diffusers-component": (
+        DIFFUSERS_TAGS,
+        {
+            "model_index.json": json.dumps(
+                {"_class_name": "StableDiffusionPipeline", "unet": ["diffusers", "UNet2DConditionModel"]}
+            ).encode(),
+            "unet/config.json": b"\xff\xfe" * 512,
+        },
+    ),
 }
 GOOD_ID = "plain/bert-after-them"  # synthetic repo, validated after every hostile one
 # listed by the Hub (or a mirror) but refused at sync: never a row
@@ -67,7 +96,9 @@ def hostile_hub(tmp_path_factory):
 
 
 def _hub_env(hub: str, workdir: Path, **extra: str) -> dict[str, str]:
-    return child_env(HF_ENDPOINT=hub, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(workdir / "hf"), HF_HUB_DISABLE_PROGRESS_BARS="1", **extra)
+    return child_env(
+        HF_ENDPOINT=hub, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(workdir / "hf"), HF_HUB_DISABLE_PROGRESS_BARS="1", **extra
+    )
 
 
 def _rows(db_url: str) -> list[tuple[str, str, str | None, str]]:
@@ -85,13 +116,34 @@ def _check_run(proc, rows) -> None:
     ids = [r[0] for r in rows]
     assert sorted(ids) == sorted(EXPECTED_ROWS), ids  # exactly one row each; the refused ids none
     by_id = {m: (s, r, e) for m, s, r, e in rows}
-    assert by_id["hostile/nested-brackets"][:2] == ("unsupported", "library_unsupported") and "nests deeper than" in by_id["hostile/nested-brackets"][2]
-    assert by_id["hostile/untagged-nested"][:2] == ("unsupported", "library_unsupported") and "nests deeper than" in by_id["hostile/untagged-nested"][2]
-    assert by_id["hostile/diffusers-nested"][:2] == ("unsupported", "library_unsupported") and "model_index.json nests deeper" in by_id["hostile/diffusers-nested"][2]
-    assert by_id["hostile/diffusers-component"][:2] == ("unsupported", "library_unsupported") and "unet/config.json is not UTF-8" in by_id["hostile/diffusers-component"][2]
-    assert by_id["hostile/huge-config"][:2] == ("unsupported", "too_large") and "over Zoo's limit of 5 MB" in by_id["hostile/huge-config"][2]
-    assert by_id["hostile/binary-garbage"][:2] == ("unsupported", "library_unsupported") and "not UTF-8" in by_id["hostile/binary-garbage"][2]
-    assert by_id["hostile/not-a-mapping"][:2] == ("unsupported", "library_unsupported") and "not a mapping" in by_id["hostile/not-a-mapping"][2]
+    assert (
+        by_id["hostile/nested-brackets"][:2] == ("unsupported", "library_unsupported")
+        and "nests deeper than" in by_id["hostile/nested-brackets"][2]
+    )
+    assert (
+        by_id["hostile/untagged-nested"][:2] == ("unsupported", "library_unsupported")
+        and "nests deeper than" in by_id["hostile/untagged-nested"][2]
+    )
+    assert (
+        by_id["hostile/diffusers-nested"][:2] == ("unsupported", "library_unsupported")
+        and "model_index.json nests deeper" in by_id["hostile/diffusers-nested"][2]
+    )
+    assert (
+        by_id["hostile/diffusers-component"][:2] == ("unsupported", "library_unsupported")
+        and "unet/config.json is not UTF-8" in by_id["hostile/diffusers-component"][2]
+    )
+    assert (
+        by_id["hostile/huge-config"][:2] == ("unsupported", "too_large")
+        and "over Zoo's limit of 5 MB" in by_id["hostile/huge-config"][2]
+    )
+    assert (
+        by_id["hostile/binary-garbage"][:2] == ("unsupported", "library_unsupported")
+        and "not UTF-8" in by_id["hostile/binary-garbage"][2]
+    )
+    assert (
+        by_id["hostile/not-a-mapping"][:2] == ("unsupported", "library_unsupported")
+        and "not a mapping" in by_id["hostile/not-a-mapping"][2]
+    )
     assert by_id["hostile/wrong-types"][0] in ("unsupported", "reference_error"), by_id["hostile/wrong-types"]
     assert by_id[GOOD_ID][0] == "pass", by_id[GOOD_ID]
     for bad in ("bad id/with spaces", "org/negative-downloads"):
@@ -100,7 +152,14 @@ def _check_run(proc, rows) -> None:
 
 
 def test_hostile_repos_in_process_run(hostile_hub, zoo, tmp_path):
-    proc = zoo(["run", "--top", "50", "--backend", "cpu", "--jobs", "1"], timeout=600, HF_ENDPOINT=hostile_hub, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(tmp_path / "hf"), HF_HUB_DISABLE_PROGRESS_BARS="1")
+    proc = zoo(
+        ["run", "--top", "50", "--backend", "cpu", "--jobs", "1"],
+        timeout=600,
+        HF_ENDPOINT=hostile_hub,
+        HF_HUB_OFFLINE="0",
+        HF_HUB_CACHE=str(tmp_path / "hf"),
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+    )
     _check_run(proc, _rows(zoo.db_url))
 
 
@@ -117,7 +176,9 @@ def test_hostile_repos_through_a_celery_worker(hostile_hub, tmp_path, pg_server_
         _check_run(proc, _rows(pg_server_url))
     finally:
         stop(worker)
-    assert "zoo.validate" in log and "Retry in" not in log, log[-3000:]  # each hostile model is one row at once, not a retried task
+    assert "zoo.validate" in log and "Retry in" not in log, log[
+        -3000:
+    ]  # each hostile model is one row at once, not a retried task
 
 
 # ---------------------------------------------------------------- the parsers, in-process
@@ -151,7 +212,9 @@ def test_json_keeps_nan_and_deep_brackets_inside_strings(tmp_path):
         untrusted.load_json(path, allow_nan=False)
 
 
-LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefg", "bcdefgh"))
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefg", "bcdefgh")
+)
 
 
 @pytest.mark.parametrize(
@@ -160,7 +223,10 @@ LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(f"{n}: &{n} [{', '.join
         (LAUGHS, "expands to more than"),  # a billion laughs: 9^8 values from 1 KB
         ("a: &a [*a]\n", "nests deeper"),  # a cycle
         ("[" * 10_000 + "]" * 10_000, "YAML"),
-        ("".join("  " * i + f"k{i}:\n" for i in range(100)) + "  " * 100 + "v\n", "nests deeper than Zoo's limit of 64"),
+        (
+            "".join("  " * i + f"k{i}:\n" for i in range(100)) + "  " * 100 + "v\n",
+            "nests deeper than Zoo's limit of 64",
+        ),
         ("model: !!python/object/apply:os.system [echo hi]\n", "not valid YAML"),
         ("blob: !!binary aGVsbG8=\n", "not plain data"),
         ("- 1\n- 2\n", "not a mapping"),
@@ -175,9 +241,14 @@ def test_yaml_limits(tmp_path, content, words):
 
 def test_yaml_dates_become_strings(tmp_path):
     path = tmp_path / "config.yaml"
-    path.write_text("version: 2024-01-01\nmodel: {_target_: pyannote.audio.models.segmentation.PyanNet, sample_rate: 16000}\n")
+    path.write_text(
+        "version: 2024-01-01\nmodel: {_target_: pyannote.audio.models.segmentation.PyanNet, sample_rate: 16000}\n"
+    )
     cfg = untrusted.load_mapping(path)
-    assert cfg == {"version": "2024-01-01", "model": {"_target_": "pyannote.audio.models.segmentation.PyanNet", "sample_rate": 16000}}
+    assert cfg == {
+        "version": "2024-01-01",
+        "model": {"_target_": "pyannote.audio.models.segmentation.PyanNet", "sample_rate": 16000},
+    }
     json.dumps(cfg)  # travels to the model process as JSON
 
 
@@ -234,11 +305,23 @@ def _unreadable(proc, *words: str) -> str:
 def test_unreadable_catalogs_are_one_line_and_exit_2(zoo, tmp_path):
     binary = _write(tmp_path, "weights.csv", bytes(random.Random(1).randrange(256) for _ in range(65536)))
     _unreadable(zoo(["sync", "--from-file", str(binary)]), "weights.csv", "not")
-    _unreadable(zoo(["sync", "--from-file", str(_write(tmp_path, "nul.csv", b"\x00\x01\x02,\n" * 10))]), "nul.csv", "binary")
-    latin1 = _write(tmp_path, "latin1.csv", (HEADER + "org/a,1,,,\"['transformers']\"\norg/caf\u00e9,2,,,\n").encode("latin-1"))
+    _unreadable(
+        zoo(["sync", "--from-file", str(_write(tmp_path, "nul.csv", b"\x00\x01\x02,\n" * 10))]), "nul.csv", "binary"
+    )
+    latin1 = _write(
+        tmp_path, "latin1.csv", (HEADER + "org/a,1,,,\"['transformers']\"\norg/caf\u00e9,2,,,\n").encode("latin-1")
+    )
     _unreadable(zoo(["sync", "--from-file", str(latin1)]), "latin1.csv:3", "not UTF-8", "0xe9")
-    _unreadable(zoo(["sync", "--from-file", str(_write(tmp_path, "utf16.csv", (HEADER + "org/a,1,,,\n").encode("utf-16")))]), "utf16.csv:1", "not UTF-8")
-    _unreadable(zoo(["sync", "--from-file", str(_write(tmp_path, "oneline.csv", "x" * (10 << 20)))]), "oneline.csv", "header line is over 1 MB")
+    _unreadable(
+        zoo(["sync", "--from-file", str(_write(tmp_path, "utf16.csv", (HEADER + "org/a,1,,,\n").encode("utf-16")))]),
+        "utf16.csv:1",
+        "not UTF-8",
+    )
+    _unreadable(
+        zoo(["sync", "--from-file", str(_write(tmp_path, "oneline.csv", "x" * (10 << 20)))]),
+        "oneline.csv",
+        "header line is over 1 MB",
+    )
     _unreadable(zoo(["sync", "--from-file", str(tmp_path)]), "is not a regular file")  # a directory
     eng = create_engine(zoo.db_url)
     with eng.connect() as c:  # nothing was stored by any of them: no empty snapshot either
@@ -280,7 +363,10 @@ def test_hostile_catalog_rows_are_reported_and_skipped(database_url, tmp_path, c
     assert n == 3 and report.accepted == 3 and report.duplicates == 2 and report.invalid == 10, report.problems
     lines = {int(p.split(":", 2)[1].split("-")[0]) for p in report.problems}
     assert lines == {3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15}
-    assert any(p.endswith("hostile.csv:7: 'ORG/GOOD' duplicates 'org/good' of line 2: skipped, the first row kept") for p in report.problems)
+    assert any(
+        p.endswith("hostile.csv:7: 'ORG/GOOD' duplicates 'org/good' of line 2: skipped, the first row kept")
+        for p in report.problems
+    )
     assert any("hostile.csv:3: downloads '-5' is negative" in p for p in report.problems)
     assert any("hostile.csv:4:" in p and "over the Hub's limit of 96" in p for p in report.problems)
     assert any("hostile.csv:9: the line is longer than 1 MB" in p for p in report.problems)
@@ -310,11 +396,27 @@ def test_hub_listing_with_bad_items_is_checked_too():
     from services import catalog
 
     def info(model_id, downloads=1, **kw):
-        base = dict(id=model_id, downloads=downloads, tags=["transformers"], config={"model_type": 42}, library_name=None, pipeline_tag=None, gated=False, sha=None, safetensors=None)
+        base = dict(
+            id=model_id,
+            downloads=downloads,
+            tags=["transformers"],
+            config={"model_type": 42},
+            library_name=None,
+            pipeline_tag=None,
+            gated=False,
+            sha=None,
+            safetensors=None,
+        )
         return SimpleNamespace(**{**base, **kw})
 
     good = catalog._hub_entry(info("org/ok"))
     assert good.model_type is None and good.downloads == 1  # model_type 42 is not a name
-    for bad in (info("x" * 300), info("org/a", downloads=-1), info("org/a", tags="transformers"), info("org/a", pipeline_tag="t" * 500), info("org/\x00")):
+    for bad in (
+        info("x" * 300),
+        info("org/a", downloads=-1),
+        info("org/a", tags="transformers"),
+        info("org/a", pipeline_tag="t" * 500),
+        info("org/\x00"),
+    ):
         with pytest.raises(catalog.BadRow):
             catalog._hub_entry(bad)

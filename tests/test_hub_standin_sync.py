@@ -5,6 +5,7 @@ The CLI runs as a subprocess, as a user runs it. Subprocess starts cost seconds 
 four `zoo validate` runs start together (each with its own database) and the tests read their
 outcomes.
 """
+
 from __future__ import annotations
 
 import ast
@@ -26,9 +27,10 @@ except ImportError:  # tests/ is not a package: it is on sys.path itself
     from hub_standin import fake_sha, packaged_repos, start_standin
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SNAPSHOT_CSV = REPO_ROOT / "data" / "hub-top1000-2025-03.csv"  # the Hub snapshot kept in the repository (data/README.md)
+SNAPSHOT_CSV = (
+    REPO_ROOT / "data" / "hub-top1000-2025-03.csv"
+)  # the Hub snapshot kept in the repository (data/README.md)
 CLI_TIMEOUT = 600
-
 
 
 # ---------------------------------------------------------------- helpers
@@ -63,7 +65,9 @@ def zoo_cmd(*args: str) -> list[str]:
 
 def run_zoo(hub_url: str, workdir: Path, *args: str) -> subprocess.CompletedProcess:
     workdir.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(zoo_cmd(*args), cwd=workdir, env=zoo_env(hub_url, workdir), capture_output=True, text=True, timeout=CLI_TIMEOUT)
+    return subprocess.run(
+        zoo_cmd(*args), cwd=workdir, env=zoo_env(hub_url, workdir), capture_output=True, text=True, timeout=CLI_TIMEOUT
+    )
 
 
 def db_session(workdir: Path):
@@ -101,7 +105,9 @@ def _pick(pred) -> str:
 def validations(hub, tmp_path_factory):
     """Four `zoo validate` runs through the stand-in, started at once: {name: (model, CompletedProcess)}."""
     custom = _pick(lambda t: "custom_code" in t and "transformers" in t)
-    pickle_only = _pick(lambda t: "transformers" in t and "pytorch" in t and not {"safetensors", "custom_code", "gguf", "onnx"} & set(t))
+    pickle_only = _pick(
+        lambda t: "transformers" in t and "pytorch" in t and not {"safetensors", "custom_code", "gguf", "onnx"} & set(t)
+    )
     plan = {
         "tiny": ("google-bert/bert-base-uncased", "tiny"),
         "remote_code": (custom, "tiny"),
@@ -112,7 +118,13 @@ def validations(hub, tmp_path_factory):
     for name, (model, tier) in plan.items():
         workdir = tmp_path_factory.mktemp(f"validate-{name}")
         cmd = zoo_cmd("validate", model, "--backend", "cpu", "--tier", tier, "--json", "--timeout", "300")
-        procs[name] = (model, workdir, subprocess.Popen(cmd, cwd=workdir, env=zoo_env(hub, workdir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs[name] = (
+            model,
+            workdir,
+            subprocess.Popen(
+                cmd, cwd=workdir, env=zoo_env(hub, workdir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            ),
+        )
     out = {}
     try:
         for name, (model, workdir, proc) in procs.items():
@@ -129,7 +141,9 @@ def _result(cp: subprocess.CompletedProcess) -> dict:
     try:
         return json.loads(cp.stdout)  # --json: the result alone on stdout
     except ValueError:
-        pytest.fail(f"stdout is not one JSON document (rc={cp.returncode}):\n{cp.stdout[-2000:]}\nstderr:\n{cp.stderr[-3000:]}")
+        pytest.fail(
+            f"stdout is not one JSON document (rc={cp.returncode}):\n{cp.stdout[-2000:]}\nstderr:\n{cp.stderr[-3000:]}"
+        )
 
 
 # ---------------------------------------------------------------- zoo sync
@@ -157,7 +171,9 @@ def test_sync_top_1000_twice_through_the_standin(hub, tmp_path):
         for snap in snaps:
             assert snap.source == f"hub:{hub}"
             assert snap.n_models == 999
-            entries = s.scalars(select(SnapshotEntry).where(SnapshotEntry.snapshot_id == snap.id).order_by(SnapshotEntry.rank)).all()
+            entries = s.scalars(
+                select(SnapshotEntry).where(SnapshotEntry.snapshot_id == snap.id).order_by(SnapshotEntry.rank)
+            ).all()
             assert [e.rank for e in entries] == list(range(1, 1000))
             ids = [e.model_id for e in entries]
             assert len(set(ids)) == 999 and set(ids) == set(by_id)
@@ -231,7 +247,9 @@ def test_sync_from_another_csv_with_shuffled_downloads(tmp_path):
     try:
         assert len(s.scalars(select(Model)).all()) == 10
         (snap,) = s.scalars(select(Snapshot)).all()
-        entries = s.scalars(select(SnapshotEntry).where(SnapshotEntry.snapshot_id == snap.id).order_by(SnapshotEntry.rank)).all()
+        entries = s.scalars(
+            select(SnapshotEntry).where(SnapshotEntry.snapshot_id == snap.id).order_by(SnapshotEntry.rank)
+        ).all()
         assert [(e.model_id, e.downloads) for e in entries] == [(r["model_id"], int(r["downloads"])) for r in expected]
     finally:
         s.close()
@@ -299,7 +317,10 @@ def test_standin_pages_like_the_hub(hub, online):
     import httpx
     from huggingface_hub import HfApi
 
-    r = httpx.get(f"{hub}/api/models", params=[("sort", "downloads"), ("limit", "250"), ("expand", "downloads"), ("expand", "tags")])
+    r = httpx.get(
+        f"{hub}/api/models",
+        params=[("sort", "downloads"), ("limit", "250"), ("expand", "downloads"), ("expand", "tags")],
+    )
     assert r.status_code == 200
     page = r.json()
     assert len(page) == 100 and set(page[0]) == {"_id", "id", "downloads", "tags"}
@@ -312,11 +333,19 @@ def test_standin_pages_like_the_hub(hub, online):
     assert sizes == [100, 100, 50]
 
     api = HfApi(endpoint=hub)
-    models = list(api.list_models(sort="downloads", limit=1000, expand=["downloads", "pipeline_tag", "library_name", "tags", "gated", "sha", "config", "safetensors"]))
+    models = list(
+        api.list_models(
+            sort="downloads",
+            limit=1000,
+            expand=["downloads", "pipeline_tag", "library_name", "tags", "gated", "sha", "config", "safetensors"],
+        )
+    )
     assert len(models) == 999 and len({m.id for m in models}) == 999
     assert [m.downloads for m in models] == sorted((m.downloads for m in models), reverse=True)
     first = models[0]
-    assert first.sha == fake_sha(first.id) and first.config["model_type"] == "xlm-roberta" and first.safetensors.total > 0
+    assert (
+        first.sha == fake_sha(first.id) and first.config["model_type"] == "xlm-roberta" and first.safetensors.total > 0
+    )
     assert [m.id for m in api.list_models(search="bert-base-uncased", limit=3)][0] == "google-bert/bert-base-uncased"
     asc = httpx.get(f"{hub}/api/models", params={"sort": "downloads", "direction": "1", "limit": "2"}).json()
     assert asc[0]["id"] == models[-1].id
@@ -358,7 +387,14 @@ def test_standin_serves_the_packaged_minilm_repo(hub, online, tmp_path):
     info = HfApi(endpoint=hub).model_info("sentence-transformers/all-MiniLM-L6-v2")
     assert sorted(s.rfilename for s in info.siblings) == on_disk
     assert info.downloads is None or isinstance(info.downloads, int)
-    got = Path(snapshot_download(info.id, allow_patterns=["*.json", "*.safetensors", "*.txt", "1_Pooling/*"], endpoint=hub, cache_dir=tmp_path))
+    got = Path(
+        snapshot_download(
+            info.id,
+            allow_patterns=["*.json", "*.safetensors", "*.txt", "1_Pooling/*"],
+            endpoint=hub,
+            cache_dir=tmp_path,
+        )
+    )
     assert (got / "1_Pooling" / "config.json").is_file()
     digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
     assert digest(got / "model.safetensors") == digest(folder / "model.safetensors")

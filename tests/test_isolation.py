@@ -1,4 +1,5 @@
 """Every model runs in its own process: crash, hang and OOM become rows; the next model runs normally."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """Known failures, end to end: a quirk row names a failure Zoo sees (with a reason, a link and an
 expiry); a matching result keeps its status and is flagged; the report and the failures page count
 it apart from new failures, and an expired row is shown as "expired: re-check"."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -8,10 +9,10 @@ import json
 
 import pytest
 
+from dashboards.report import render_html, render_markdown
 from db import queries, repository
 from db.repository import CatalogEntry
 from db.session import session_scope
-from dashboards.report import render_html, render_markdown
 from services.reports import build_report
 from zoo_runner import quirks
 from zoo_runner.engine import validate_here
@@ -46,10 +47,15 @@ def expired_bark(monkeypatch):
 def test_report_and_failures_page_separate_new_known_and_expired(database_url, expired_bark):
     layout, bark, new = _validate("LayoutLMv2Model"), _validate("BarkModel"), _validate("BertModel")
     assert bark["status"] == "reference_error" and bark["details"]["known_failure"]["expired"] is True
-    new.update(status="runtime_error", error={"type": "RuntimeError", "message": "boom", "signature": "RuntimeError: boom", "traceback": ""})
+    new.update(
+        status="runtime_error",
+        error={"type": "RuntimeError", "message": "boom", "signature": "RuntimeError: boom", "traceback": ""},
+    )
     queries.clear_cache()
     with session_scope() as s:
-        repository.store_snapshot(s, iter([CatalogEntry(r["model_id"], d) for r, d in ((layout, 300), (bark, 200), (new, 100))]), "file:known")
+        repository.store_snapshot(
+            s, iter([CatalogEntry(r["model_id"], d) for r, d in ((layout, 300), (bark, 200), (new, 100))]), "file:known"
+        )
         for r in (layout, bark, new):
             repository.store_result(s, r)
     with session_scope() as s:

@@ -2,6 +2,7 @@
 pad token in their default config), table QA (one token type per table vocabulary), image-to-text
 over flattened patches, and trajectory models. Each is fixed by a generic rule (a pad token for
 text-classification heads, input generators per input name), never a per-model branch."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """What a newcomer tripped on (issue 13, point 8): encoded API links and 422 for unknown backend
 specs, coverage and reports that a small synced CSV does not empty, port validation, and a main job
 that says what it is doing before its first model finishes."""
+
 from __future__ import annotations
 
 import io
@@ -52,7 +53,17 @@ def test_report_links_encode_the_backend_and_reproduce_its_numbers(client):
     assert client.get(rep["queries"]["headline"]).json()["attempted"] == rep["coverage"]["attempted"] == 1
 
 
-@pytest.mark.parametrize("path", ["/api/v1/coverage", "/api/v1/ops/gaps", "/api/v1/failures", "/api/v1/regressions", "/api/v1/coverage/history", "/api/v1/reports/2026-W48"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/coverage",
+        "/api/v1/ops/gaps",
+        "/api/v1/failures",
+        "/api/v1/regressions",
+        "/api/v1/coverage/history",
+        "/api/v1/reports/2026-W48",
+    ],
+)
 def test_unparseable_backend_is_422_with_a_clear_message(client, path):
     r = client.get(f"{path}?backend=cpu+inductor")  # an unencoded '+' arrives as a space
     assert r.status_code == 422, r.text
@@ -62,13 +73,20 @@ def test_unparseable_backend_is_422_with_a_clear_message(client, path):
 
 
 def test_backend_names_are_checked_against_the_registry_or_stored_results(client):
-    assert client.get("/api/v1/coverage", params={"backend": "cuda+inductor", "week": "2026-W48"}).json()["attempted"] == 1
+    assert (
+        client.get("/api/v1/coverage", params={"backend": "cuda+inductor", "week": "2026-W48"}).json()["attempted"] == 1
+    )
     # known names, not installed here and without results: accepted (an empty scope)
     for spec in ("neuron+neuron", "cpu+openvino", "xla+openxla", "cuda@bfloat16"):
         r = client.get("/api/v1/coverage", params={"backend": spec})
         assert r.status_code == 200 and r.json()["attempted"] == 0, (spec, r.text)
     # names nobody registers: 422 saying which
-    for spec, word in (("cpu+inductr", "compile backend 'inductr'"), ("warp", "device 'warp'"), ("cpu@int3", "dtype 'int3'"), ("auto", "auto")):
+    for spec, word in (
+        ("cpu+inductr", "compile backend 'inductr'"),
+        ("warp", "device 'warp'"),
+        ("cpu@int3", "dtype 'int3'"),
+        ("auto", "auto"),
+    ):
         r = client.get("/api/v1/failures", params={"backend": spec})
         assert r.status_code == 422 and word in r.json()["detail"][0]["msg"], (spec, r.text)
     # ... unless results are stored under it (run by another machine's plugin)
@@ -93,9 +111,13 @@ def test_spec_problem_imports_nothing():
 
 def _seed_then_sync_small(zoo, sqlite_url, tmp_path) -> tuple[int, int]:
     with session_scope() as s:
-        big = repository.store_snapshot(s, iter([CatalogEntry(f"org/m{i}", 1000 - 100 * i) for i in range(4)]), "file:big").id
+        big = repository.store_snapshot(
+            s, iter([CatalogEntry(f"org/m{i}", 1000 - 100 * i) for i in range(4)]), "file:big"
+        ).id
         for i in range(4):
-            repository.store_result(s, _result(f"org/m{i}", "pass" if i < 3 else "compile_error", backend="cpu+inductor", week_day=W48))
+            repository.store_result(
+                s, _result(f"org/m{i}", "pass" if i < 3 else "compile_error", backend="cpu+inductor", week_day=W48)
+            )
     small_csv = tmp_path / "tiny.csv"
     small_csv.write_text("model_id,downloads\norg/new-a,50\norg/new-b,40\n")
     proc = zoo(["sync", "--from-file", str(small_csv)])
@@ -114,7 +136,9 @@ def test_coverage_and_report_keep_the_snapshot_with_results_and_take_snapshot(zo
     chosen = json.loads(zoo(["coverage", "--json", "--snapshot", str(small)]).stdout)
     assert (chosen["snapshot_id"], chosen["catalog_models"], chosen["attempted"]) == (small, 2, 0)
     missing = zoo(["coverage", "--snapshot", "999"])
-    assert missing.returncode == 2 and missing.stderr.strip().splitlines() == ["zoo: error: no catalog snapshot 999 (`zoo sync` prints the id of each)"]
+    assert missing.returncode == 2 and missing.stderr.strip().splitlines() == [
+        "zoo: error: no catalog snapshot 999 (`zoo sync` prints the id of each)"
+    ]
     rep = json.loads(zoo(["report", "--format", "json", "--snapshot", str(big)]).stdout)
     assert rep["coverage"]["snapshot_id"] == big and rep["coverage"]["attempted"] == 4
     assert f"snapshot={big}" in rep["queries"]["headline"] and "backend=cpu%2Binductor" in rep["queries"]["headline"]
@@ -141,7 +165,9 @@ def test_serve_rejects_a_port_out_of_range(zoo):
     for port in ("99999", "0", "http"):
         proc = zoo(["serve", "--port", port])
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-        assert "--port" in proc.stderr and ("not a TCP port (1-65535)" in proc.stderr or "not a whole number" in proc.stderr)
+        assert "--port" in proc.stderr and (
+            "not a TCP port (1-65535)" in proc.stderr or "not a whole number" in proc.stderr
+        )
 
 
 def test_serve_logs_the_port_it_listens_on(tmp_path):
@@ -151,7 +177,13 @@ def test_serve_logs_the_port_it_listens_on(tmp_path):
     log = tmp_path / "serve.log"
     env = child_env(ZOO_DATABASE_URL=f"sqlite:///{tmp_path / 'zoo.db'}")
     with open(log, "w") as err:
-        server = subprocess.Popen([sys.executable, "-m", "zoo.cli", "-v", "serve", "--port", str(port)], env=env, cwd=tmp_path, stdout=err, stderr=err)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "zoo.cli", "-v", "serve", "--port", str(port)],
+            env=env,
+            cwd=tmp_path,
+            stdout=err,
+            stderr=err,
+        )
     try:
         for _ in range(240):
             try:
@@ -203,8 +235,12 @@ def test_main_job_says_what_it_does_before_the_first_model(monkeypatch, sqlite_u
     monkeypatch.delenv("ZOO_BROKER_URL", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the builtin arch: catalog
     monkeypatch.setattr(jobs, "resolve_backend", lambda spec: "cpu+inductor")
-    monkeypatch.setattr(jobs, "run_inprocess", lambda ids, *a, **kw: said.append((time.monotonic(), f"validating {len(ids)}")) or [])
-    jobs.main_job(top=2, backend="auto", tier="tiny", timeout=60, status=lambda text: said.append((time.monotonic(), text)))
+    monkeypatch.setattr(
+        jobs, "run_inprocess", lambda ids, *a, **kw: said.append((time.monotonic(), f"validating {len(ids)}")) or []
+    )
+    jobs.main_job(
+        top=2, backend="auto", tier="tiny", timeout=60, status=lambda text: said.append((time.monotonic(), text))
+    )
     texts = [t for _, t in said]
     assert texts[0].startswith("resolving backend auto") and "backend cpu+inductor" in texts[1]
     assert "2 models from the catalog (builtin)" in texts[2] and texts[-1] == "validating 2"
@@ -218,7 +254,13 @@ def test_run_isolated_reports_the_model_process_stages():
     result = run_isolated(ValidationRequest("arch:BertModel", backend="cpu", timeout_s=300), on_stage=stages.append)
     assert result["status"] == "pass", result.get("error")
     order = ["start", "build", "reference", "target", "compare"]  # read every 0.5 s: a short stage may pass unseen
-    assert stages[0] == "start" and len(stages) > 1 and all(s in order for s in stages) and stages == sorted(stages, key=order.index) and len(set(stages)) == len(stages), stages
+    assert (
+        stages[0] == "start"
+        and len(stages) > 1
+        and all(s in order for s in stages)
+        and stages == sorted(stages, key=order.index)
+        and len(set(stages)) == len(stages)
+    ), stages
 
 
 # ---------------------------------------------------------------- the README's commands run from a fresh clone

@@ -4,6 +4,7 @@ torch >= 2.9 has no ``onnxrt`` dynamo backend any more; the plugin ships one (dy
 ``torch.onnx.export`` -> ONNX Runtime) and registers it when the spec is checked. The first tests
 are pure Python and run everywhere; the rest need the ``onnxruntime`` extra (in ``dev``).
 """
+
 from __future__ import annotations
 
 import sys
@@ -44,7 +45,10 @@ def test_missing_extra_is_one_line_with_the_install_hint(monkeypatch, hidden):
     monkeypatch.setitem(sys.modules, hidden, None)
     with pytest.raises(BackendUnavailable) as info:
         check_backend(SPEC)
-    assert str(info.value) == f"backend cpu+onnxrt is not available here: {hidden} is not installed: pip install -e .[onnxruntime] (or bash scripts/setup.sh onnxruntime)"
+    assert (
+        str(info.value)
+        == f"backend cpu+onnxrt is not available here: {hidden} is not installed: pip install -e .[onnxruntime] (or bash scripts/setup.sh onnxruntime)"
+    )
 
 
 def test_declares_fp32():
@@ -109,7 +113,11 @@ def test_the_graph_runs_in_onnx_runtime_for_every_shape(monkeypatch):
 
     runs = []
     real_run = onnxruntime.InferenceSession.run_with_ort_values
-    monkeypatch.setattr(onnxruntime.InferenceSession, "run_with_ort_values", lambda self, *a, **k: runs.append(1) or real_run(self, *a, **k))
+    monkeypatch.setattr(
+        onnxruntime.InferenceSession,
+        "run_with_ort_values",
+        lambda self, *a, **k: runs.append(1) or real_run(self, *a, **k),
+    )
     check_backend(SPEC)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16)).eval()
     torch._dynamo.reset()

@@ -1,5 +1,6 @@
 """OpenCLIP models (the open_clip extra): built by OpenCLIP from the repo's open_clip_config.json,
 with OpenCLIP's own towers shrunk and their layout kept; through the Hub stand-in as users run it."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -34,11 +35,16 @@ def test_shrinking_keeps_the_layout():  # pure Python: runs without the extra
     assert timm_tower["vision_cfg"]["timm_model_name"] == "convnext_base"  # timm towers are built whole
 
 
-needs_open_clip = pytest.mark.skipif(importlib.util.find_spec("open_clip") is None, reason="the open_clip extra is not installed (bash scripts/setup.sh dev open_clip)")
+needs_open_clip = pytest.mark.skipif(
+    importlib.util.find_spec("open_clip") is None,
+    reason="the open_clip extra is not installed (bash scripts/setup.sh dev open_clip)",
+)
 
 
 def _req(repo: str, backend: str = "cpu", **kw) -> ValidationRequest:
-    return ValidationRequest(repo, backend=backend, library="open_clip", config=_config(repo), config_source="test", reference_cache="", **kw)
+    return ValidationRequest(
+        repo, backend=backend, library="open_clip", config=_config(repo), config_source="test", reference_cache="", **kw
+    )
 
 
 @needs_open_clip

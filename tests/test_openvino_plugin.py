@@ -5,6 +5,7 @@ the ``openvino`` extra (in ``dev``) and skip without it. On a CPU with bf16 unit
 AMX) OpenVINO computes in bf16 by default: GPT2Model passes at bf16 and is a mismatch when judged
 at fp32; told f32 explicitly, it passes at fp32.
 """
+
 from __future__ import annotations
 
 import sys
@@ -14,7 +15,7 @@ import pytest
 
 from tests.conftest import ROOT, fresh_python
 from zoo_runner import backends
-from zoo_runner.backends import BackendSpec, check_backend, compiler_plugin, declared_precision
+from zoo_runner.backends import BackendSpec, check_backend, declared_precision
 from zoo_runner.exceptions import BackendUnavailable, UnknownBackend
 from zoo_runner.plugins import openvino as ov_plugin
 from zoo_runner.precision import resolve
@@ -74,7 +75,10 @@ def test_missing_extra_is_one_line_with_the_install_hint(monkeypatch):
     with pytest.raises(BackendUnavailable) as info:
         check_backend(SPEC)
     message = str(info.value)
-    assert message == "backend cpu+openvino is not available here: openvino is not installed: pip install -e .[openvino] (or bash scripts/setup.sh openvino)"
+    assert (
+        message
+        == "backend cpu+openvino is not available here: openvino is not installed: pip install -e .[openvino] (or bash scripts/setup.sh openvino)"
+    )
     assert declared_precision(SPEC) is None  # nothing to declare; judged at the default until installed
     assert resolve("auto", SPEC) == ("fp32", "default")
 
@@ -82,11 +86,19 @@ def test_missing_extra_is_one_line_with_the_install_hint(monkeypatch):
 def test_the_cli_says_so_without_a_traceback(zoo, tmp_path):
     hidden = tmp_path / "hide"
     (hidden / "openvino").mkdir(parents=True)
-    (hidden / "openvino" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'openvino'\", name='openvino')\n")
-    out = zoo(["validate", "arch:GPT2Model", "--backend", "cpu+openvino", "--tier", "tiny", "--json"], PYTHONPATH=f"{hidden}:{ROOT}")
+    (hidden / "openvino" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'openvino'\", name='openvino')\n"
+    )
+    out = zoo(
+        ["validate", "arch:GPT2Model", "--backend", "cpu+openvino", "--tier", "tiny", "--json"],
+        PYTHONPATH=f"{hidden}:{ROOT}",
+    )
     assert out.returncode == 2, out.stderr
     assert out.stdout == "" and "Traceback" not in out.stderr
-    assert out.stderr.strip().splitlines()[-1] == "zoo: error: backend cpu+openvino is not available here: openvino is not installed: pip install -e .[openvino] (or bash scripts/setup.sh openvino)"
+    assert (
+        out.stderr.strip().splitlines()[-1]
+        == "zoo: error: backend cpu+openvino is not available here: openvino is not installed: pip install -e .[openvino] (or bash scripts/setup.sh openvino)"
+    )
 
 
 @pytest.mark.parametrize("ov_type, zoo_precision", [("bf16", "bf16"), ("f32", "fp32"), ("f16", "fp16"), ("u8", None)])
@@ -120,7 +132,10 @@ def test_precision_flag_judges_but_never_reconfigures_openvino(monkeypatch):
 
 def test_a_bad_explicit_setting_fails_in_one_line(monkeypatch):
     monkeypatch.setenv(ov_plugin.ENV, "f31")
-    with pytest.raises(UnknownBackend, match=r"ZOO_OPENVINO_INFERENCE_PRECISION_HINT='f31' is not an OpenVINO inference precision: expected f32, bf16 or f16$"):
+    with pytest.raises(
+        UnknownBackend,
+        match=r"ZOO_OPENVINO_INFERENCE_PRECISION_HINT='f31' is not an OpenVINO inference precision: expected f32, bf16 or f16$",
+    ):
         backends.compile_options(SPEC)
 
 
@@ -163,7 +178,9 @@ def test_gpt2_passes_at_the_precision_openvino_declares():
     assert r["versions"]["openvino"] == version("openvino")
     assert r["details"]["fallback_report"]["openvino_partitions"] >= 1  # OpenVINO, not PyTorch, ran it
     if declared == "bf16":
-        assert r["details"]["strict_fp32"] is False, "bf16 output that meets the fp32 budget did not come from OpenVINO's bf16"
+        assert r["details"]["strict_fp32"] is False, (
+            "bf16 output that meets the fp32 budget did not come from OpenVINO's bf16"
+        )
 
 
 def test_gpt2_is_a_mismatch_judged_at_fp32_when_openvino_computes_bf16():
@@ -188,9 +205,21 @@ def test_told_f32_openvino_passes_at_fp32(monkeypatch):
     "options, ops, report_key",
     [
         (None, [], None),
-        ({"disabled_ops": ["torch.ops.aten.relu.default"]}, ["aten::relu"], "ops_outside_partitions"),  # left out of every partition
-        ({"device": "NOPE"}, ["aten::addmm", "aten::relu", "aten::t", "aten::tanh"], "partitions_run_in_pytorch"),  # fails at run time
-        ({"disabled_ops": ["no.such.op"]}, ["aten::addmm", "aten::relu", "aten::t", "aten::tanh"], "graphs_on_inductor"),  # fails to compile
+        (
+            {"disabled_ops": ["torch.ops.aten.relu.default"]},
+            ["aten::relu"],
+            "ops_outside_partitions",
+        ),  # left out of every partition
+        (
+            {"device": "NOPE"},
+            ["aten::addmm", "aten::relu", "aten::t", "aten::tanh"],
+            "partitions_run_in_pytorch",
+        ),  # fails at run time
+        (
+            {"disabled_ops": ["no.such.op"]},
+            ["aten::addmm", "aten::relu", "aten::t", "aten::tanh"],
+            "graphs_on_inductor",
+        ),  # fails to compile
     ],
 )
 def test_what_openvino_hands_back_to_pytorch_is_reported(options, ops, report_key):
@@ -226,7 +255,9 @@ def test_a_second_input_shape_that_fails_to_compile_is_a_compile_error_naming_th
 
     r = validate_here(ValidationRequest("arch:BertModel", backend="cpu+openvino"))
     if r["status"] in ("pass", "pass_with_fallback"):
-        pytest.fail("BertModel now passes on cpu+openvino: OpenVINO fixed its dynamic-shape recompile; update docs/findings/openvino.md and this test")
+        pytest.fail(
+            "BertModel now passes on cpu+openvino: OpenVINO fixed its dynamic-shape recompile; update docs/findings/openvino.md and this test"
+        )
     assert r["status"] == "compile_error", _explain(r)
     assert r["details"]["failed_input"]["index"] == 1, r["details"].get("failed_input")
     assert r["details"]["failed_input"]["shapes"] == r["details"]["input_shapes"][1]

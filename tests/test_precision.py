@@ -6,6 +6,7 @@ backend with one real bug on top must still be a mismatch at bf16. The CPU fp32 
 twice: a model whose runs differ is ``reference_error`` / ``nondeterministic``. Each validation runs
 in this process on CPU at tier tiny (validate_here), except where a plugin must stay in a child.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,9 +39,23 @@ ARCHS = [
     "WhisperForConditionalGeneration",
     "CLIPModel",
 ]
-BUG_ARCHS = ["BertModel", "GPT2LMHeadModel", "LlamaForCausalLM", "T5ForConditionalGeneration", "ViTForImageClassification", "WhisperForConditionalGeneration"]
+BUG_ARCHS = [
+    "BertModel",
+    "GPT2LMHeadModel",
+    "LlamaForCausalLM",
+    "T5ForConditionalGeneration",
+    "ViTForImageClassification",
+    "WhisperForConditionalGeneration",
+]
 # Llama's and T5's linear layers have no biases: dropping them changes nothing there.
-BIAS_ARCHS = ["BertModel", "GPT2LMHeadModel", "ViTForImageClassification", "WhisperForConditionalGeneration", "CLIPModel", "Wav2Vec2ForCTC"]
+BIAS_ARCHS = [
+    "BertModel",
+    "GPT2LMHeadModel",
+    "ViTForImageClassification",
+    "WhisperForConditionalGeneration",
+    "CLIPModel",
+    "Wav2Vec2ForCTC",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -120,9 +135,14 @@ def test_a_deterministic_model_passes_the_determinism_check():
 
 
 def test_the_precision_reference_is_cached_under_its_own_key(tmp_path):
-    req = ValidationRequest("arch:GPT2Model", backend="cpu+zoo_bf16_matmul", precision="bf16", reference_cache=str(tmp_path))
+    req = ValidationRequest(
+        "arch:GPT2Model", backend="cpu+zoo_bf16_matmul", precision="bf16", reference_cache=str(tmp_path)
+    )
     first, second = validate_here(req), validate_here(req)
-    assert first["details"]["reference_precision_cache"] == "stored" and second["details"]["reference_precision_cache"] == "hit"
+    assert (
+        first["details"]["reference_precision_cache"] == "stored"
+        and second["details"]["reference_precision_cache"] == "hit"
+    )
     assert first["details"]["reference_cache"] == "stored" and second["details"]["reference_cache"] == "hit"
     assert second["status"] == first["status"] == "pass"
     assert second["metrics"]["rmse_ratio"] == first["metrics"]["rmse_ratio"]
@@ -132,7 +152,13 @@ def test_the_precision_reference_is_cached_under_its_own_key(tmp_path):
 # -- declarations ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "flags, expected",
-    [("", "bf16"), ("--auto-cast=none", "fp32"), ("--auto-cast none -O1", "fp32"), ("--auto-cast=matmult --auto-cast-type=fp16", "fp16"), ("--auto-cast=all", "bf16")],
+    [
+        ("", "bf16"),
+        ("--auto-cast=none", "fp32"),
+        ("--auto-cast none -O1", "fp32"),
+        ("--auto-cast=matmult --auto-cast-type=fp16", "fp16"),
+        ("--auto-cast=all", "bf16"),
+    ],
 )
 def test_neuron_declares_bf16_unless_auto_cast_is_off(monkeypatch, flags, expected):
     monkeypatch.setenv("NEURON_CC_FLAGS", flags)
@@ -154,7 +180,17 @@ def test_resolution_order_and_bad_values():
 def test_tf32_rounding_keeps_ten_mantissa_bits_to_nearest_even():
     one = torch.tensor([1.0])
     ulp = 2.0**-10  # TF32's spacing at 1.0
-    x = torch.tensor([1.0 + ulp * 0.49, 1.0 + ulp * 0.51, 1.0 + ulp * 1.5, 1.0 + ulp * 2.5, -(1.0 + ulp * 0.51), float("inf"), float("nan")])
+    x = torch.tensor(
+        [
+            1.0 + ulp * 0.49,
+            1.0 + ulp * 0.51,
+            1.0 + ulp * 1.5,
+            1.0 + ulp * 2.5,
+            -(1.0 + ulp * 0.51),
+            float("inf"),
+            float("nan"),
+        ]
+    )
     y = round_to_tf32(x)
     assert y[:5].tolist() == [1.0, 1.0 + ulp, 1.0 + 2 * ulp, 1.0 + 2 * ulp, -(1.0 + ulp)]  # ties go to even
     assert torch.isinf(y[5]) and torch.isnan(y[6])
@@ -176,7 +212,11 @@ def test_a_mismatch_names_the_output_the_budget_its_precision_and_how_far_over()
     assert compare(good, ref16, ref64, precision="bf16").ok
     bad = compare({"logits": good["logits"] * 1.25}, ref16, ref64, precision="bf16")
     assert not bad.ok
-    assert bad.problems[0].startswith("logits: RMSE") and "exceeds the bf16 budget" in bad.problems[0] and "x over" in bad.problems[0]
+    assert (
+        bad.problems[0].startswith("logits: RMSE")
+        and "exceeds the bf16 budget" in bad.problems[0]
+        and "x over" in bad.problems[0]
+    )
 
 
 def test_cli_reports_precision_and_its_source(zoo):

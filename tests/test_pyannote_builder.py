@@ -1,5 +1,6 @@
 """pyannote.audio models (the pyannote extra): the class config.yaml names, its output layer from
 the training task; seeded weights only (pyannote checkpoints are pickles); through the Hub stand-in."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -25,7 +26,15 @@ def _config(repo: str) -> dict:
 
 
 def _req(repo: str, backend: str = "cpu", **kw) -> ValidationRequest:
-    return ValidationRequest(repo, backend=backend, library="pyannote-audio", config=_config(repo), config_source="test", reference_cache="", **kw)
+    return ValidationRequest(
+        repo,
+        backend=backend,
+        library="pyannote-audio",
+        config=_config(repo),
+        config_source="test",
+        reference_cache="",
+        **kw,
+    )
 
 
 def test_the_training_task_decides_the_output_layer():  # pure Python: runs without the extra
@@ -39,7 +48,13 @@ def test_the_training_task_decides_the_output_layer():  # pure Python: runs with
 
 def test_only_pyannote_models_are_imported_and_never_from_pickles():
     builder = PyannoteBuilder()
-    foreign = ValidationRequest("org/x", backend="cpu", library="pyannote-audio", config={"model": {"_target_": "os.system"}}, reference_cache="")
+    foreign = ValidationRequest(
+        "org/x",
+        backend="cpu",
+        library="pyannote-audio",
+        config={"model": {"_target_": "os.system"}},
+        reference_cache="",
+    )
     with pytest.raises(NotSupported) as info:
         builder.plan(foreign)
     assert info.value.reason == "library_unsupported" and "os.system" in str(info.value)
@@ -55,22 +70,52 @@ def test_only_pyannote_models_are_imported_and_never_from_pickles():
 def test_a_pipeline_names_its_model_repos_and_needs_their_configs():
     cfg = _config(PIPELINE)
     assert pipeline_model_repos(cfg) == {"segmentation": (SEGMENTATION, None), "embedding": (EMBEDDING, None)}
-    assert PyannoteBuilder().extra_repo_files(cfg) == [(SEGMENTATION, None, "config.yaml"), (EMBEDDING, None, "config.yaml")]
-    assert pipeline_model_repos({"pipeline": {"params": {"segmentation": "pyannote/segmentation@2022.07"}}}) == {"segmentation": ("pyannote/segmentation", "2022.07")}
+    assert PyannoteBuilder().extra_repo_files(cfg) == [
+        (SEGMENTATION, None, "config.yaml"),
+        (EMBEDDING, None, "config.yaml"),
+    ]
+    assert pipeline_model_repos({"pipeline": {"params": {"segmentation": "pyannote/segmentation@2022.07"}}}) == {
+        "segmentation": ("pyannote/segmentation", "2022.07")
+    }
     # an embedding from another library (speechbrain) has no pyannote config.yaml: named, not guessed
-    req = ValidationRequest("org/p", backend="cpu", library="pyannote-audio", config=cfg, extras={f"{SEGMENTATION}/config.yaml": _config(SEGMENTATION)}, reference_cache="")
+    req = ValidationRequest(
+        "org/p",
+        backend="cpu",
+        library="pyannote-audio",
+        config=cfg,
+        extras={f"{SEGMENTATION}/config.yaml": _config(SEGMENTATION)},
+        reference_cache="",
+    )
     with pytest.raises(NotSupported) as info:
         PyannoteBuilder().plan(req)
     assert EMBEDDING in str(info.value)
-    full = PyannoteBuilder().plan(ValidationRequest("org/p", backend="cpu", library="pyannote-audio", config=cfg, extras={f"{r}/config.yaml": _config(r) for r in (SEGMENTATION, EMBEDDING)}, reference_cache=""))
-    assert full.architecture == "SpeakerDiarization[PyanNet+WeSpeakerResNet34]" and set(full.parts) == {"segmentation", "embedding"}
+    full = PyannoteBuilder().plan(
+        ValidationRequest(
+            "org/p",
+            backend="cpu",
+            library="pyannote-audio",
+            config=cfg,
+            extras={f"{r}/config.yaml": _config(r) for r in (SEGMENTATION, EMBEDDING)},
+            reference_cache="",
+        )
+    )
+    assert full.architecture == "SpeakerDiarization[PyanNet+WeSpeakerResNet34]" and set(full.parts) == {
+        "segmentation",
+        "embedding",
+    }
 
 
-needs_pyannote = pytest.mark.skipif(importlib.util.find_spec("pyannote") is None, reason="the pyannote extra is not installed (bash scripts/setup.sh dev pyannote)")
+needs_pyannote = pytest.mark.skipif(
+    importlib.util.find_spec("pyannote") is None,
+    reason="the pyannote extra is not installed (bash scripts/setup.sh dev pyannote)",
+)
 
 
 @needs_pyannote
-@pytest.mark.parametrize(("repo", "architecture"), [(SEGMENTATION, "PyanNet"), ("pyannote/segmentation", "PyanNet"), (EMBEDDING, "WeSpeakerResNet34")])
+@pytest.mark.parametrize(
+    ("repo", "architecture"),
+    [(SEGMENTATION, "PyanNet"), ("pyannote/segmentation", "PyanNet"), (EMBEDDING, "WeSpeakerResNet34")],
+)
 def test_pyannote_models_validate(repo, architecture):
     r = validate_here(_req(repo))
     assert r["status"] == "pass", r["error"]
@@ -95,7 +140,9 @@ def test_a_backend_bug_in_a_segmentation_model_is_a_mismatch_and_the_lstm_break_
 
 
 @needs_pyannote
-@pytest.mark.parametrize(("repo", "architecture"), [(SEGMENTATION, "PyanNet"), (PIPELINE, "SpeakerDiarization[PyanNet+WeSpeakerResNet34]")])
+@pytest.mark.parametrize(
+    ("repo", "architecture"), [(SEGMENTATION, "PyanNet"), (PIPELINE, "SpeakerDiarization[PyanNet+WeSpeakerResNet34]")]
+)
 def test_pyannote_repos_through_the_stand_in(zoo, snapshot_hub, tmp_path, repo, architecture):
     r = validate_through(zoo, snapshot_hub, tmp_path, repo)
     assert r["status"] == "pass" and r["library"] == "pyannote-audio", r["error"]

@@ -1,4 +1,5 @@
 """CPU references are cached on disk and reused while model, revision and versions are unchanged."""
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,10 @@ def test_reference_is_computed_once_then_reused_by_every_backend(tmp_path):
     assert first["status"] == "pass" and first["details"]["reference_cache"] == "stored"
     again = validate_here(_req(tmp_path))
     assert again["details"]["reference_cache"] == "hit" and again["status"] == "pass"
-    assert again["op_census"] == first["op_census"] and again["metrics"]["reference_ms"] == first["metrics"]["reference_ms"]
+    assert (
+        again["op_census"] == first["op_census"]
+        and again["metrics"]["reference_ms"] == first["metrics"]["reference_ms"]
+    )
     assert again["metrics"]["max_abs_diff"] == first["metrics"]["max_abs_diff"]
     other = validate_here(_req(tmp_path, backend="cpu+aot_eager"))
     assert other["details"]["reference_cache"] == "hit" and other["status"] == "pass", other["error"]
@@ -74,7 +78,17 @@ def test_a_new_seed_or_tier_is_a_new_reference(tmp_path):
 
 
 def _key(model, inputs, **over):
-    kw = dict(model_id="org/m", revision="a" * 40, tier="tiny", seed=0, fingerprint="f" * 24, versions={"torch": "2.13.0", "transformers": "5.23.0", "zoo": "0.1.0"}, harness="1", model=model, inputs=inputs)
+    kw = dict(
+        model_id="org/m",
+        revision="a" * 40,
+        tier="tiny",
+        seed=0,
+        fingerprint="f" * 24,
+        versions={"torch": "2.13.0", "transformers": "5.23.0", "zoo": "0.1.0"},
+        harness="1",
+        model=model,
+        inputs=inputs,
+    )
     kw.update(over)
     return rc.reference_key(**kw)
 
@@ -120,7 +134,10 @@ def test_model_processes_share_the_cache_named_by_the_environment(tmp_path, monk
     assert (first["details"]["reference_cache"], second["details"]["reference_cache"]) == ("stored", "hit")
     assert first["status"] == second["status"] == "pass"
     monkeypatch.setenv("ZOO_REFERENCE_CACHE", "off")
-    assert run_isolated(ValidationRequest("arch:BertModel", backend="cpu", timeout_s=120))["details"]["reference_cache"] == "off"
+    assert (
+        run_isolated(ValidationRequest("arch:BertModel", backend="cpu", timeout_s=120))["details"]["reference_cache"]
+        == "off"
+    )
 
 
 @pytest.mark.parametrize("value", ["off", "0", ""])

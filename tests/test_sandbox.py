@@ -5,6 +5,7 @@ and reports each attempt in its row's error; as root (CI) every attempt fails an
 still a row. A forging backend (tests/plugins/forger.py) writes another model's result, or one that
 is no result at all: the row keeps the parent's identity, or is a ``crash`` saying why.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,8 @@ import uuid
 
 import pytest
 
-from tests.conftest import ROOT, child_env as cli_env, need_service
+from tests.conftest import ROOT, need_service
+from tests.conftest import child_env as cli_env
 from tests.plugins.canary import MARK
 from zoo_runner import sandbox
 from zoo_runner.exceptions import SandboxUnavailable
@@ -25,8 +27,28 @@ from zoo_runner.request import HARNESS_VERSION, ValidationRequest
 from zoo_runner.result_schema import RESULT_MAX_BYTES, BadResult, read_json_file, trusted_result
 from zoo_runner.sandbox_linux import PROTECTIONS
 
-ATTEMPTS = {"secret_in_own_env", "ancestor_environ", "any_environ_with_secret", "token_file", "postgres_tcp", "redis_tcp", "postgres_unix_socket", "write_outside", "root"}
-SECRETS = ("HF_TOKEN", "ZOO_API_KEYS", "PGPASSWORD", "GITHUB_TOKEN", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "MY_SERVICE_TOKEN", "ZOO_DATABASE_URL", "ZOO_BROKER_URL")
+ATTEMPTS = {
+    "secret_in_own_env",
+    "ancestor_environ",
+    "any_environ_with_secret",
+    "token_file",
+    "postgres_tcp",
+    "redis_tcp",
+    "postgres_unix_socket",
+    "write_outside",
+    "root",
+}
+SECRETS = (
+    "HF_TOKEN",
+    "ZOO_API_KEYS",
+    "PGPASSWORD",
+    "GITHUB_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "MY_SERVICE_TOKEN",
+    "ZOO_DATABASE_URL",
+    "ZOO_BROKER_URL",
+)
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the uid switch needs root (CI runs as root)")
 
 
@@ -59,16 +81,37 @@ def _run_in_requester(req: ValidationRequest, env: dict[str, str], tmp_path) -> 
     """``run_isolated(req)`` in a requester process that has ``env`` from its start."""
     script = tmp_path / "requester.py"
     script.write_text(f"MARK = {MARK!r}\n" + REQUESTER)
-    proc = subprocess.run([sys.executable, str(script)], input=json.dumps(req.to_dict()), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        input=json.dumps(req.to_dict()),
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _canary_request(tmp_path, hf_home: str) -> tuple[ValidationRequest, list[str]]:
     tag = uuid.uuid4().hex[:8]
-    writes = [str(ROOT / f"zoo-canary-{tag}"), str(tmp_path / f"zoo-canary-{tag}"), os.path.join(hf_home, f"zoo-canary-{tag}")]
-    extras = {"canary": {"requester": os.getpid(), "token_files": [os.path.join(hf_home, "token")], "write_targets": writes, "tag": tag}}
-    req = ValidationRequest("arch:BertModel", backend="cpu+zoo_canary", timeout_s=180, extras=extras, plugins="tests.plugins.canary")
+    writes = [
+        str(ROOT / f"zoo-canary-{tag}"),
+        str(tmp_path / f"zoo-canary-{tag}"),
+        os.path.join(hf_home, f"zoo-canary-{tag}"),
+    ]
+    extras = {
+        "canary": {
+            "requester": os.getpid(),
+            "token_files": [os.path.join(hf_home, "token")],
+            "write_targets": writes,
+            "tag": tag,
+        }
+    }
+    req = ValidationRequest(
+        "arch:BertModel", backend="cpu+zoo_canary", timeout_s=180, extras=extras, plugins="tests.plugins.canary"
+    )
     return req, writes + [f"/tmp/zoo-canary-{tag}", f"/var/tmp/zoo-canary-{tag}"]
 
 
@@ -110,7 +153,15 @@ def test_sandbox_off_runs_without_it_and_says_so(secrets, tmp_path):
     req.extras["canary"]["write_targets"] = [str(tmp_path / "zoo-canary-off")]
     row = _run_in_requester(req, {**secrets, "ZOO_SANDBOX": "off"}, tmp_path)
     found = _findings(row)
-    for attempt in ("ancestor_environ", "any_environ_with_secret", "token_file", "postgres_tcp", "postgres_unix_socket", "write_outside", "root"):
+    for attempt in (
+        "ancestor_environ",
+        "any_environ_with_secret",
+        "token_file",
+        "postgres_tcp",
+        "postgres_unix_socket",
+        "write_outside",
+        "root",
+    ):
         assert found[attempt].startswith("ESCAPED"), (attempt, found[attempt])
     assert "(secret!)" in found["ancestor_environ"]  # the requester's environment, read from /proc
     assert found["secret_in_own_env"].startswith("blocked")  # the allowlist holds even when off
@@ -127,13 +178,32 @@ def test_a_forged_result_keeps_the_parents_identity_or_is_a_crash(kind, tmp_path
     secret.write_text(f"{MARK}-file")
     os.chmod(secret, 0o600)
     extras = {"forge": kind, "secret": str(secret)}
-    req = ValidationRequest("arch:BertModel", backend="cpu+zoo_forge", timeout_s=180, precision="fp32", extras=extras, plugins="tests.plugins.forger")
+    req = ValidationRequest(
+        "arch:BertModel",
+        backend="cpu+zoo_forge",
+        timeout_s=180,
+        precision="fp32",
+        extras=extras,
+        plugins="tests.plugins.forger",
+    )
     row = run_isolated(req)
-    assert (row["model_id"], row["backend"], row["tier"], row["revision"], row["precision"]) == ("arch:BertModel", "cpu+zoo_forge", "tiny", None, "fp32")
-    assert row["repro"] == req.repro() and row["details"]["seed"] == 0 and row["details"]["harness_version"] == HARNESS_VERSION
+    assert (row["model_id"], row["backend"], row["tier"], row["revision"], row["precision"]) == (
+        "arch:BertModel",
+        "cpu+zoo_forge",
+        "tiny",
+        None,
+        "fp32",
+    )
+    assert (
+        row["repro"] == req.repro()
+        and row["details"]["seed"] == 0
+        and row["details"]["harness_version"] == HARNESS_VERSION
+    )
     assert row["details"]["sandbox"]["uid"] == sandbox.sandbox_ids()[0]  # the parent's account, not the forged one
     if kind == "identity":  # measurements are the child's to report
-        assert row["status"] == "pass" and row["metrics"]["cosine"] == 1.0 and row["details"]["precision_source"] == "flag"
+        assert (
+            row["status"] == "pass" and row["metrics"]["cosine"] == 1.0 and row["details"]["precision_source"] == "flag"
+        )
     else:
         assert row["status"] == "crash" and row["error"]["type"] == "BadResult", (row["status"], row["error"])
         assert {"deep": "not valid JSON", "symlink": "cannot be opened safely"}[kind] in row["error"]["message"]
@@ -181,11 +251,28 @@ def test_identity_comes_from_the_request_and_precision_from_the_child_only_at_au
     from tests.plugins.forger import forged_identity
 
     auto = trusted_result(ValidationRequest("org/real", backend="cpu", revision="abc"), forged_identity())
-    assert (auto["model_id"], auto["revision"], auto["backend"], auto["tier"], auto["precision"]) == ("org/real", "abc", "cpu", "tiny", "bf16")
-    assert auto["repro"].startswith("zoo validate org/real") and auto["details"]["seed"] == 0 and "sandbox" not in auto["details"]
+    assert (auto["model_id"], auto["revision"], auto["backend"], auto["tier"], auto["precision"]) == (
+        "org/real",
+        "abc",
+        "cpu",
+        "tiny",
+        "bf16",
+    )
+    assert (
+        auto["repro"].startswith("zoo validate org/real")
+        and auto["details"]["seed"] == 0
+        and "sandbox" not in auto["details"]
+    )
     flagged = trusted_result(ValidationRequest("org/real", backend="cpu", precision="fp16"), forged_identity())
     assert flagged["precision"] == "fp16" and flagged["details"]["precision_source"] == "flag"
-    for bad in ({"status": "owned"}, {"metrics": {"cosine": "1.0"}}, {"fallback_ops": [1]}, {"hacked": True}, {"error": {"message": 3}}, {"reason": "because"}):
+    for bad in (
+        {"status": "owned"},
+        {"metrics": {"cosine": "1.0"}},
+        {"fallback_ops": [1]},
+        {"hacked": True},
+        {"error": {"message": 3}},
+        {"reason": "because"},
+    ):
         with pytest.raises(BadResult):
             trusted_result(ValidationRequest("org/real"), {**forged_identity(), **bad})
     with pytest.raises(BadResult):
@@ -211,7 +298,11 @@ def test_the_environment_is_an_allowlist(monkeypatch):
 
 def test_strict_refuses_cleanly_when_a_protection_is_missing(monkeypatch, capsys):
     sandbox.capabilities.cache_clear()
-    lacking = {"root": True, "missing": ["netns", "mountns"], "errors": {"namespaces": "unshare: Operation not permitted"}}
+    lacking = {
+        "root": True,
+        "missing": ["netns", "mountns"],
+        "errors": {"namespaces": "unshare: Operation not permitted"},
+    }
     monkeypatch.setattr(sandbox, "capabilities", lambda *a: lacking)
     monkeypatch.setenv("ZOO_SANDBOX", "strict")
     with pytest.raises(SandboxUnavailable, match=r"netns \(unshare: Operation not permitted\), mountns"):
@@ -224,7 +315,11 @@ def test_strict_refuses_cleanly_when_a_protection_is_missing(monkeypatch, capsys
 
 
 def test_best_effort_says_what_is_missing_in_one_line(monkeypatch, tmp_path, caplog):
-    lacking = {"root": False, "missing": ["uid", "netns", "mountns"], "errors": {"namespaces": "unshare: Operation not permitted"}}
+    lacking = {
+        "root": False,
+        "missing": ["uid", "netns", "mountns"],
+        "errors": {"namespaces": "unshare: Operation not permitted"},
+    }
     monkeypatch.setattr(sandbox, "capabilities", lambda *a: lacking)
     monkeypatch.setattr(sandbox, "_WARNED", set())
     monkeypatch.setenv("ZOO_SANDBOX", "best_effort")
@@ -254,19 +349,45 @@ def test_fetched_files_are_staged_without_the_token(tmp_path):
     (tmp_path / "token").write_text("hf_x")
     dest = tmp_path / "staged"
     assert sandbox._stage_files(str(snap), dest) == 2
-    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()) == ["1_Pooling/config.json", "config.json"]
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()) == [
+        "1_Pooling/config.json",
+        "config.json",
+    ]
 
 
 def test_doctor_prints_what_this_machine_allows_and_no_secret(tmp_path):
-    env = cli_env(ZOO_DATABASE_URL="postgresql://zoo:hunter2@127.0.0.1:5432/zoo", ZOO_BROKER_URL="redis://:hunter2@127.0.0.1:6379/0", HF_TOKEN="hf_hunter2")
-    proc = subprocess.run([sys.executable, "-m", "zoo.cli", "doctor"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    env = cli_env(
+        ZOO_DATABASE_URL="postgresql://zoo:hunter2@127.0.0.1:5432/zoo",
+        ZOO_BROKER_URL="redis://:hunter2@127.0.0.1:6379/0",
+        HF_TOKEN="hf_hunter2",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "doctor"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "hunter2" not in out + proc.stderr
-    for needle in ("sandbox (ZOO_SANDBOX=best_effort", "network namespace", "no_new_privs", "cpu+inductor", "database", "broker", "HF_TOKEN set"):
+    for needle in (
+        "sandbox (ZOO_SANDBOX=best_effort",
+        "network namespace",
+        "no_new_privs",
+        "cpu+inductor",
+        "database",
+        "broker",
+        "HF_TOKEN set",
+    ):
         assert needle in out, needle
     assert re.search(r"cpu +available +fp32", out)
-    facts = json.loads(subprocess.run([sys.executable, "-m", "zoo.cli", "doctor", "--json"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300).stdout)
+    facts = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "zoo.cli", "doctor", "--json"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        ).stdout
+    )
     assert {"sandbox", "backends", "services"} <= set(facts)
 
 
@@ -282,13 +403,20 @@ def test_hub_files_are_shown_read_only_and_the_token_never(monkeypatch, tmp_path
     (hub.parent / "token").write_text("hf_x")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    run, child = sandbox.prepare_run(ValidationRequest("org/name", tier="full", files_dir=str(snap), reference_cache=""), str(run_dir), 1 << 30)
-    assert run.plan.ro_binds == [[str(hub / "models--org--name"), str(run.work / "hf_home" / "hub" / "models--org--name")]]
+    run, child = sandbox.prepare_run(
+        ValidationRequest("org/name", tier="full", files_dir=str(snap), reference_cache=""), str(run_dir), 1 << 30
+    )
+    assert run.plan.ro_binds == [
+        [str(hub / "models--org--name"), str(run.work / "hf_home" / "hub" / "models--org--name")]
+    ]
     assert child.files_dir == str(run.work / "hf_home" / "hub" / "models--org--name" / "snapshots" / ("a" * 40))
     assert run.plan.env["HF_HOME"] == str(run.work / "hf_home") and run.setup["hf_home"] == "bound read-only"
     assert json.loads(run.request.read_text())["files_dir"] == child.files_dir
     compile_dir = run.plan.env["TORCHINDUCTOR_CACHE_DIR"]
-    assert compile_dir.startswith(str(run.work / "cache")) and [str(tmp_path / "compile"), str(run.work / "cache" / "compile")] in run.plan.binds
+    assert (
+        compile_dir.startswith(str(run.work / "cache"))
+        and [str(tmp_path / "compile"), str(run.work / "cache" / "compile")] in run.plan.binds
+    )
 
 
 def test_a_cpu_time_rlimit_kill_is_a_timeout():
@@ -297,4 +425,6 @@ def test_a_cpu_time_rlimit_kill_is_a_timeout():
     from zoo_runner.launcher import _failure_result
 
     r = _failure_result(ValidationRequest("arch:BertModel", timeout_s=30), -signal.SIGXCPU, False, "target", "", 31.0)
-    assert r["status"] == "timeout" and "CPU time budget" in r["error"]["message"] and r["details"]["signal"] == "SIGXCPU"
+    assert (
+        r["status"] == "timeout" and "CPU time budget" in r["error"]["message"] and r["details"]["signal"] == "SIGXCPU"
+    )

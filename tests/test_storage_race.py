@@ -1,4 +1,5 @@
 """Concurrent stores of one result key, on SQLite and PostgreSQL: a true upsert loses nothing."""
+
 from __future__ import annotations
 
 import threading
@@ -20,7 +21,11 @@ def _wait_until_blocked(url: str, started: threading.Event) -> None:
         return
     with get_engine(url).connect() as c:
         for _ in range(300):
-            waiting = c.execute(text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE 'INSERT INTO results%'")).scalar()
+            waiting = c.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE 'INSERT INTO results%'"
+                )
+            ).scalar()
             if waiting:
                 return
             time.sleep(0.05)
@@ -46,12 +51,16 @@ def test_forced_race_of_two_stores_gives_one_row_with_two_attempts(database_url)
                     if statement.lstrip().upper().startswith("INSERT INTO RESULTS"):
                         started.set()
 
-                repository.store_result(s, _result("org/race", "mismatch", details={"harness_version": "1", "writer": 2}), task_id="t2")
+                repository.store_result(
+                    s, _result("org/race", "mismatch", details={"harness_version": "1", "writer": 2}), task_id="t2"
+                )
         except BaseException as exc:  # reported by the main thread
             errors.append(exc)
 
     with session_scope() as first:
-        row = repository.store_result(first, _result("org/race", "pass", details={"harness_version": "1", "writer": 1}), task_id="t1")
+        row = repository.store_result(
+            first, _result("org/race", "pass", details={"harness_version": "1", "writer": 1}), task_id="t1"
+        )
         assert row.attempts == 1
         t = threading.Thread(target=second_writer)
         t.start()
@@ -63,7 +72,12 @@ def test_forced_race_of_two_stores_gives_one_row_with_two_attempts(database_url)
         rows = s.scalars(select(Result).where(Result.model_id == "org/race")).all()
         assert len(rows) == 1
         r = rows[0]
-        assert (r.attempts, r.status, r.details["writer"], r.task_id) == (2, "mismatch", 2, "t2")  # the later store's result
+        assert (r.attempts, r.status, r.details["writer"], r.task_id) == (
+            2,
+            "mismatch",
+            2,
+            "t2",
+        )  # the later store's result
     engine.dispose()
 
 
@@ -97,9 +111,20 @@ def test_upsert_keeps_precision_source_and_run(database_url):
     """The stored-source rule and the run/task ids survive the upsert (_stored_source)."""
     base = dict(precision="fp32")
     with session_scope() as s:
-        repository.store_result(s, _result("org/p", "pass", details={"harness_version": "1", "precision_source": "plugin"}, **base), run_id=None, task_id="a")
-        row = repository.store_result(s, _result("org/p", "pass", details={"harness_version": "1", "precision_source": "flag"}, **base))
+        repository.store_result(
+            s,
+            _result("org/p", "pass", details={"harness_version": "1", "precision_source": "plugin"}, **base),
+            run_id=None,
+            task_id="a",
+        )
+        row = repository.store_result(
+            s, _result("org/p", "pass", details={"harness_version": "1", "precision_source": "flag"}, **base)
+        )
         assert (row.precision_source, row.attempts, row.task_id) == ("plugin", 2, "a")
-        other = repository.store_result(s, _result("org/q", "pass", details={"harness_version": "1", "precision_source": "flag"}, **base))
-        other = repository.store_result(s, _result("org/q", "pass", details={"harness_version": "1", "precision_source": "default"}, **base))
+        other = repository.store_result(
+            s, _result("org/q", "pass", details={"harness_version": "1", "precision_source": "flag"}, **base)
+        )
+        other = repository.store_result(
+            s, _result("org/q", "pass", details={"harness_version": "1", "precision_source": "default"}, **base)
+        )
         assert other.precision_source == "default"

@@ -7,6 +7,7 @@ minutes with default settings, and a live worker's task is never put back.
 - the acceptance, with real processes and default settings (nothing shortened): kill -9 a worker
   mid-run, start another, and `zoo run --top 12` ends with 12 rows within 5 minutes.
 """
+
 from __future__ import annotations
 
 import json
@@ -150,7 +151,11 @@ def default_fleet(pg_server_url, redis_url, tmp_path):
 
     upgrade(pg_server_url)
     env = child_env(ZOO_DATABASE_URL=pg_server_url, ZOO_BROKER_URL=redis_url)
-    assert sorted(k for k in env if k.startswith("ZOO_")) == ["ZOO_BROKER_URL", "ZOO_DATABASE_URL", "ZOO_REFERENCE_CACHE"]
+    assert sorted(k for k in env if k.startswith("ZOO_")) == [
+        "ZOO_BROKER_URL",
+        "ZOO_DATABASE_URL",
+        "ZOO_REFERENCE_CACHE",
+    ]
     f = Fleet(env, tmp_path, pg_server_url, redis_url)
     yield f
     f.close()
@@ -180,12 +185,20 @@ def test_kill9_with_default_settings_the_run_ends_with_12_rows_within_5_minutes(
     b = fleet.worker("wB")
     logs.append(b.log_path)
     # back on the queue (and so taken by B) within 2 minutes: out of `unacked`, or in it again for B
-    wait_until(lambda: not fleet.redis.hexists("unacked", tag) or fleet.sql("SELECT 1 FROM task_attempts WHERE attempts >= 2"), 150, "the killed worker's task to be put back", interval=1, logs=logs)
+    wait_until(
+        lambda: not fleet.redis.hexists("unacked", tag) or fleet.sql("SELECT 1 FROM task_attempts WHERE attempts >= 2"),
+        150,
+        "the killed worker's task to be put back",
+        interval=1,
+        logs=logs,
+    )
     t_back = time.monotonic() - t_kill
     wait_until(lambda: run.poll() is not None, 600, "`zoo run` to finish", interval=1, logs=logs)
     t_done = time.monotonic() - t_kill
     out = run.log_path.read_text()
-    print(f"stored before the kill: {stored_before}; task back after {t_back:.0f} s; run done {t_done:.0f} s after the kill")
+    print(
+        f"stored before the kill: {stored_before}; task back after {t_back:.0f} s; run done {t_done:.0f} s after the kill"
+    )
     assert run.returncode == 0, out[-3000:]
     assert "12 results stored" in out, out[-3000:]
     assert t_back <= 120, f"the dead worker's task came back after {t_back:.0f} s"
@@ -195,6 +208,13 @@ def test_kill9_with_default_settings_the_run_ends_with_12_rows_within_5_minutes(
     assert len(rows) == 12 and len({r.model_id for r in rows}) == 12
     assert fleet.sql("SELECT count(*) FROM results")[0][0] == 12, "no duplicate rows"
     attempts = dict(fleet.sql("SELECT task_id, attempts FROM task_attempts"))
-    assert sorted(attempts.values()).count(2) == 1 and max(attempts.values()) == 2, f"only the killed task was delivered twice: {attempts}"
+    assert sorted(attempts.values()).count(2) == 1 and max(attempts.values()) == 2, (
+        f"only the killed task was delivered twice: {attempts}"
+    )
     assert "put back on the queue" in b.log_path.read_text()
-    wait_until(lambda: fleet.redis.hlen("unacked") == 0 and fleet.redis.llen("cpu") == 0, 60, "the broker to be empty", logs=logs)
+    wait_until(
+        lambda: fleet.redis.hlen("unacked") == 0 and fleet.redis.llen("cpu") == 0,
+        60,
+        "the broker to be empty",
+        logs=logs,
+    )

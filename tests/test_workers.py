@@ -1,15 +1,15 @@
 """Real Redis, real PostgreSQL, a real `zoo worker` process: `zoo run` enqueues and waits."""
+
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import ROOT, _reset_pg, child_env, run_zoo
+from tests.conftest import _reset_pg, child_env, run_zoo
 
 pytestmark = pytest.mark.services
 
@@ -23,7 +23,14 @@ def fleet_env(pg_server_url, redis_url, tmp_path):
 
 def start_worker(env, tmp_path, name="w1"):
     log = open(tmp_path / f"{name}.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "zoo.cli", "worker", "--queues", "cpu", "--hostname", f"{name}@%h"], env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zoo.cli", "worker", "--queues", "cpu", "--hostname", f"{name}@%h"],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     return proc
 
 

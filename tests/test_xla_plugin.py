@@ -6,6 +6,7 @@ torch_xla, which requires torch==2.9.0 and so lives in a venv of its own
 (``ZOO_VENV=.venv-xla bash scripts/setup.sh dev xla``); they skip without it. The real fallback is
 FNet's: its token mixing is two FFTs, and torch_xla lowers no FFT (``aten::_fft_c2c`` runs on CPU).
 """
+
 from __future__ import annotations
 
 import json
@@ -70,15 +71,21 @@ def test_missing_torch_xla_is_one_line_with_the_install_hint(monkeypatch, spec):
 
 
 def test_openxla_is_only_for_the_xla_device():
-    with pytest.raises(UnknownBackend, match=r"^backend cpu\+openxla: openxla compiles for the xla device: use xla\+openxla$"):
+    with pytest.raises(
+        UnknownBackend, match=r"^backend cpu\+openxla: openxla compiles for the xla device: use xla\+openxla$"
+    ):
         check_backend(BackendSpec.parse("cpu+openxla"))
 
 
 def test_the_cli_says_so_without_a_traceback(zoo, tmp_path):
     hidden = tmp_path / "hide"
     (hidden / "torch_xla").mkdir(parents=True)
-    (hidden / "torch_xla" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch_xla'\", name='torch_xla')\n")
-    out = zoo(["validate", "arch:BertModel", "--backend", "xla", "--tier", "tiny", "--json"], PYTHONPATH=f"{hidden}:{ROOT}")
+    (hidden / "torch_xla" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'torch_xla'\", name='torch_xla')\n"
+    )
+    out = zoo(
+        ["validate", "arch:BertModel", "--backend", "xla", "--tier", "tiny", "--json"], PYTHONPATH=f"{hidden}:{ROOT}"
+    )
     assert out.returncode == 2, out.stderr
     assert out.stdout == "" and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines() == [f"zoo: error: {MISSING}"]
@@ -90,7 +97,9 @@ def test_pjrt_device_defaults_to_cpu_only_where_nothing_else_is_configured(monke
     env = {"PJRT_DEVICE": "TPU"}
     assert xla_plugin.default_pjrt_device(env) is None and env == {"PJRT_DEVICE": "TPU"}
     real = xla_plugin.importlib.util.find_spec
-    monkeypatch.setattr(xla_plugin.importlib.util, "find_spec", lambda name: object() if name == "libtpu" else real(name))
+    monkeypatch.setattr(
+        xla_plugin.importlib.util, "find_spec", lambda name: object() if name == "libtpu" else real(name)
+    )
     env = {}
     assert xla_plugin.default_pjrt_device(env) is None and env == {}  # torch_xla looks for the TPU itself
 
@@ -143,11 +152,22 @@ def test_counter_names_become_aten_op_names(counter, name):
 
 def test_the_tracker_reports_the_aten_counters_and_clears_them():
     metrics = StubMetrics(
-        {"aten::_fft_c2c": 10, "aten::searchsorted.Tensor": 2, "aten::searchsorted.Scalar": 1, "aten::nonzero": 0, "aten::_local_scalar_dense": 5, "xla::mm": 40, "MarkStep": 3}
+        {
+            "aten::_fft_c2c": 10,
+            "aten::searchsorted.Tensor": 2,
+            "aten::searchsorted.Scalar": 1,
+            "aten::nonzero": 0,
+            "aten::_local_scalar_dense": 5,
+            "xla::mm": 40,
+            "MarkStep": 3,
+        }
     )
     tracker = xla_plugin.XLAFallbacks(metrics)
     assert tracker.collect() == ["aten::_fft_c2c", "aten::searchsorted"]  # .item() is a host read, no fallback
-    assert tracker.report() == {"xla_cpu_fallback_counts": {"aten::_fft_c2c": 10, "aten::searchsorted": 3}, "xla_host_reads": 5}
+    assert tracker.report() == {
+        "xla_cpu_fallback_counts": {"aten::_fft_c2c": 10, "aten::searchsorted": 3},
+        "xla_host_reads": 5,
+    }
     tracker.clear()
     assert metrics.cleared == 1 and tracker.collect() == [] and tracker.report() == {}
 
@@ -164,7 +184,11 @@ def test_every_row_names_the_torch_xla_version(monkeypatch):
 
     real = md.version
     monkeypatch.setattr(md, "version", lambda dist: "2.99.0" if dist == "torch-xla" else real(dist))
-    assert backends.backend_package_versions("xla") == backends.backend_package_versions("xla", "openxla") == {"torch-xla": "2.99.0"}
+    assert (
+        backends.backend_package_versions("xla")
+        == backends.backend_package_versions("xla", "openxla")
+        == {"torch-xla": "2.99.0"}
+    )
     for backend in ("xla", "xla+openxla"):
         row = empty_result(ValidationRequest("arch:BertModel", backend=backend))  # a crash or timeout row too
         assert row["versions"]["torch-xla"] == "2.99.0" and "torch" in row["versions"]
@@ -187,7 +211,9 @@ def test_the_device_module_is_registered_once_torch_xla_imports(monkeypatch):
     if getattr(torch, "xla", None) is not None:
         pytest.skip("torch.xla is already registered in this process")
     registered = {}
-    monkeypatch.setitem(sys.modules, "torch_xla", types.SimpleNamespace(device_count=lambda: 1, sync=lambda wait=False: None))
+    monkeypatch.setitem(
+        sys.modules, "torch_xla", types.SimpleNamespace(device_count=lambda: 1, sync=lambda wait=False: None)
+    )
     monkeypatch.setattr(torch, "_register_device_module", lambda name, mod: registered.setdefault(name, mod))
     backends._import_device_package("xla")
     assert registered["xla"].__name__ == "torch.xla" and registered["xla"].is_available()

@@ -26,6 +26,7 @@ Environment (all optional):
 - ``ZOO_MAX_ATTEMPTS`` (default 3): deliveries of one task before it is stored as a permanent
   failure instead of being tried again.
 """
+
 from __future__ import annotations
 
 import logging
@@ -134,7 +135,9 @@ def visibility_problem(conf=None) -> str | None:
     vt = (conf.broker_transport_options or {}).get("visibility_timeout", 3600)
     limit = conf.task_time_limit or 0
     if not limit:
-        return f"the broker's visibility timeout ({vt} s) needs a hard task time limit below it: set ZOO_TASK_TIME_LIMIT"
+        return (
+            f"the broker's visibility timeout ({vt} s) needs a hard task time limit below it: set ZOO_TASK_TIME_LIMIT"
+        )
     if vt <= limit + VISIBILITY_MARGIN_S:
         return (
             f"the broker's visibility timeout ({vt} s) must exceed the hard task time limit ({limit} s) plus a margin "

@@ -4,16 +4,19 @@
 :func:`enqueue_models` publishes one task per model (``zoo run`` with a broker, ``POST /validations``).
 The Celery app and its tasks are imported when something is published, not when this module is.
 """
+
 from __future__ import annotations
 
 import os
 import socket
-from typing import Iterable
+from collections.abc import Iterable
 
 from services.planning import Candidate, Group
 
 
-def task_args(g: Group, backend: str, tier: str, run_id: int | None, timeout: float, precision: str = "auto") -> tuple[list, dict]:
+def task_args(
+    g: Group, backend: str, tier: str, run_id: int | None, timeout: float, precision: str = "auto"
+) -> tuple[list, dict]:
     """(args, kwargs) of the ``zoo.validate`` task of group ``g``: only what differs from
     ValidationRequest's defaults, so messages are small and cheap to build."""
     req = {"model_id": g.leader.model_id, "backend": backend, "tier": tier, "timeout_s": float(timeout)}
@@ -33,7 +36,20 @@ def redis_messages(app, task_name: str, queue: str, payloads: Iterable[tuple[lis
     import json
     import uuid
 
-    template = dict(app.amqp.as_task_v2("0", task_name, args=[], kwargs={}, argsrepr="", kwargsrepr="", time_limit=None, soft_time_limit=None, ignore_result=True, origin=f"gen{os.getpid()}@{socket.gethostname()}").headers)
+    template = dict(
+        app.amqp.as_task_v2(
+            "0",
+            task_name,
+            args=[],
+            kwargs={},
+            argsrepr="",
+            kwargsrepr="",
+            time_limit=None,
+            soft_time_limit=None,
+            ignore_result=True,
+            origin=f"gen{os.getpid()}@{socket.gethostname()}",
+        ).headers
+    )
     reply_to = app.thread_oid
     dumps, b64 = json.dumps, base64.b64encode
     for args, kwargs in payloads:
@@ -58,7 +74,16 @@ def redis_messages(app, task_name: str, queue: str, payloads: Iterable[tuple[lis
         yield tid, dumps(msg)
 
 
-def enqueue_groups(groups: list[Group], backend: str, tier: str, run_id: int | None, timeout: float = 600.0, batch: int = 2000, queue: str | None = None, precision: str = "auto") -> list[str]:
+def enqueue_groups(
+    groups: list[Group],
+    backend: str,
+    tier: str,
+    run_id: int | None,
+    timeout: float = 600.0,
+    batch: int = 2000,
+    queue: str | None = None,
+    precision: str = "auto",
+) -> list[str]:
     """Publish one validation task per group on the backend's queue, each judged at ``precision``
     (``auto``: the backend's declared one).
 
@@ -80,7 +105,11 @@ def enqueue_groups(groups: list[Group], backend: str, tier: str, run_id: int | N
         with app.producer_or_acquire() as producer:
             producer.connection.ensure_connection(max_retries=2, timeout=5)
             args, kwargs = task_args(groups[0], backend, tier, run_id, timeout, precision)
-            ids.append(validate_task.apply_async(args=args, kwargs=kwargs, queue=queue, producer=producer, time_limit=None, soft_time_limit=None).id)
+            ids.append(
+                validate_task.apply_async(
+                    args=args, kwargs=kwargs, queue=queue, producer=producer, time_limit=None, soft_time_limit=None
+                ).id
+            )
             rest = (task_args(g, backend, tier, run_id, timeout, precision) for g in groups[1:])
             if producer.connection.transport.driver_type == "redis":
                 with producer.channel.conn_or_acquire() as client:
@@ -94,12 +123,30 @@ def enqueue_groups(groups: list[Group], backend: str, tier: str, run_id: int | N
             else:
                 with producer.batch(max_size=batch):
                     for args, kwargs in rest:
-                        ids.append(validate_task.apply_async(args=args, kwargs=kwargs, queue=queue, producer=producer, time_limit=None, soft_time_limit=None).id)
+                        ids.append(
+                            validate_task.apply_async(
+                                args=args,
+                                kwargs=kwargs,
+                                queue=queue,
+                                producer=producer,
+                                time_limit=None,
+                                soft_time_limit=None,
+                            ).id
+                        )
     except (OperationalError, OSError) as exc:
         raise BrokerUnavailable(f"broker {redacted_broker_url()} is unreachable: {exc}") from exc
     return ids
 
 
-def enqueue_models(model_ids: list[str], backend: str, tier: str, run_id: int | None, timeout: float, precision: str = "auto") -> list[str]:
+def enqueue_models(
+    model_ids: list[str], backend: str, tier: str, run_id: int | None, timeout: float, precision: str = "auto"
+) -> list[str]:
     """One validation task per model on the backend's queue, published in pipelined batches."""
-    return enqueue_groups([Group(Candidate(model_id=mid, downloads=0, weight=0.0)) for mid in model_ids], backend, tier, run_id, timeout, precision=precision)
+    return enqueue_groups(
+        [Group(Candidate(model_id=mid, downloads=0, weight=0.0)) for mid in model_ids],
+        backend,
+        tier,
+        run_id,
+        timeout,
+        precision=precision,
+    )

@@ -27,6 +27,7 @@ for dead, as the visibility timeout would after its own, longer, delay. The visi
 timeout stays the last resort (a worker killed between kombu storing a message and Zoo recording
 its owner, a few milliseconds).
 """
+
 from __future__ import annotations
 
 import logging
@@ -152,7 +153,12 @@ class Recovery:
                 client.hdel(SUSPECTS_KEY, wid)
                 restored += n
                 if n:
-                    log.warning("worker %s is gone (no liveness for over %d s): %d unacknowledged task(s) put back on the queue", wid, now - since + LOST_AFTER_S, n)
+                    log.warning(
+                        "worker %s is gone (no liveness for over %d s): %d unacknowledged task(s) put back on the queue",
+                        wid,
+                        now - since + LOST_AFTER_S,
+                        n,
+                    )
             return restored
 
     def _restore(self, ch: Any, client: Any, wid: str, tag: str, record: bytes) -> bool:
@@ -194,7 +200,12 @@ class Recovery:
             out = fn(*args)
         except Exception as exc:  # the broker is down or restarting: try again next time
             if not self._failing:
-                log.warning("worker recovery: %s failed (%s: %s); retrying", getattr(fn, "__name__", fn), type(exc).__name__, exc)
+                log.warning(
+                    "worker recovery: %s failed (%s: %s); retrying",
+                    getattr(fn, "__name__", fn),
+                    type(exc).__name__,
+                    exc,
+                )
             self._failing = True
             return None
         if self._failing:
@@ -223,5 +234,11 @@ def worker_recovery(app: Any, node: str) -> Recovery:
             _worker_pid = os.getpid()
             _worker.guarded(_worker.heartbeat)
             threading.Thread(target=_worker.run_forever, name="zoo-recovery", daemon=True).start()
-            log.info("worker recovery: %s, liveness every %.0f s (lost after %d s), sweeping every %.0f s", _worker.worker_id, HEARTBEAT_S, LOST_AFTER_S, SWEEP_S)
+            log.info(
+                "worker recovery: %s, liveness every %.0f s (lost after %d s), sweeping every %.0f s",
+                _worker.worker_id,
+                HEARTBEAT_S,
+                LOST_AFTER_S,
+                SWEEP_S,
+            )
         return _worker

@@ -15,6 +15,7 @@ Environment: ``ZOO_SCHEDULE_BACKENDS`` (comma-separated backend specs, default `
 (seconds, default 30), and for tests and demos ``ZOO_BEAT_SWEEP_EVERY_S`` (send the weekly sweep
 every N seconds instead of Mondays 00:30 UTC).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -62,7 +63,11 @@ def beat_schedule() -> dict:
             "schedule": crontab(hour=2, minute=0),
             "kwargs": {"top": int(os.environ.get("ZOO_DAILY_TOP_K", "100")), "backends": backends, "tier": tier},
         },
-        "weekly-sweep": {"task": "zoo.weekly_sweep", "schedule": weekly, "kwargs": {"backends": backends, "tier": tier}},
+        "weekly-sweep": {
+            "task": "zoo.weekly_sweep",
+            "schedule": weekly,
+            "kwargs": {"backends": backends, "tier": tier},
+        },
         "weekly-report": {"task": "zoo.weekly_report", "schedule": crontab(day_of_week="mon", hour=6, minute=0)},
     }
 
@@ -96,14 +101,19 @@ class LeaderScheduler(PersistentScheduler):
 
         ttl_ms = int(self.lock_ttl_s * 1000)
         try:
-            got = bool(client.set(LOCK_KEY, self.node, nx=True, px=ttl_ms)) or client.eval(_EXTEND, 1, LOCK_KEY, self.node, ttl_ms) == 1
+            got = (
+                bool(client.set(LOCK_KEY, self.node, nx=True, px=ttl_ms))
+                or client.eval(_EXTEND, 1, LOCK_KEY, self.node, ttl_ms) == 1
+            )
         except redis.RedisError as exc:
             if self.is_leader:
                 log.warning("beat %s: the broker is unreachable (%s): standing by", self.node, exc)
             got = False
         if got != self.is_leader or not self._announced:
             self._announced = True
-            log.warning("beat %s: %s", self.node, "leader: sending due tasks" if got else "standby: another beat is the leader")
+            log.warning(
+                "beat %s: %s", self.node, "leader: sending due tasks" if got else "standby: another beat is the leader"
+            )
         self.is_leader = got
         return got
 

@@ -6,6 +6,7 @@
 after ``ZOO_MAX_ATTEMPTS`` the task is stored as a permanent failure instead of tried again, so
 a task that kills its worker cannot loop forever.
 """
+
 from __future__ import annotations
 
 import logging
@@ -23,7 +24,9 @@ log = logging.getLogger(__name__)
 TASK_OVERHEAD_S = max(5, min(120, HARD_TIME_LIMIT_S // 5))
 
 
-def _failure_row(req: ValidationRequest, status: str, type_: str, message: str, attempts: int, tb: str | None = None) -> dict[str, Any]:
+def _failure_row(
+    req: ValidationRequest, status: str, type_: str, message: str, attempts: int, tb: str | None = None
+) -> dict[str, Any]:
     """A permanent failure: the task gave up after ``attempts`` deliveries."""
     result = empty_result(req)
     result.update(status=status, error=error_info(type_=type_, message=message, tb=tb), duration_s=0.0)
@@ -36,7 +39,17 @@ def _requests(request: dict, followers: list[str] | None) -> list[ValidationRequ
     lead.timeout_s = min(lead.timeout_s, max(1.0, HARD_TIME_LIMIT_S - TASK_OVERHEAD_S))
     out = [lead]
     for mid in followers or []:
-        out.append(ValidationRequest(model_id=mid, backend=lead.backend, tier=lead.tier, seed=lead.seed, timeout_s=lead.timeout_s, memory_gb=lead.memory_gb, precision=lead.precision))
+        out.append(
+            ValidationRequest(
+                model_id=mid,
+                backend=lead.backend,
+                tier=lead.tier,
+                seed=lead.seed,
+                timeout_s=lead.timeout_s,
+                memory_gb=lead.memory_gb,
+                precision=lead.precision,
+            )
+        )
     return out
 
 
@@ -55,7 +68,11 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
             done = repository.models_stored_by_task(s, task_id) if task_id else {}
         todo = [r for r in reqs if r.model_id not in done]
         if not todo:
-            log.info("task %s: its %d row(s) are stored already (delivered again after its worker died before the ack)", task_id, len(reqs))
+            log.info(
+                "task %s: its %d row(s) are stored already (delivered again after its worker died before the ack)",
+                task_id,
+                len(reqs),
+            )
             return done[reqs[0].model_id]
         attempts = 1
         if task_id:
@@ -86,11 +103,27 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
         except Exception as exc:  # a bug of Zoo's: retried, then stored as Zoo's own failure
             info = error_info(exc)
             with session_scope() as s:
-                repository.note_attempt_error(s, task_id, info["traceback"] or str(exc), gave_up=attempts >= MAX_ATTEMPTS)
+                repository.note_attempt_error(
+                    s, task_id, info["traceback"] or str(exc), gave_up=attempts >= MAX_ATTEMPTS
+                )
             if attempts < MAX_ATTEMPTS:
-                log.warning("task %s (%s), attempt %d of %d: %s; retrying", task_id, r.model_id, attempts, MAX_ATTEMPTS, info["signature"])
+                log.warning(
+                    "task %s (%s), attempt %d of %d: %s; retrying",
+                    task_id,
+                    r.model_id,
+                    attempts,
+                    MAX_ATTEMPTS,
+                    info["signature"],
+                )
                 raise self.retry(exc=exc, countdown=min(300, 10 * attempts))
-            res = _failure_row(r, Status.REFERENCE_ERROR.value, type(exc).__name__, f"gave up after {attempts} attempts: {exc}", attempts, info["traceback"])
+            res = _failure_row(
+                r,
+                Status.REFERENCE_ERROR.value,
+                type(exc).__name__,
+                f"gave up after {attempts} attempts: {exc}",
+                attempts,
+                info["traceback"],
+            )
             validation.store_row(res, run_id, task_id)
         if status is None:
             status = res["status"]
@@ -105,7 +138,9 @@ def weekly_report_task(week: str | None = None) -> str:
 
 
 @app.task(name="zoo.refresh")
-def refresh_task(top: int = 100, backend: str | None = None, tier: str = "tiny", backends: list[str] | None = None, sync: bool = True) -> list[dict]:
+def refresh_task(
+    top: int = 100, backend: str | None = None, tier: str = "tiny", backends: list[str] | None = None, sync: bool = True
+) -> list[dict]:
     """Daily top-K refresh: sync the catalog, then enqueue the K models most in need of a run
     (download weight x staleness, with triggers), once per day and backend."""
     from services.planning import plan_sweep
@@ -113,7 +148,10 @@ def refresh_task(top: int = 100, backend: str | None = None, tier: str = "tiny",
     from .publish import enqueue_groups
     from .schedules import schedule_backends
 
-    return [plan_sweep("daily", b, tier, publish=enqueue_groups, top=top, sync=sync) for b in (backends or ([backend] if backend else schedule_backends()))]
+    return [
+        plan_sweep("daily", b, tier, publish=enqueue_groups, top=top, sync=sync)
+        for b in (backends or ([backend] if backend else schedule_backends()))
+    ]
 
 
 @app.task(name="zoo.weekly_sweep")

@@ -1,4 +1,5 @@
 """The ``zoo`` command. Every subcommand has --help; bad input gets one line and exit code 2."""
+
 from __future__ import annotations
 
 import argparse
@@ -6,7 +7,7 @@ import json
 import logging
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
 
 from zoo_runner.exceptions import ZooError
 from zoo_runner.statuses import PASSING, TIERS
@@ -69,11 +70,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if not os.environ.get("ZOO_BROKER_URL"):  # in-process: the models run here
         _check_sandbox()
-    out = jobs.main_job(top=args.top, backend=args.backend, tier=args.tier, timeout=args.timeout, detach=args.detach, jobs=args.jobs, precision=args.precision, status=_status("run"))
+    out = jobs.main_job(
+        top=args.top,
+        backend=args.backend,
+        tier=args.tier,
+        timeout=args.timeout,
+        detach=args.detach,
+        jobs=args.jobs,
+        precision=args.precision,
+        status=_status("run"),
+    )
     at = "" if args.precision == "auto" else f", judged at {args.precision}"
     if out.get("detached"):
-        see = f"zoo coverage --backend {out['backend']}" + ("" if args.precision == "auto" else f" --precision {args.precision}")
-        print(f"run {out['run_id']}: enqueued {out['enqueued']} validations on {out['backend']} ({out['tier']}{at}); see `{see}`")
+        see = f"zoo coverage --backend {out['backend']}" + (
+            "" if args.precision == "auto" else f" --precision {args.precision}"
+        )
+        print(
+            f"run {out['run_id']}: enqueued {out['enqueued']} validations on {out['backend']} ({out['tier']}{at}); see `{see}`"
+        )
         return 0
     print(f"run {out['run_id']}: {out['stored']} results stored ({out['backend']}, {out['tier']} tier{at})\n")
     print(render.coverage_table(out["coverage"]))
@@ -99,7 +113,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     _check_sandbox()
     if args.tier not in TIERS:
         raise ZooError(f"unknown tier {args.tier!r}")
-    req = ValidationRequest(model_id=args.model, backend=backend, tier=args.tier, revision=args.revision, seed=args.seed, timeout_s=args.timeout, memory_gb=args.memory_gb, precision=args.precision)
+    req = ValidationRequest(
+        model_id=args.model,
+        backend=backend,
+        tier=args.tier,
+        revision=args.revision,
+        seed=args.seed,
+        timeout_s=args.timeout,
+        memory_gb=args.memory_gb,
+        precision=args.precision,
+    )
     result = run_validation(req)
     if not args.no_store:
         store_row(result)
@@ -118,7 +141,9 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     from . import render
 
     with session_scope() as s:
-        cov = queries.coverage(s, backend=args.backend, tier=args.tier, week=args.week, precision=args.precision, snapshot_id=args.snapshot)
+        cov = queries.coverage(
+            s, backend=args.backend, tier=args.tier, week=args.week, precision=args.precision, snapshot_id=args.snapshot
+        )
     print(json.dumps(cov.to_dict(), indent=2) if args.json else render.coverage_table(cov))
     return 0
 
@@ -143,7 +168,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if problem:
         raise ZooError(problem)
     _check_sandbox()
-    argv = ["worker", "--loglevel", args.loglevel, "--queues", args.queues, "--concurrency", str(args.concurrency), "--pool", "prefork"]
+    argv = [
+        "worker",
+        "--loglevel",
+        args.loglevel,
+        "--queues",
+        args.queues,
+        "--concurrency",
+        str(args.concurrency),
+        "--pool",
+        "prefork",
+    ]
     if args.hostname:
         argv += ["--hostname", args.hostname]
     app.worker_main(argv)
@@ -166,8 +201,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from db.session import ensure_schema
 
     ensure_schema()
-    log.info("serving the API and dashboard on http://%s:%d/ (%d worker%s)", args.host, args.port, args.workers, "" if args.workers == 1 else "s")
-    uvicorn.run("api.app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers, log_level="info")
+    log.info(
+        "serving the API and dashboard on http://%s:%d/ (%d worker%s)",
+        args.host,
+        args.port,
+        args.workers,
+        "" if args.workers == 1 else "s",
+    )
+    uvicorn.run(
+        "api.app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers, log_level="info"
+    )
     return 0
 
 
@@ -236,28 +279,55 @@ def _add_precision(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--precision", choices=CHOICES, default="auto", help=PRECISION_HELP)
 
 
-
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="zoo", description="Validate the Hub's most-downloaded models on an accelerator backend against a CPU reference.", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="zoo",
+        description="Validate the Hub's most-downloaded models on an accelerator backend against a CPU reference.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="log more")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help_, description=help_, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        sp = sub.add_parser(
+            name, help=help_, description=help_, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
         sp.set_defaults(fn=fn)
         return sp
 
-    s = add("sync", cmd_sync, "Fill the catalog from the Hub (or a snapshot CSV, or the builtin arch: list); prints how many models it stored.")
-    s.add_argument("--top", type=_positive_int, default=1000, help="how many of the most-downloaded Hub models (default 1000)")
-    s.add_argument("--from-file", metavar="CSV", help="a snapshot file with the shared CSV's columns (model_id, downloads, tasks, tags, ...)")
+    s = add(
+        "sync",
+        cmd_sync,
+        "Fill the catalog from the Hub (or a snapshot CSV, or the builtin arch: list); prints how many models it stored.",
+    )
+    s.add_argument(
+        "--top", type=_positive_int, default=1000, help="how many of the most-downloaded Hub models (default 1000)"
+    )
+    s.add_argument(
+        "--from-file",
+        metavar="CSV",
+        help="a snapshot file with the shared CSV's columns (model_id, downloads, tasks, tags, ...)",
+    )
     s.add_argument("--builtin", action="store_true", help="the builtin arch: catalog (no Hub access)")
 
     r = add("run", cmd_run, "The main job: sync if needed, validate the top models, print the coverage summary.")
     r.add_argument("--top", type=_positive_int, default=20, help="how many of the catalog's top models (default 20)")
-    r.add_argument("--backend", default="auto", help="backend spec DEVICE[+COMPILER][@DTYPE] (default auto: neuron, cuda, xpu, mps, else cpu+inductor)")
+    r.add_argument(
+        "--backend",
+        default="auto",
+        help="backend spec DEVICE[+COMPILER][@DTYPE] (default auto: neuron, cuda, xpu, mps, else cpu+inductor)",
+    )
     r.add_argument("--tier", choices=TIERS, default="tiny", help="census, tiny (default) or full")
-    r.add_argument("--timeout", type=_positive_float, default=600.0, help="seconds per model before it is killed (default 600)")
-    r.add_argument("--jobs", type=_positive_int, default=max(1, min(2, os.cpu_count() or 1)), help="models validated at once in-process (default: up to 2)")
+    r.add_argument(
+        "--timeout", type=_positive_float, default=600.0, help="seconds per model before it is killed (default 600)"
+    )
+    r.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=max(1, min(2, os.cpu_count() or 1)),
+        help="models validated at once in-process (default: up to 2)",
+    )
     r.add_argument("--detach", action="store_true", help="with ZOO_BROKER_URL: enqueue and return without waiting")
     _add_precision(r)
 
@@ -267,8 +337,18 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--tier", choices=TIERS, default="tiny", help="census, tiny (default) or full")
     v.add_argument("--revision", help="a Hub revision (default: the latest commit)")
     v.add_argument("--seed", type=int, default=0, help="seed for weights and inputs (default 0)")
-    v.add_argument("--timeout", type=_positive_float, default=600.0, help="seconds before the model process is killed (default 600)")
-    v.add_argument("--memory-gb", type=_positive_float, default=16.0, help="address-space budget of the model process in GiB (default 16)")
+    v.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=600.0,
+        help="seconds before the model process is killed (default 600)",
+    )
+    v.add_argument(
+        "--memory-gb",
+        type=_positive_float,
+        default=16.0,
+        help="address-space budget of the model process in GiB (default 16)",
+    )
     v.add_argument("--json", action="store_true", help="print the SPEC result as JSON, alone on stdout")
     v.add_argument("--no-store", action="store_true", help="do not write the result to the database")
     _add_precision(v)
@@ -278,26 +358,47 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--tier", choices=TIERS, help="tier (default: the newest results')")
     c.add_argument("--week", help="ISO week YYYY-Www (default: the newest results')")
     c.add_argument("--json", action="store_true", help="machine-readable output")
-    c.add_argument("--precision", choices=_precisions(), help="only results judged at this precision (default: each backend's declared one)")
+    c.add_argument(
+        "--precision",
+        choices=_precisions(),
+        help="only results judged at this precision (default: each backend's declared one)",
+    )
     c.add_argument("--snapshot", type=_positive_int, metavar="ID", help=SNAPSHOT_HELP)
 
     d = add("db", cmd_db, "Database maintenance.")
     d.add_argument("action", choices=["upgrade"], help="upgrade: apply all migrations")
 
     w = add("worker", cmd_worker, "Run a Celery worker (needs ZOO_BROKER_URL).")
-    w.add_argument("--queues", default="cpu,scheduler", help="comma-separated queues: one per device kind (cpu, cuda, neuron, ...) and 'scheduler' for beat's sweeps (default cpu,scheduler)")
-    w.add_argument("--concurrency", type=_positive_int, default=1, help="parallel tasks (default 1: one model per accelerator)")
+    w.add_argument(
+        "--queues",
+        default="cpu,scheduler",
+        help="comma-separated queues: one per device kind (cpu, cuda, neuron, ...) and 'scheduler' for beat's sweeps (default cpu,scheduler)",
+    )
+    w.add_argument(
+        "--concurrency", type=_positive_int, default=1, help="parallel tasks (default 1: one model per accelerator)"
+    )
     w.add_argument("--hostname", help="worker node name")
     w.add_argument("--loglevel", default="info")
 
-    b = add("beat", cmd_beat, "Run Celery beat (daily top-K refresh, weekly full sweep, weekly report); several beats elect one leader.")
+    b = add(
+        "beat",
+        cmd_beat,
+        "Run Celery beat (daily top-K refresh, weekly full sweep, weekly report); several beats elect one leader.",
+    )
     b.add_argument("--loglevel", default="info")
-    b.add_argument("--schedule-file", metavar="PATH", help="where beat keeps its last-run times (default ./celerybeat-schedule)")
+    b.add_argument(
+        "--schedule-file", metavar="PATH", help="where beat keeps its last-run times (default ./celerybeat-schedule)"
+    )
 
     sv = add("serve", cmd_serve, "Serve the REST API and the dashboard.")
     sv.add_argument("--port", type=_port, default=8000, help="TCP port, 1-65535 (default 8000)")
     sv.add_argument("--host", default="127.0.0.1")
-    sv.add_argument("--workers", type=_positive_int, default=1, help="server processes (default 1; about one per core serves the most requests)")
+    sv.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="server processes (default 1; about one per core serves the most requests)",
+    )
 
     rp = add("report", cmd_report, "Write the weekly coverage report.")
     rp.add_argument("--week", help="ISO week YYYY-Www (default: this week, else the newest with results)")
@@ -307,7 +408,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--output", "-o", help="write to this file instead of stdout")
     rp.add_argument("--snapshot", type=_positive_int, metavar="ID", help=SNAPSHOT_HELP)
 
-    dr = add("doctor", cmd_doctor, "Print what this machine offers: sandbox features for model processes, backends and their declared precision, services reachable.")
+    dr = add(
+        "doctor",
+        cmd_doctor,
+        "Print what this machine offers: sandbox features for model processes, backends and their declared precision, services reachable.",
+    )
     dr.add_argument("--json", action="store_true", help="machine-readable output")
 
     sd = add("seed", cmd_seed, "Fill the database with realistic synthetic history (demos, tests, benchmarks).")
@@ -320,7 +425,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     if not getattr(args, "fn", None):
         parser.print_help()
         return 2

@@ -1,6 +1,7 @@
 """``zoo doctor``: what this machine offers Zoo — sandbox features, backends and their declared
 precision, services reachable. Prints no secret: URLs lose their passwords, tokens are only
 said to be set or not."""
+
 from __future__ import annotations
 
 import os
@@ -8,7 +9,20 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
-BACKENDS = ("cpu", "cpu+inductor", "cpu+aot_eager", "cuda", "cuda+inductor", "neuron", "neuron+neuron", "xpu", "mps", "xla", "cpu+openvino", "cpu+onnxrt")
+BACKENDS = (
+    "cpu",
+    "cpu+inductor",
+    "cpu+aot_eager",
+    "cuda",
+    "cuda+inductor",
+    "neuron",
+    "neuron+neuron",
+    "xpu",
+    "mps",
+    "xla",
+    "cpu+openvino",
+    "cpu+onnxrt",
+)
 
 
 def redact(url: str) -> str:
@@ -53,7 +67,13 @@ def sandbox_facts() -> dict[str, Any]:
     except Exception as exc:  # a bad ZOO_SANDBOX* value: say so, keep going
         facts["error"] = str(exc)
         return facts
-    facts.update(sandbox_uid=uid, sandbox_gid=gid, capabilities=caps, missing=sandbox.missing(caps), why=sandbox.why_missing(caps))
+    facts.update(
+        sandbox_uid=uid,
+        sandbox_gid=gid,
+        capabilities=caps,
+        missing=sandbox.missing(caps),
+        why=sandbox.why_missing(caps),
+    )
     return facts
 
 
@@ -73,7 +93,9 @@ def backend_facts() -> list[dict[str, Any]]:
             row["available"] = True
             row["precision"] = backends.declared_precision(spec) or "fp32"
         except Exception as exc:
-            row.update(available=False, why=str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__)
+            row.update(
+                available=False, why=str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            )
         out.append(row)
     return out
 
@@ -85,11 +107,17 @@ def service_facts() -> dict[str, Any]:
     facts = {
         "database": _service(database_url(), 5432),
         "broker": _service(os.environ.get("ZOO_BROKER_URL"), 6379),
-        "hub": {"url": redact(hub), "offline": os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false"), "token": "set" if os.environ.get("HF_TOKEN") else "not set"},
+        "hub": {
+            "url": redact(hub),
+            "offline": os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false"),
+            "token": "set" if os.environ.get("HF_TOKEN") else "not set",
+        },
     }
     if not facts["hub"]["offline"]:
         parts = urlsplit(hub)
-        facts["hub"]["reachable"], facts["hub"]["detail"] = reachable(parts.hostname or "huggingface.co", parts.port or (443 if parts.scheme == "https" else 80))
+        facts["hub"]["reachable"], facts["hub"]["detail"] = reachable(
+            parts.hostname or "huggingface.co", parts.port or (443 if parts.scheme == "https" else 80)
+        )
     return facts
 
 
@@ -112,10 +140,21 @@ def render(facts: dict[str, Any]) -> str:
         errors = caps.get("errors") or {}
         rows = [
             ("running as root (uid switch possible)", _yes(caps.get("root"))),
-            ("uid switch, no capabilities left", _yes(caps.get("uid_switched") and caps.get("capabilities") == 0) + (f" ({errors['uid']})" if "uid" in errors else "")),
+            (
+                "uid switch, no capabilities left",
+                _yes(caps.get("uid_switched") and caps.get("capabilities") == 0)
+                + (f" ({errors['uid']})" if "uid" in errors else ""),
+            ),
             ("user namespace (not root)", _yes(caps.get("userns"))),
-            ("network namespace, loopback only", _yes(caps.get("netns")) + (f" ({errors.get('namespaces', '')})" if not caps.get("netns") and errors.get("namespaces") else "")),
-            ("mount namespace: read-only, /tmp /run homes hidden", _yes(caps.get("mountns")) + (f" ({errors['mountns']})" if "mountns" in errors else "")),
+            (
+                "network namespace, loopback only",
+                _yes(caps.get("netns"))
+                + (f" ({errors.get('namespaces', '')})" if not caps.get("netns") and errors.get("namespaces") else ""),
+            ),
+            (
+                "mount namespace: read-only, /tmp /run homes hidden",
+                _yes(caps.get("mountns")) + (f" ({errors['mountns']})" if "mountns" in errors else ""),
+            ),
             ("no_new_privs", _yes(caps.get("no_new_privs"))),
             ("rlimits (beside address space)", ", ".join(caps.get("rlimits", [])) or "none"),
             ("bubblewrap", (caps.get("bwrap") or "not installed") + " (not needed: Zoo unshares itself)"),
@@ -127,15 +166,24 @@ def render(facts: dict[str, Any]) -> str:
             lines.append("  full sandbox available")
     lines.append("backends (declared compute precision)")
     for b in facts["backends"]:
-        lines.append(f"  {b['backend']:<16} " + (f"available   {b.get('precision')}" if b.get("available") else f"unavailable: {b.get('why', '')}"))
+        lines.append(
+            f"  {b['backend']:<16} "
+            + (f"available   {b.get('precision')}" if b.get("available") else f"unavailable: {b.get('why', '')}")
+        )
     lines.append("services")
     for name in ("database", "broker"):
         s = facts["services"][name]
         if not s.get("configured"):
             lines.append(f"  {name:<9} not configured" + (" (validations run in-process)" if name == "broker" else ""))
         else:
-            lines.append(f"  {name:<9} {s['url']}: {'reachable' if s.get('reachable') else 'UNREACHABLE'} ({s.get('detail', '')})")
+            lines.append(
+                f"  {name:<9} {s['url']}: {'reachable' if s.get('reachable') else 'UNREACHABLE'} ({s.get('detail', '')})"
+            )
     hub = facts["services"]["hub"]
-    state = "offline (HF_HUB_OFFLINE)" if hub["offline"] else ("reachable" if hub.get("reachable") else f"unreachable ({hub.get('detail', '')})")
+    state = (
+        "offline (HF_HUB_OFFLINE)"
+        if hub["offline"]
+        else ("reachable" if hub.get("reachable") else f"unreachable ({hub.get('detail', '')})")
+    )
     lines.append(f"  {'hub':<9} {hub['url']}: {state}; HF_TOKEN {hub['token']}")
     return "\n".join(lines)

@@ -1,12 +1,14 @@
 """The main job: sync if needed, pick the top models, validate (in-process or on Celery), summarize."""
+
 from __future__ import annotations
 
 import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import Any, Callable
+from typing import Any
 
 from tqdm import tqdm
 
@@ -42,7 +44,9 @@ def _request(model_id: str, backend: str, tier: str, timeout: float, precision: 
     return ValidationRequest(model_id=model_id, backend=backend, tier=tier, timeout_s=timeout, precision=precision)
 
 
-def run_inprocess(model_ids: list[str], backend: str, tier: str, run_id: int, timeout: float, jobs: int = 1, precision: str = "auto") -> list[dict[str, Any]]:
+def run_inprocess(
+    model_ids: list[str], backend: str, tier: str, run_id: int, timeout: float, jobs: int = 1, precision: str = "auto"
+) -> list[dict[str, Any]]:
     """Validate and store each model here, ``jobs`` at once, behind a bar that names every model
     in flight and its stage from the start (the first compile can take minutes). A model that
     fails is its row (``reference_error``) and the run goes on; an unreachable database stops it."""
@@ -64,7 +68,10 @@ def run_inprocess(model_ids: list[str], backend: str, tier: str, run_id: int, ti
     def validate(mid: str) -> dict[str, Any]:
         return validation.validate_or_fail(_request(mid, backend, tier, timeout, precision), run_id=run_id)
 
-    with tqdm(total=len(model_ids), desc=f"validate {backend}", unit="model", file=sys.stderr) as bar, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with (
+        tqdm(total=len(model_ids), desc=f"validate {backend}", unit="model", file=sys.stderr) as bar,
+        ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
+    ):
         progress = RunProgress(bar)
         futures = {pool.submit(one, mid): mid for mid in model_ids}
         pending = set(futures)
@@ -102,7 +109,16 @@ def wait_for(run_id: int, expected: int, poll_s: float = 1.0, timeout_s: float |
     return done
 
 
-def main_job(top: int, backend: str, tier: str, timeout: float, detach: bool = False, jobs: int = 1, precision: str = "auto", status: Callable[[str], None] | None = None) -> dict[str, Any]:
+def main_job(
+    top: int,
+    backend: str,
+    tier: str,
+    timeout: float,
+    detach: bool = False,
+    jobs: int = 1,
+    precision: str = "auto",
+    status: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """``precision``: ``auto`` judges the backend at its declared compute precision; ``fp32``,
     ``tf32``, ``bf16`` or ``fp16`` at that one (the coverage summary is then of that precision).
     ``status`` hears what the job is doing before its progress bar starts (default: the log)."""
@@ -113,15 +129,36 @@ def main_job(top: int, backend: str, tier: str, timeout: float, detach: bool = F
     source = catalog.ensure_catalog()
     snap_id, ids = pick_models(top)
     broker = os.environ.get("ZOO_BROKER_URL")
-    where = "enqueued to the workers" if broker else "validated here: the first also starts the model processes' forkserver (imports torch and transformers), then compiles"
+    where = (
+        "enqueued to the workers"
+        if broker
+        else "validated here: the first also starts the model processes' forkserver (imports torch and transformers), then compiles"
+    )
     say(f"{len(ids)} model{'' if len(ids) == 1 else 's'} from the catalog ({source}), {where}")
     with session_scope() as s:
-        run_id = repository.start_run(s, backend, tier, "celery" if broker else "inprocess", len(ids), snap_id, precision=precision).id
-    log.info("run %s: %d models on %s (%s tier, precision %s), catalog %s", run_id, len(ids), backend, tier, precision, source)
+        run_id = repository.start_run(
+            s, backend, tier, "celery" if broker else "inprocess", len(ids), snap_id, precision=precision
+        ).id
+    log.info(
+        "run %s: %d models on %s (%s tier, precision %s), catalog %s",
+        run_id,
+        len(ids),
+        backend,
+        tier,
+        precision,
+        source,
+    )
     if broker:
         publish.enqueue_models(ids, backend, tier, run_id, timeout, precision)
         if detach:
-            return {"run_id": run_id, "enqueued": len(ids), "backend": backend, "tier": tier, "precision": precision, "detached": True}
+            return {
+                "run_id": run_id,
+                "enqueued": len(ids),
+                "backend": backend,
+                "tier": tier,
+                "precision": precision,
+                "detached": True,
+            }
         wait_for(run_id, len(ids))
     else:
         run_inprocess(ids, backend, tier, run_id, timeout, jobs=jobs, precision=precision)
@@ -129,4 +166,11 @@ def main_job(top: int, backend: str, tier: str, timeout: float, detach: bool = F
         repository.finish_run(s, run_id)
         cov = queries.coverage(s, backend=backend, tier=tier, precision=None if precision == "auto" else precision)
         stored = repository.count_results(s, run_id)
-    return {"run_id": run_id, "backend": backend, "tier": tier, "precision": precision, "stored": stored, "coverage": cov}
+    return {
+        "run_id": run_id,
+        "backend": backend,
+        "tier": tier,
+        "precision": precision,
+        "stored": stored,
+        "coverage": cov,
+    }

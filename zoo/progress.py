@@ -3,11 +3,12 @@
 The first model can spend minutes before it finishes (the forkserver imports torch, then the first
 compile), so the bar names what is happening from the start instead of waiting for a result.
 """
+
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from tqdm import tqdm
 

@@ -1,4 +1,5 @@
 """Plain-text rendering of coverage and results for the terminal."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,7 +28,9 @@ def coverage_table(cov: Coverage) -> str:
         f"{'strict':<12} {pct(r['strict_rate']):>8} {f'{cov.strict}/{cov.valid_reference}':>24}   {pct(r['strict_weighted']):>12} {f'{human(cov.strict_downloads)}/{human(cov.valid_reference_downloads)}':>24}",
         f"{'harness':<12} {pct(r['harness']):>8} {f'{cov.valid_reference}/{cov.attempted}':>24}   {pct(r['harness_weighted']):>12} {f'{human(cov.valid_reference_downloads)}/{human(cov.attempted_downloads)}':>24}",
         "",
-        "statuses: " + ", ".join(f"{k} {v}" for k, v in cov.status_counts.items() if v) if cov.status_counts else "statuses: no results yet",
+        "statuses: " + ", ".join(f"{k} {v}" for k, v in cov.status_counts.items() if v)
+        if cov.status_counts
+        else "statuses: no results yet",
         f"headline: download-weighted functional coverage {pct(r['functional_weighted']).strip()} of {human(cov.valid_reference_downloads)} downloads with a valid reference ({cov.attempted} of {cov.catalog_models} catalog models attempted)",
     ]
     return "\n".join(lines)

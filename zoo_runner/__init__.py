@@ -5,6 +5,7 @@ A library with no service dependencies. The public surface:
 - :func:`validate` — one model, in its own process, with time and memory budgets.
 - :class:`ValidationRequest`, :class:`BackendSpec`, :class:`Status`.
 """
+
 from __future__ import annotations
 
 __version__ = "0.1.0"

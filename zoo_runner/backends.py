@@ -7,6 +7,7 @@ compile backends Zoo ships a plugin for (``xla``; ``openvino``, ``onnxrt``, ``op
 :mod:`zoo_runner.plugins`) register a :class:`DevicePlugin` or :class:`CompilerPlugin` when a spec
 first names them (:data:`BUILTIN_DEVICES`, :data:`BUILTIN_COMPILERS`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -14,8 +15,8 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .exceptions import BackendUnavailable, UnknownBackend
 
@@ -33,7 +34,7 @@ class BackendSpec:
     dtype: str = "float32"
 
     @classmethod
-    def parse(cls, text: str) -> "BackendSpec":
+    def parse(cls, text: str) -> BackendSpec:
         text = (text or "").strip()
         if text == "auto":
             return resolve_auto()
@@ -73,9 +74,9 @@ class DevicePlugin:
     device: str
     package: str | None = None
     package_dist: str | None = None
-    fallback_tracker: Callable[[], "FallbackTracker"] | None = None
+    fallback_tracker: Callable[[], FallbackTracker] | None = None
     backend: Callable[..., Callable] | None = None
-    precision: Callable[["BackendSpec"], str | None] | None = None
+    precision: Callable[[BackendSpec], str | None] | None = None
     extra: dict = field(default_factory=dict)
     install_hint: str | None = None
     device_module: Callable[[], object] | None = None
@@ -99,11 +100,11 @@ class CompilerPlugin:
 
     name: str
     package_dist: str | None = None
-    precision: Callable[["BackendSpec"], str | None] | None = None
+    precision: Callable[[BackendSpec], str | None] | None = None
     packages: tuple[str, ...] = ()
     extra: str | None = None
-    compile_options: Callable[["BackendSpec"], dict | None] | None = None
-    fallback_tracker: Callable[[], "FallbackTracker"] | None = None
+    compile_options: Callable[[BackendSpec], dict | None] | None = None
+    fallback_tracker: Callable[[], FallbackTracker] | None = None
     backend: Callable[..., Callable] | None = None
 
 
@@ -143,7 +144,11 @@ COMPILER_PLUGINS: dict[str, CompilerPlugin] = {}
 # Compile backends Zoo ships a plugin for: compiler name -> the module that registers its
 # CompilerPlugin. Imported only when a spec names that compiler; a plugin a ZOO_PLUGINS module
 # registered under the same name first is kept. BUILTIN_DEVICES: the same for devices.
-BUILTIN_COMPILERS = {"openvino": "zoo_runner.plugins.openvino", "onnxrt": "zoo_runner.plugins.onnxrt", "openxla": "zoo_runner.plugins.xla"}
+BUILTIN_COMPILERS = {
+    "openvino": "zoo_runner.plugins.openvino",
+    "onnxrt": "zoo_runner.plugins.onnxrt",
+    "openxla": "zoo_runner.plugins.xla",
+}
 BUILTIN_DEVICES = {"xla": "zoo_runner.plugins.xla"}
 
 
@@ -173,13 +178,13 @@ def compiler_plugin(name: str | None) -> CompilerPlugin | None:
     return COMPILER_PLUGINS.get(name)
 
 
-def compile_options(spec: "BackendSpec") -> dict | None:
+def compile_options(spec: BackendSpec) -> dict | None:
     """The ``options`` for ``torch.compile(..., backend=spec.compiler)``: the compiler plugin's, else None."""
     plugin = compiler_plugin(spec.compiler)
     return plugin.compile_options(spec) if plugin and plugin.compile_options else None
 
 
-def neuron_precision(spec: "BackendSpec") -> str:
+def neuron_precision(spec: BackendSpec) -> str:
     """The Neuron compiler casts fp32 matmuls to bf16 unless ``NEURON_CC_FLAGS`` says
     ``--auto-cast=none``; ``--auto-cast-type`` picks the cast's type (bf16 by default)."""
     flags = os.environ.get("NEURON_CC_FLAGS", "").replace("=", " ").split()
@@ -190,7 +195,7 @@ def neuron_precision(spec: "BackendSpec") -> str:
     return cast_type if cast_type in ("bf16", "fp16", "tf32") else "bf16"
 
 
-def cuda_precision(spec: "BackendSpec") -> str:
+def cuda_precision(spec: BackendSpec) -> str:
     """TF32 wherever torch lets CUDA use it: matmuls (``allow_tf32``, or a float32 matmul precision
     other than "highest") or cuDNN convolutions (``cudnn.allow_tf32``, on by default)."""
     import torch
@@ -199,11 +204,19 @@ def cuda_precision(spec: "BackendSpec") -> str:
     return "tf32" if matmul or torch.backends.cudnn.allow_tf32 else "fp32"
 
 
-register_device(DevicePlugin("neuron", package="torch_neuronx", package_dist="torch-neuronx", fallback_tracker=NeuronFallbackTracker, precision=neuron_precision))
+register_device(
+    DevicePlugin(
+        "neuron",
+        package="torch_neuronx",
+        package_dist="torch-neuronx",
+        fallback_tracker=NeuronFallbackTracker,
+        precision=neuron_precision,
+    )
+)
 register_device(DevicePlugin("cuda", precision=cuda_precision))
 
 
-def declared_precision(spec: "BackendSpec") -> str | None:
+def declared_precision(spec: BackendSpec) -> str | None:
     """The compute precision the backend's plugins declare, or None where none declares one.
 
     The compiler computes what it compiles, so its declaration wins over the device's. A plugin
@@ -277,15 +290,21 @@ def device_available(device: str) -> tuple[bool, str]:
     return True, ""
 
 
-def _import_compiler_packages(spec: "BackendSpec", plugin: CompilerPlugin) -> None:
+def _import_compiler_packages(spec: BackendSpec, plugin: CompilerPlugin) -> None:
     for package in plugin.packages:
         try:
             importlib.import_module(package)
         except ImportError as exc:
             top = package.split(".")[0]
             missing = isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == top
-            why = f"{top} is not installed" if missing else f"{package} cannot be imported ({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''})"
-            hint = f": pip install -e .[{plugin.extra}] (or bash scripts/setup.sh {plugin.extra})" if plugin.extra else ""
+            why = (
+                f"{top} is not installed"
+                if missing
+                else f"{package} cannot be imported ({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''})"
+            )
+            hint = (
+                f": pip install -e .[{plugin.extra}] (or bash scripts/setup.sh {plugin.extra})" if plugin.extra else ""
+            )
             raise BackendUnavailable(f"backend {spec} is not available here: {why}{hint}") from exc
 
 
@@ -311,7 +330,17 @@ def compiler_available(compiler: str) -> tuple[bool, str]:
 # torch's own device types and the torch.compile backends torch ships, by name: what a stored
 # spec may name without any plugin (see spec_problem; checked without importing torch)
 TORCH_DEVICES = ("cpu", "cuda", "xpu", "mps", "hip", "hpu", "mtia", "maia", "meta", "lazy")
-TORCH_COMPILERS = ("inductor", "eager", "aot_eager", "aot_eager_decomp_partition", "aot_eager_default_partitioner", "cudagraphs", "tvm", "ts", "aot_ts")
+TORCH_COMPILERS = (
+    "inductor",
+    "eager",
+    "aot_eager",
+    "aot_eager_decomp_partition",
+    "aot_eager_default_partitioner",
+    "cudagraphs",
+    "tvm",
+    "ts",
+    "aot_ts",
+)
 
 
 def spec_problem(text: str) -> str | None:
@@ -352,7 +381,9 @@ def resolve_auto() -> BackendSpec:
 def check_backend(spec: BackendSpec) -> None:
     """Raise a one-line error unless ``spec`` can run on this machine."""
     if device_plugin(spec.device) is None and not _torch_knows_device(spec.device):
-        raise UnknownBackend(f"unknown device {spec.device!r} in backend {spec}: not a torch device type and no plugin registers it")
+        raise UnknownBackend(
+            f"unknown device {spec.device!r} in backend {spec}: not a torch device type and no plugin registers it"
+        )
     ok, why = device_available(spec.device)
     if not ok:
         raise BackendUnavailable(why)

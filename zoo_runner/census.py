@@ -1,4 +1,5 @@
 """Predict which ATen ops would fall back to CPU on a device, from its dispatch registrations."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Entry point of the model process: ``python -m zoo_runner.child REQUEST RESULT STAGE [PLAN]``."""
+
 from __future__ import annotations
 
 import json

@@ -6,11 +6,13 @@ factor), never more; one judged at bf16, fp16 or tf32 as inexact as the CPU refe
 that precision (:mod:`zoo_runner.precision`), times that precision's factor. Integers and booleans must match exactly; NaN/Inf must sit where the
 reference has them.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -127,14 +129,20 @@ def compare(
             continue
         r64 = d_items.get(name, ref).detach().to(torch.float64)
         if r64.shape != ref.shape:  # fp32 and fp64 references disagree: the model itself is random
-            res.fail(f"{name}: the fp64 reference has shape {tuple(r64.shape)}, the fp32 one {tuple(ref.shape)} (non-deterministic model)")
+            res.fail(
+                f"{name}: the fp64 reference has shape {tuple(r64.shape)}, the fp32 one {tuple(ref.shape)} (non-deterministic model)"
+            )
             continue
         t64 = tgt.to(torch.float64)
         r32 = ref.to(torch.float64)
         ref_nan, tgt_nan = torch.isnan(r64), torch.isnan(t64)
         if not torch.equal(ref_nan, tgt_nan):
             extra, missing = int((tgt_nan & ~ref_nan).sum()), int((ref_nan & ~tgt_nan).sum())
-            res.fail(f"{name}: NaN where the reference has none ({extra} values)" if extra else f"{name}: a number where the reference has NaN ({missing} values)")
+            res.fail(
+                f"{name}: NaN where the reference has none ({extra} values)"
+                if extra
+                else f"{name}: a number where the reference has NaN ({missing} values)"
+            )
             res.max_abs_diff = res.rmse_ratio = float("inf")
             res.cosine = float("nan")
             continue
@@ -177,9 +185,15 @@ def compare(
         loss_factor = factor if precision == "fp32" or dtype != "float32" else factor * factor
         min_cos = min(MIN_COSINE.get(dtype, 0.99999), 1.0 - loss_factor * (1.0 - cos_ref32))
         if err_target > budget:
-            res.fail(f"{name}: RMSE {err_target:.3g} exceeds {at} {budget:.3g}, {err_target / budget:.3g}x over (scale {scale:.3g})")
+            res.fail(
+                f"{name}: RMSE {err_target:.3g} exceeds {at} {budget:.3g}, {err_target / budget:.3g}x over (scale {scale:.3g})"
+            )
         elif max_abs > max_budget:
-            res.fail(f"{name}: max abs diff {max_abs:.3g} exceeds {at} {max_budget:.3g}, {max_abs / max_budget:.3g}x over")
+            res.fail(
+                f"{name}: max abs diff {max_abs:.3g} exceeds {at} {max_budget:.3g}, {max_abs / max_budget:.3g}x over"
+            )
         elif cos < min_cos and scale > 0:
-            res.fail(f"{name}: cosine {cos:.6f} below {at} {min_cos:.6g}, {(1 - cos) / max(1 - min_cos, 1e-30):.3g}x the allowed loss")
+            res.fail(
+                f"{name}: cosine {cos:.6f} below {at} {min_cos:.6g}, {(1 - cos) / max(1 - min_cos, 1e-30):.3g}x the allowed loss"
+            )
     return res

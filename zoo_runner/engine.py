@@ -3,6 +3,7 @@
 This is what the model process runs; :mod:`zoo_runner.launcher` wraps it in a child process with
 time and memory budgets. Errors become statuses here; only the process dying escapes.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -12,14 +13,14 @@ import math
 import statistics
 import time
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
-from . import backends
+from . import backends, precision
 from .builders import get_builder
 from .compare import Comparison, compare, pooled_reference_error
-from . import precision
 from .exceptions import NonDeterministic, NotSupported, ReferenceError_, UnknownModel
 from .inputs import describe
 from .request import ValidationRequest, empty_result, error_info
@@ -62,7 +63,20 @@ def _is_compile_error(exc: BaseException) -> bool:
         import torch._dynamo.exc as dexc
     except ImportError:  # pragma: no cover
         return False
-    kinds = tuple(k for k in (getattr(dexc, n, None) for n in ("BackendCompilerFailed", "Unsupported", "InternalTorchDynamoError", "TorchRuntimeError", "UserError")) if k)
+    kinds = tuple(
+        k
+        for k in (
+            getattr(dexc, n, None)
+            for n in (
+                "BackendCompilerFailed",
+                "Unsupported",
+                "InternalTorchDynamoError",
+                "TorchRuntimeError",
+                "UserError",
+            )
+        )
+        if k
+    )
     return isinstance(exc, kinds) or _raised_while_compiling(exc)
 
 
@@ -73,7 +87,11 @@ def _raised_while_compiling(exc: BaseException) -> bool:
     tb = exc.__traceback__
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename.replace("\\", "/")
-        if name.endswith("torch/_dynamo/convert_frame.py") and tb.tb_frame.f_code.co_name in ("_compile", "compile_inner", "_compile_inner"):
+        if name.endswith("torch/_dynamo/convert_frame.py") and tb.tb_frame.f_code.co_name in (
+            "_compile",
+            "compile_inner",
+            "_compile_inner",
+        ):
             return True
         tb = tb.tb_next
     return False
@@ -219,7 +237,11 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     stage("reference")
     try:
         ref32, ref64 = _references(req, model, all_inputs, result)
-        ref_at = _precision_reference(req, model, all_inputs, result, judged_at, ref32, ref64) if req.tier != "census" and spec.dtype == "float32" else ref32
+        ref_at = (
+            _precision_reference(req, model, all_inputs, result, judged_at, ref32, ref64)
+            if req.tier != "census" and spec.dtype == "float32"
+            else ref32
+        )
     except NonDeterministic as exc:
         result.update(status=Status.REFERENCE_ERROR.value, reason=NONDETERMINISTIC, error=error_info(exc))
         return result
@@ -227,7 +249,9 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
         result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
         return result
     if req.tier == "census":
-        result.update(status=Status.PASS.value if not _predicted_fallbacks(spec, result) else Status.PASS_WITH_FALLBACK.value)
+        result.update(
+            status=Status.PASS.value if not _predicted_fallbacks(spec, result) else Status.PASS_WITH_FALLBACK.value
+        )
         return result
 
     # 3. the backend under test
@@ -307,20 +331,45 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     try:
         pooled = pooled_reference_error(ref_at, ref64) if ref_at is not ref32 else None
         for i, (out, r32, r64, r_at) in enumerate(zip(outs, ref32, ref64, ref_at)):
-            compare(out, r_at, r64, dtype=spec.dtype, tolerance_factor=built.tolerance_factor, result=cmp, label=f"input {i}", precision=judged_at, pooled=pooled)
+            compare(
+                out,
+                r_at,
+                r64,
+                dtype=spec.dtype,
+                tolerance_factor=built.tolerance_factor,
+                result=cmp,
+                label=f"input {i}",
+                precision=judged_at,
+                pooled=pooled,
+            )
             if r_at is not r32:
-                compare(out, r32, r64, dtype=spec.dtype, tolerance_factor=built.tolerance_factor, result=strict, label=f"input {i}")
+                compare(
+                    out,
+                    r32,
+                    r64,
+                    dtype=spec.dtype,
+                    tolerance_factor=built.tolerance_factor,
+                    result=strict,
+                    label=f"input {i}",
+                )
         result["details"]["strict_fp32"] = strict.ok if ref_at is not ref32 else cmp.ok
     except Exception as exc:  # a comparison Zoo cannot make is Zoo's failure, never the backend's
         result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
         result["details"]["stage"] = "compare"
         return result
-    metrics.update(max_abs_diff=cmp.max_abs_diff, max_rel_diff=cmp.max_rel_diff, rmse_ratio=round(cmp.rmse_ratio, 4) if math.isfinite(cmp.rmse_ratio) else cmp.rmse_ratio, cosine=cmp.cosine)
+    metrics.update(
+        max_abs_diff=cmp.max_abs_diff,
+        max_rel_diff=cmp.max_rel_diff,
+        rmse_ratio=round(cmp.rmse_ratio, 4) if math.isfinite(cmp.rmse_ratio) else cmp.rmse_ratio,
+        cosine=cmp.cosine,
+    )
     nonfinite = finite_metrics(metrics)
     if nonfinite:
         result["details"]["nonfinite_metrics"] = nonfinite
     if not cmp.ok:
-        result.update(status=Status.MISMATCH.value, error=error_info(type_="Mismatch", message="; ".join(cmp.problems[:5])))
+        result.update(
+            status=Status.MISMATCH.value, error=error_info(type_="Mismatch", message="; ".join(cmp.problems[:5]))
+        )
     elif result["fallback_ops"]:
         result["status"] = Status.PASS_WITH_FALLBACK.value
     else:
@@ -328,7 +377,9 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     return result
 
 
-def _cache_and_key(req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: dict[str, Any], at: str = "fp32") -> tuple[Any, str | None]:
+def _cache_and_key(
+    req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: dict[str, Any], at: str = "fp32"
+) -> tuple[Any, str | None]:
     """The reference cache (None when off) and this model's key in it for a reference at precision ``at``."""
     from . import reference_cache as rc
     from .request import HARNESS_VERSION
@@ -336,11 +387,24 @@ def _cache_and_key(req: ValidationRequest, model: torch.nn.Module, all_inputs: l
     root = req.reference_cache if req.reference_cache is not None else rc.configured_dir()
     if not root:
         return None, None
-    key = rc.reference_key(model_id=req.model_id, revision=req.revision, tier=req.tier, seed=req.seed, fingerprint=result.get("fingerprint"), versions=result["versions"], harness=HARNESS_VERSION, model=model, inputs=all_inputs, precision=at)
+    key = rc.reference_key(
+        model_id=req.model_id,
+        revision=req.revision,
+        tier=req.tier,
+        seed=req.seed,
+        fingerprint=result.get("fingerprint"),
+        versions=result["versions"],
+        harness=HARNESS_VERSION,
+        model=model,
+        inputs=all_inputs,
+        precision=at,
+    )
     return rc.ReferenceCache(root), key
 
 
-def _references(req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+def _references(
+    req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: dict[str, Any]
+) -> tuple[list[dict], list[dict]]:
     """The fp32 and fp64 CPU references; computed, or loaded from the reference cache."""
     from . import reference_cache as rc
 
@@ -369,7 +433,10 @@ def _references(req: ValidationRequest, model: torch.nn.Module, all_inputs: list
     if cache is None or key is None:
         result["details"]["reference_cache"] = "off" if cache is None else "not cacheable"
     else:
-        stored = cache.store(key, rc.CachedReference(ref32, ref64, result["op_census"], reference_ms, result["details"].get("reference64")))
+        stored = cache.store(
+            key,
+            rc.CachedReference(ref32, ref64, result["op_census"], reference_ms, result["details"].get("reference64")),
+        )
         result["details"]["reference_cache"] = "stored" if stored else "store failed"
     return ref32, ref64
 
@@ -394,11 +461,15 @@ def _check_deterministic(runs: list[dict]) -> None:
     reference, and a difference from it is never the backend's."""
     first, second = runs[0], runs[1]
     if set(first) != set(second):
-        raise NonDeterministic(f"two CPU fp32 runs on the same inputs return different outputs: {sorted(set(first) ^ set(second))[:5]}")
+        raise NonDeterministic(
+            f"two CPU fp32 runs on the same inputs return different outputs: {sorted(set(first) ^ set(second))[:5]}"
+        )
     for name, a in first.items():
         b = second[name]
         if a.shape != b.shape or a.dtype != b.dtype:
-            raise NonDeterministic(f"two CPU fp32 runs on the same inputs differ in {name}: shape {tuple(a.shape)} vs {tuple(b.shape)}")
+            raise NonDeterministic(
+                f"two CPU fp32 runs on the same inputs differ in {name}: shape {tuple(a.shape)} vs {tuple(b.shape)}"
+            )
         same = a == b
         if a.is_floating_point() or a.is_complex():
             same |= torch.isnan(a) & torch.isnan(b)
@@ -409,7 +480,15 @@ def _check_deterministic(runs: list[dict]) -> None:
             raise NonDeterministic(f"two CPU fp32 runs on the same inputs differ in {name}: {how}")
 
 
-def _precision_reference(req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: dict[str, Any], at: str, ref32: list[dict], ref64: list[dict]) -> list[dict]:
+def _precision_reference(
+    req: ValidationRequest,
+    model: torch.nn.Module,
+    all_inputs: list[dict],
+    result: dict[str, Any],
+    at: str,
+    ref32: list[dict],
+    ref64: list[dict],
+) -> list[dict]:
     """The CPU reference at the precision the backend is judged at (:mod:`zoo_runner.precision`);
     the fp32 reference itself at fp32. Cached beside the fp32/fp64 one, under its own key."""
     from . import reference_cache as rc
@@ -433,12 +512,21 @@ def _precision_reference(req: ValidationRequest, model: torch.nn.Module, all_inp
     for outs, r64 in zip(refs, ref64):  # a budget needs a finite reference wherever fp64 is finite
         for name, t in outs.items():
             t64 = r64.get(name)
-            if t.is_floating_point() and t64 is not None and t64.shape == t.shape and bool((~torch.isfinite(t) & torch.isfinite(t64)).any()):
-                raise ReferenceError_(f"the CPU reference at {at} is not finite in {name} where fp64 is: no {at} budget can be set")
+            if (
+                t.is_floating_point()
+                and t64 is not None
+                and t64.shape == t.shape
+                and bool((~torch.isfinite(t) & torch.isfinite(t64)).any())
+            ):
+                raise ReferenceError_(
+                    f"the CPU reference at {at} is not finite in {name} where fp64 is: no {at} budget can be set"
+                )
     return refs
 
 
-def _reference64(model: torch.nn.Module, all_inputs: list[dict], ref32: list[dict], result: dict[str, Any], seed: int = 0) -> list[dict]:
+def _reference64(
+    model: torch.nn.Module, all_inputs: list[dict], ref32: list[dict], result: dict[str, Any], seed: int = 0
+) -> list[dict]:
     """fp64 CPU outputs; where an op has no fp64 kernel, the fp32 reference stands in (recorded)."""
     try:
         model64 = copy.deepcopy(model).to(torch.float64)
@@ -449,11 +537,19 @@ def _reference64(model: torch.nn.Module, all_inputs: list[dict], ref32: list[dic
     except Exception as exc:
         result["details"]["reference64"] = f"unavailable, fp32 reference used: {type(exc).__name__}: {str(exc)[:200]}"
         return ref32
-    for o64, o32 in zip(outs, ref32):  # fp64 is the more exact run: non-finite where fp32 is finite means a dtype bug in the model
+    for o64, o32 in zip(
+        outs, ref32
+    ):  # fp64 is the more exact run: non-finite where fp32 is finite means a dtype bug in the model
         for k, t32 in o32.items():
             t64 = o64.get(k)
-            if t64 is None or t64.shape != t32.shape or (t32.is_floating_point() and bool((~torch.isfinite(t64) & torch.isfinite(t32)).any())):
-                result["details"]["reference64"] = f"unusable ({k} is not finite or differs in shape in fp64), fp32 reference used"
+            if (
+                t64 is None
+                or t64.shape != t32.shape
+                or (t32.is_floating_point() and bool((~torch.isfinite(t64) & torch.isfinite(t32)).any()))
+            ):
+                result["details"]["reference64"] = (
+                    f"unusable ({k} is not finite or differs in shape in fp64), fp32 reference used"
+                )
                 return ref32
     return outs
 

@@ -2,6 +2,7 @@
 
 The CLI turns any ``ZooError`` into one clear line and a non-zero exit; anything else is a bug.
 """
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """A hash of everything that decides the compute graph."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,10 +8,25 @@ from typing import Any
 
 # Config keys that do not change the graph (names, bookkeeping, tokenizer facts).
 IGNORED_KEYS = {
-    "_name_or_path", "transformers_version", "architectures", "name_or_path", "_commit_hash",
-    "finetuning_task", "id2label_names", "torch_dtype", "dtype", "_attn_implementation_autoset",
-    "tokenizer_class", "prefix", "task_specific_params", "bos_token_id", "eos_token_id",
-    "pad_token_id", "sep_token_id", "decoder_start_token_id", "label2id",
+    "_name_or_path",
+    "transformers_version",
+    "architectures",
+    "name_or_path",
+    "_commit_hash",
+    "finetuning_task",
+    "id2label_names",
+    "torch_dtype",
+    "dtype",
+    "_attn_implementation_autoset",
+    "tokenizer_class",
+    "prefix",
+    "task_specific_params",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "sep_token_id",
+    "decoder_start_token_id",
+    "label2id",
 }
 
 
@@ -34,7 +50,13 @@ def normalize_config(cfg: Any) -> Any:
 
 def fingerprint(library: str, architecture: str, config: dict[str, Any], tier: str, shapes: Any) -> str:
     payload = json.dumps(
-        {"library": library, "architecture": architecture, "config": normalize_config(config), "tier": tier, "shapes": shapes},
+        {
+            "library": library,
+            "architecture": architecture,
+            "config": normalize_config(config),
+            "tier": tier,
+            "shapes": shapes,
+        },
         sort_keys=True,
         default=str,
     )

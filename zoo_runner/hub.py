@@ -3,6 +3,7 @@
 Policy is decided here, from metadata alone: no remote code is imported and nothing is
 unpickled. The model process later runs offline on the files fetched here.
 """
+
 from __future__ import annotations
 
 import logging
@@ -16,7 +17,16 @@ from .untrusted import load_json, load_mapping
 
 log = logging.getLogger(__name__)
 
-WEIGHT_FORMATS = {".safetensors": "safetensors", ".bin": "pickle", ".pt": "pickle", ".pth": "pickle", ".ckpt": "pickle", ".gguf": "gguf", ".onnx": "onnx", ".npz": "mlx"}
+WEIGHT_FORMATS = {
+    ".safetensors": "safetensors",
+    ".bin": "pickle",
+    ".pt": "pickle",
+    ".pth": "pickle",
+    ".ckpt": "pickle",
+    ".gguf": "gguf",
+    ".onnx": "onnx",
+    ".npz": "mlx",
+}
 LIBRARY_TAGS = ("sentence-transformers", "timm", "diffusers", "open_clip", "pyannote-audio", "transformers")
 
 
@@ -59,11 +69,17 @@ def model_facts(model_id: str, revision: str | None = None) -> HubFacts:
     except errors.OfflineModeIsEnabled as exc:  # type: ignore[attr-defined]
         raise HubUnreachable(f"{model_id}: HF_HUB_OFFLINE is set and the model is not a builtin arch: id") from exc
     except errors.HfHubHTTPError as exc:
-        raise HubUnreachable(f"the Hub at {hub_endpoint()} answered {exc.__class__.__name__}: {str(exc).splitlines()[0]}") from exc
+        raise HubUnreachable(
+            f"the Hub at {hub_endpoint()} answered {exc.__class__.__name__}: {str(exc).splitlines()[0]}"
+        ) from exc
     except Exception as exc:  # connection refused, DNS, timeouts
         if "offline" in str(exc).lower():
-            raise HubUnreachable(f"{model_id}: the Hub is offline here (HF_HUB_OFFLINE) and the model is not a builtin arch: id") from exc
-        raise HubUnreachable(f"the Hub at {hub_endpoint()} is unreachable: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+            raise HubUnreachable(
+                f"{model_id}: the Hub is offline here (HF_HUB_OFFLINE) and the model is not a builtin arch: id"
+            ) from exc
+        raise HubUnreachable(
+            f"the Hub at {hub_endpoint()} is unreachable: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from exc
     tags = list(info.tags or [])
     return HubFacts(
         model_id=model_id,
@@ -92,15 +108,21 @@ def weight_formats(files: list[str]) -> set[str]:
 def check_policy(facts: HubFacts, tier: str, allow_remote_code: bool = False) -> None:
     """Raise NotSupported with the SPEC's reason code, from metadata alone."""
     if "custom_code" in facts.tags and not allow_remote_code:
-        raise NotSupported("remote_code", f"{facts.model_id} needs remote code (custom_code); Zoo never runs it by default")
+        raise NotSupported(
+            "remote_code", f"{facts.model_id} needs remote code (custom_code); Zoo never runs it by default"
+        )
     if facts.gated:
         raise NotSupported("gated", f"{facts.model_id} is gated")
     formats = weight_formats(facts.files)
     if "safetensors" not in formats:
         if "pickle" in formats and tier == "full":
-            raise NotSupported("pickle_only", f"{facts.model_id} has only pickle weights (.bin/.pt); Zoo loads safetensors only")
+            raise NotSupported(
+                "pickle_only", f"{facts.model_id} has only pickle weights (.bin/.pt); Zoo loads safetensors only"
+            )
         if formats and formats <= {"gguf", "onnx", "mlx"}:
-            raise NotSupported("no_pytorch_weights", f"{facts.model_id} has no PyTorch weights ({', '.join(sorted(formats))} only)")
+            raise NotSupported(
+                "no_pytorch_weights", f"{facts.model_id} has no PyTorch weights ({', '.join(sorted(formats))} only)"
+            )
     if "config.json" not in facts.files and facts.library in ("transformers", None):
         raise NotSupported("library_unsupported", f"{facts.model_id} has no config.json")
 
@@ -120,7 +142,13 @@ def fetch_config(model_id: str, revision: str | None, filename: str = "config.js
 EXTRA_JSON = ("modules.json", "1_Pooling/config.json", "config_sentence_transformers.json")
 
 
-def fetch_extras(model_id: str, revision: str | None, files: list[str], files_dir: str | None, wanted: tuple[str, ...] | list[str] = EXTRA_JSON) -> dict[str, Any]:
+def fetch_extras(
+    model_id: str,
+    revision: str | None,
+    files: list[str],
+    files_dir: str | None,
+    wanted: tuple[str, ...] | list[str] = EXTRA_JSON,
+) -> dict[str, Any]:
     """Small JSON files some builders read (sentence-transformers pooling, diffusers components), from the repo."""
     from huggingface_hub import hf_hub_download
 
@@ -142,7 +170,17 @@ def fetch_files(model_id: str, revision: str | None, patterns: list[str]) -> str
     return snapshot_download(model_id, revision=revision, allow_patterns=patterns)
 
 
-FULL_TIER_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*", "sentencepiece*", "modules.json", "1_Pooling/*", "2_Normalize/*"]
+FULL_TIER_PATTERNS = [
+    "*.json",
+    "*.safetensors",
+    "*.txt",
+    "*.model",
+    "tokenizer*",
+    "sentencepiece*",
+    "modules.json",
+    "1_Pooling/*",
+    "2_Normalize/*",
+]
 
 
 def _other_repo_config(repo: str, revision: str | None, name: str, errors: Any) -> dict[str, Any] | None:
@@ -150,7 +188,12 @@ def _other_repo_config(repo: str, revision: str | None, name: str, errors: Any) 
     (the builder then says which model is missing)."""
     try:
         return fetch_config(repo, revision, name)
-    except (errors.EntryNotFoundError, errors.RepositoryNotFoundError, errors.RevisionNotFoundError, errors.GatedRepoError):
+    except (
+        errors.EntryNotFoundError,
+        errors.RepositoryNotFoundError,
+        errors.RevisionNotFoundError,
+        errors.GatedRepoError,
+    ):
         return None
     except UntrustedFile as exc:  # the model's row says which repo's file was refused
         raise UntrustedFile(f"{repo}/{name}", exc.problem, exc.reason) from None
@@ -165,7 +208,9 @@ def _library_from_config(req: ValidationRequest, errors: Any) -> tuple[str | Non
     except (errors.EntryNotFoundError, FileNotFoundError):
         return None, None
     except (OSError, errors.HfHubHTTPError) as exc:
-        raise HubUnreachable(f"could not fetch config.json of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}") from exc
+        raise HubUnreachable(
+            f"could not fetch config.json of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}"
+        ) from exc
     return library_for_config(config), config
 
 
@@ -179,7 +224,10 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         req.task = req.task or task_for(cls.__name__)
         req.config_source = f"default:{cls.config_class.model_type}"
         if req.tier == "full":
-            raise NotSupported("no_pytorch_weights", f"{req.model_id} is a builtin architecture: it has no real weights for the full tier")
+            raise NotSupported(
+                "no_pytorch_weights",
+                f"{req.model_id} is a builtin architecture: it has no real weights for the full tier",
+            )
         return req
     if "/" not in req.model_id and ":" in req.model_id:
         raise UnknownModel(f"unknown model id {req.model_id!r}: expected org/name or arch:ClassName")
@@ -212,13 +260,19 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
             req.config = fetch_config(req.model_id, req.revision, config_file)
         wanted = list(EXTRA_JSON) + (list(builder.extra_files(req.config)) if hasattr(builder, "extra_files") else [])
         req.extras = fetch_extras(req.model_id, req.revision, facts.files, req.files_dir, wanted)
-        for repo, revision, name in (builder.extra_repo_files(req.config) if hasattr(builder, "extra_repo_files") else []):
+        for repo, revision, name in (
+            builder.extra_repo_files(req.config) if hasattr(builder, "extra_repo_files") else []
+        ):
             req.extras[f"{repo}/{name}"] = _other_repo_config(repo, revision, name, errors)
     except (errors.EntryNotFoundError, FileNotFoundError) as exc:
         raise NotSupported("library_unsupported", f"{req.model_id} has no {config_file}") from exc
     except ValueError as exc:  # JSON or YAML that does not parse to a mapping
-        raise NotSupported("library_unsupported", f"{req.model_id}: {config_file} is not a valid config ({exc})") from exc
+        raise NotSupported(
+            "library_unsupported", f"{req.model_id}: {config_file} is not a valid config ({exc})"
+        ) from exc
     except (OSError, errors.HfHubHTTPError) as exc:
-        raise HubUnreachable(f"could not fetch files of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}") from exc
+        raise HubUnreachable(
+            f"could not fetch files of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}"
+        ) from exc
     req.config_source = f"hub:{req.model_id}@{(req.revision or '')[:12]}"
     return req

@@ -3,12 +3,14 @@
 Generators are keyed by input name (the approach of optimum's dummy input generators) over a
 normalized view of the config, so one table serves every architecture.
 """
+
 from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -46,7 +48,7 @@ class ConfigView:
     max_timestep: int = 1000
 
     @classmethod
-    def of(cls, config: Any) -> "ConfigView":
+    def of(cls, config: Any) -> ConfigView:
         text = getattr(config, "text_config", None) or getattr(config, "decoder", None) or config
         vision = getattr(config, "vision_config", None) or config
 
@@ -70,7 +72,8 @@ class ConfigView:
             num_mel_bins=first([config], ["num_mel_bins", "feature_size", "input_feat_per_channel"], 80),
             audio_frames=2 * max_src,
             decoder_vocab_size=first([text, config], ["decoder_vocab_size", "vocab_size"], vocab),
-            num_patches=(first([vision, config], ["image_size"], 224) // first([vision, config], ["patch_size"], 16)) ** 2,
+            num_patches=(first([vision, config], ["image_size"], 224) // first([vision, config], ["patch_size"], 16))
+            ** 2,
             patch_size=first([vision, config], ["patch_size"], 16),
             temporal_patch_size=first([vision], ["temporal_patch_size"], 1),
             audio_channels=first([config], ["audio_channels"], 1),
@@ -157,29 +160,43 @@ GENERATORS: dict[str, Gen] = {
     # non-square images (pose estimators: 256 x 192), sized by the (height, width) pair of the config
     "pixels_hw": lambda v, s, g: torch.randn(s["batch"], v.num_channels, *v.image_hw, generator=g),
     # any-resolution VLMs (LLaVA-NeXT, OneVision) take each image as (tiles, channels, size, size)
-    "anyres_tiles": lambda v, s, g: torch.randn(s["batch"], v.anyres_tiles, v.num_channels, v.image_size, v.image_size, generator=g),
+    "anyres_tiles": lambda v, s, g: torch.randn(
+        s["batch"], v.anyres_tiles, v.num_channels, v.image_size, v.image_size, generator=g
+    ),
     # tiled-image VLMs (Mllama): one image a row as (images, tiles, channels, size, size), the
     # first tile used (aspect ratio id 1 is 1 x 1), the rest padding masked out
-    "tiled_images": lambda v, s, g: torch.randn(s["batch"], 1, v.max_num_tiles, v.num_channels, v.image_size, v.image_size, generator=g),
+    "tiled_images": lambda v, s, g: torch.randn(
+        s["batch"], 1, v.max_num_tiles, v.num_channels, v.image_size, v.image_size, generator=g
+    ),
     # multi-image VLMs (Idefics3, SmolVLM) take (batch, images, channels, size, size)
     "image_rows": lambda v, s, g: torch.randn(s["batch"], 1, v.num_channels, v.image_size, v.image_size, generator=g),
     # video models (V-JEPA 2): (batch, frames, channels, size, size)
-    "pixel_values_videos": lambda v, s, g: torch.randn(s["batch"], v.video_frames, v.num_channels, v.image_size, v.image_size, generator=g),
+    "pixel_values_videos": lambda v, s, g: torch.randn(
+        s["batch"], v.video_frames, v.num_channels, v.image_size, v.image_size, generator=g
+    ),
     # NaFlex vision towers (SigLIP 2): rows of flattened patches, their (rows, cols) grid and which are real
-    "naflex_patches": lambda v, s, g: torch.randn(s["batch"], math.prod(NAFLEX_GRID), v.num_channels * v.patch_size**2, generator=g),
+    "naflex_patches": lambda v, s, g: torch.randn(
+        s["batch"], math.prod(NAFLEX_GRID), v.num_channels * v.patch_size**2, generator=g
+    ),
     "spatial_shapes": lambda v, s, g: torch.tensor([list(NAFLEX_GRID)] * s["batch"]),
     "pixel_attention_mask": lambda v, s, g: torch.ones(s["batch"], math.prod(NAFLEX_GRID), dtype=torch.long),
     # time-series forecasters (TimesFM): one context series a row
     "past_values": lambda v, s, g: random_walk(s["batch"], 8 * s["seq"], g),
     "aspect_ratio_ids": lambda v, s, g: torch.ones(s["batch"], 1, dtype=torch.long),
     # which image tiles each text token attends to (Mllama): every token sees the first tile of its image
-    "cross_attention_mask": lambda v, s, g: torch.nn.functional.one_hot(torch.zeros(s["batch"], s["seq"], 1, dtype=torch.long), v.max_num_tiles),
-    "aspect_ratio_mask": lambda v, s, g: torch.nn.functional.one_hot(torch.zeros(s["batch"], 1, dtype=torch.long), v.max_num_tiles),
+    "cross_attention_mask": lambda v, s, g: torch.nn.functional.one_hot(
+        torch.zeros(s["batch"], s["seq"], 1, dtype=torch.long), v.max_num_tiles
+    ),
+    "aspect_ratio_mask": lambda v, s, g: torch.nn.functional.one_hot(
+        torch.zeros(s["batch"], 1, dtype=torch.long), v.max_num_tiles
+    ),
     "input_values": lambda v, s, g: torch.randn(s["batch"], 400 * s["seq"], generator=g),
     "input_features": lambda v, s, g: torch.randn(s["batch"], v.num_mel_bins, v.audio_frames, generator=g),
     "spectrogram": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], v.num_mel_bins, generator=g),
     # Qwen2-VL-style vision towers take images as rows of flattened patches plus a (t, h, w) grid per image
-    "flat_patches": lambda v, s, g: torch.randn(s["batch"] * math.prod(PATCH_GRID), v.num_channels * v.temporal_patch_size * v.patch_size**2, generator=g),
+    "flat_patches": lambda v, s, g: torch.randn(
+        s["batch"] * math.prod(PATCH_GRID), v.num_channels * v.temporal_patch_size * v.patch_size**2, generator=g
+    ),
     # audio codecs take (batch, channels, samples)
     "waveform_channels": lambda v, s, g: torch.randn(s["batch"], v.audio_channels, 400 * s["seq"], generator=g),
     # multi-codebook decoders (MusicGen) take one row of codes per codebook per example
@@ -210,7 +227,15 @@ def forward_params(model: torch.nn.Module) -> list[inspect.Parameter]:
     return list(inspect.signature(model.forward).parameters.values())
 
 
-def make_inputs(model: torch.nn.Module, config: Any, shape: dict, seed: int, is_encoder_decoder: bool = False, kinds: dict[str, str] | None = None, extra: tuple[str, ...] = ()) -> dict[str, torch.Tensor]:
+def make_inputs(
+    model: torch.nn.Module,
+    config: Any,
+    shape: dict,
+    seed: int,
+    is_encoder_decoder: bool = False,
+    kinds: dict[str, str] | None = None,
+    extra: tuple[str, ...] = (),
+) -> dict[str, torch.Tensor]:
     """Inputs for one shape. Raises ``KeyError`` listing required inputs nobody can generate."""
     view = ConfigView.of(config)
     gen = torch.Generator().manual_seed(seed)
@@ -230,7 +255,12 @@ def make_inputs(model: torch.nn.Module, config: Any, shape: dict, seed: int, is_
             wanted.append(name)
     wanted += [name for name in extra if name in params and name not in wanted]
     wanted += [co for name in list(wanted) for co in CO_INPUTS.get(name, ()) if co in params and co not in wanted]
-    if "pixel_values" in wanted and "image_sizes" in params and "image_sizes" not in wanted and _image_features_need(model, "image_sizes"):
+    if (
+        "pixel_values" in wanted
+        and "image_sizes" in params
+        and "image_sizes" not in wanted
+        and _image_features_need(model, "image_sizes")
+    ):
         wanted.append("image_sizes")  # (height, width) of each image, as image processors return it
     if "input_ids" not in wanted:
         wanted = [w for w in wanted if w not in ("attention_mask", "token_type_ids")]
@@ -272,7 +302,14 @@ def _image_token_id(config: Any) -> int | None:
 def _features_per_image(feats: Any, images: int) -> list[int] | None:
     """How many embeddings the vision tower made for each image, from get_image_features' output."""
     if not isinstance(feats, (torch.Tensor, list, tuple)):  # a ModelOutput: the projected features
-        feats = next((v for v in (getattr(feats, "pooler_output", None), getattr(feats, "last_hidden_state", None)) if v is not None), None)
+        feats = next(
+            (
+                v
+                for v in (getattr(feats, "pooler_output", None), getattr(feats, "last_hidden_state", None))
+                if v is not None
+            ),
+            None,
+        )
     if isinstance(feats, (list, tuple)) and feats and all(isinstance(t, torch.Tensor) for t in feats):
         if len(feats) == images:
             return [int(t.shape[0]) if t.ndim == 2 else int(t.shape[-2]) for t in feats]
@@ -285,17 +322,27 @@ def _features_per_image(feats: Any, images: int) -> list[int] | None:
     return None
 
 
-def _insert_image_tokens(model: torch.nn.Module, config: Any, out: dict[str, torch.Tensor], params: dict[str, Any]) -> None:
+def _insert_image_tokens(
+    model: torch.nn.Module, config: Any, out: dict[str, torch.Tensor], params: dict[str, Any]
+) -> None:
     """Vision-language models replace image placeholder tokens in the text by image embeddings, one
     per embedding. Count the embeddings the vision tower makes for these pixels and put that many
     placeholders (between the vision start/end tokens, where the config has them) before each row's
     text, as the model's processor would."""
     tok = _image_token_id(config)
     ids = out.get("input_ids")
-    if tok is None or ids is None or "pixel_values" not in out or not hasattr(model, "get_image_features") or bool((ids == tok).any()):
+    if (
+        tok is None
+        or ids is None
+        or "pixel_values" not in out
+        or not hasattr(model, "get_image_features")
+        or bool((ids == tok).any())
+    ):
         return
     image_params = inspect.signature(model.get_image_features).parameters
-    kwargs = {k: v for k, v in out.items() if k in image_params and k not in ("input_ids", "attention_mask", "token_type_ids")}
+    kwargs = {
+        k: v for k, v in out.items() if k in image_params and k not in ("input_ids", "attention_mask", "token_type_ids")
+    }
     with torch.no_grad():
         feats = model.get_image_features(**kwargs)
     counts = _features_per_image(feats, ids.shape[0])

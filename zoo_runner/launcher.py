@@ -13,6 +13,7 @@ was started with the allowlisted environment), so each model pays milliseconds, 
 start; the sandbox is applied in each forked model process, never in the forkserver.
 ``ZOO_LAUNCHER=spawn`` starts a fresh interpreter per model instead.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -27,7 +28,8 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import reference_cache, sandbox
 from .exceptions import SandboxUnavailable
@@ -46,7 +48,9 @@ Poll = Callable[[], None]
 # Who hears the stages of the model processes run_isolated starts in this context (thread) when it
 # is given no ``on_stage``: set far above it (``zoo run``'s progress bar) without passing a callback
 # through every layer between.
-stage_listener: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar("zoo_stage_listener", default=None)
+stage_listener: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
+    "zoo_stage_listener", default=None
+)
 
 
 def child_env() -> dict[str, str]:
@@ -112,7 +116,9 @@ def _watch_requester(pid: int, interval_s: float = 1.0) -> None:
     threading.Thread(target=watch, name="zoo-requester-watch", daemon=True).start()
 
 
-def _forked_child(req_path: str, out_path: str, stage_path: str, stderr_path: str, plan_path: str, requester: int = 0) -> None:
+def _forked_child(
+    req_path: str, out_path: str, stage_path: str, stderr_path: str, plan_path: str, requester: int = 0
+) -> None:
     """Runs in the forked model process: the sandbox first, then the model."""
     fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
     os.dup2(fd, 2)
@@ -164,10 +170,28 @@ def _run_forked(run: sandbox.Run, timeout_s: float, poll: Poll | None = None) ->
     return proc.exitcode if proc.exitcode is not None else -signal.SIGKILL, timed_out
 
 
-def _run_spawned(run: sandbox.Run, memory_bytes: int, timeout_s: float, python: str | None, poll: Poll | None = None) -> tuple[int, bool]:
-    cmd = [python or sys.executable, "-m", "zoo_runner.child", str(run.request), str(run.result), str(run.stage), str(run.plan_path)]
+def _run_spawned(
+    run: sandbox.Run, memory_bytes: int, timeout_s: float, python: str | None, poll: Poll | None = None
+) -> tuple[int, bool]:
+    cmd = [
+        python or sys.executable,
+        "-m",
+        "zoo_runner.child",
+        str(run.request),
+        str(run.result),
+        str(run.stage),
+        str(run.plan_path),
+    ]
     with open(run.stderr, "wb") as err:
-        proc = subprocess.Popen(cmd, env=run.plan.env, stdin=subprocess.DEVNULL, stdout=err, stderr=err, preexec_fn=lambda: _limit_memory(memory_bytes), cwd=str(run.work))
+        proc = subprocess.Popen(
+            cmd,
+            env=run.plan.env,
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+            preexec_fn=lambda: _limit_memory(memory_bytes),
+            cwd=str(run.work),
+        )
         deadline = time.monotonic() + timeout_s
         while True:
             left = max(0.0, deadline - time.monotonic())
@@ -186,7 +210,9 @@ def launcher_kind() -> str:
     return kind if kind in ("forkserver", "spawn") else "forkserver"
 
 
-def run_isolated(req: ValidationRequest, python: str | None = None, on_stage: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_isolated(
+    req: ValidationRequest, python: str | None = None, on_stage: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Validate ``req`` in a sandboxed child process; always returns a result dict, except that
     under ``ZOO_SANDBOX=strict`` a machine without the full sandbox raises SandboxUnavailable.
     ``on_stage`` (default: :data:`stage_listener`'s) is called in this process with ``start``, then
@@ -212,7 +238,9 @@ def run_isolated(req: ValidationRequest, python: str | None = None, on_stage: Ca
             poll()
         report = sandbox.read_report(run)
         if report is not None and sandbox.refused(run, rc, report):
-            raise SandboxUnavailable(f"ZOO_SANDBOX=strict, but the model process could not get {', '.join(report.get('missing', []))} ({report.get('errors', {})}); `zoo doctor` shows what this machine allows")
+            raise SandboxUnavailable(
+                f"ZOO_SANDBOX=strict, but the model process could not get {', '.join(report.get('missing', []))} ({report.get('errors', {})}); `zoo doctor` shows what this machine allows"
+            )
         details_sandbox = sandbox.describe(run, report)
         stage = read_stage(run.stage, owner=run.uid)
         stderr_tail = _tail(run.stderr)
@@ -256,31 +284,69 @@ def _bad_result(req: ValidationRequest, problem: str, stage: str, stderr_tail: s
     """A result the parent will not store as written: a ``crash`` row saying why."""
     log.warning("%s (%s on %s): %s", req.model_id, req.tier, req.backend, problem)
     result = empty_result(req)
-    result.update(status=Status.CRASH.value, duration_s=round(elapsed, 3), error=error_info(type_="BadResult", message=f"the model process wrote an invalid result: {problem}", tb=stderr_tail))
+    result.update(
+        status=Status.CRASH.value,
+        duration_s=round(elapsed, 3),
+        error=error_info(
+            type_="BadResult", message=f"the model process wrote an invalid result: {problem}", tb=stderr_tail
+        ),
+    )
     result["details"]["stage"] = stage
     return result
 
 
-def _failure_result(req: ValidationRequest, rc: int, timed_out: bool, stage: str, stderr_tail: str, elapsed: float) -> dict[str, Any]:
+def _failure_result(
+    req: ValidationRequest, rc: int, timed_out: bool, stage: str, stderr_tail: str, elapsed: float
+) -> dict[str, Any]:
     result = empty_result(req)
     result["duration_s"] = round(elapsed, 3)
     result["details"]["stage"] = stage
     if timed_out:
-        status, err = Status.TIMEOUT, error_info(type_="Timeout", message=f"exceeded the time budget of {req.timeout_s:g}s during {stage}", tb=stderr_tail)
+        status, err = (
+            Status.TIMEOUT,
+            error_info(
+                type_="Timeout",
+                message=f"exceeded the time budget of {req.timeout_s:g}s during {stage}",
+                tb=stderr_tail,
+            ),
+        )
     elif rc == -signal.SIGXCPU:
         result["details"]["signal"] = "SIGXCPU"
-        status, err = Status.TIMEOUT, error_info(type_="Timeout", message=f"exceeded the CPU time budget (rlimit from the {req.timeout_s:g}s time budget) during {stage}", tb=stderr_tail)
+        status, err = (
+            Status.TIMEOUT,
+            error_info(
+                type_="Timeout",
+                message=f"exceeded the CPU time budget (rlimit from the {req.timeout_s:g}s time budget) during {stage}",
+                tb=stderr_tail,
+            ),
+        )
     elif rc < 0:
         sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
         result["details"]["signal"] = sig
         if -rc == signal.SIGKILL and _looks_oom(stderr_tail):
-            status, err = Status.OOM, error_info(type_="OOM", message=f"killed by {sig} (out of memory) during {stage}", tb=stderr_tail)
+            status, err = (
+                Status.OOM,
+                error_info(type_="OOM", message=f"killed by {sig} (out of memory) during {stage}", tb=stderr_tail),
+            )
         else:
-            status, err = Status.CRASH, error_info(type_="Crash", message=f"process died with signal {sig} during {stage}", tb=stderr_tail)
+            status, err = (
+                Status.CRASH,
+                error_info(type_="Crash", message=f"process died with signal {sig} during {stage}", tb=stderr_tail),
+            )
     elif _looks_oom(stderr_tail):
-        status, err = Status.OOM, error_info(type_="OOM", message=f"out of memory during {stage} (budget {req.memory_gb:g} GiB)", tb=stderr_tail)
+        status, err = (
+            Status.OOM,
+            error_info(
+                type_="OOM", message=f"out of memory during {stage} (budget {req.memory_gb:g} GiB)", tb=stderr_tail
+            ),
+        )
     else:
-        status, err = Status.CRASH, error_info(type_="Crash", message=f"process exited with code {rc} during {stage} without a result", tb=stderr_tail)
+        status, err = (
+            Status.CRASH,
+            error_info(
+                type_="Crash", message=f"process exited with code {rc} during {stage} without a result", tb=stderr_tail
+            ),
+        )
     if stage in REFERENCE_STAGES and status is not Status.OOM:
         # the model never reached the backend: Zoo's gap, not the backend's
         result["details"]["reference_failure"] = status.value
@@ -292,7 +358,13 @@ def _failure_result(req: ValidationRequest, rc: int, timed_out: bool, stage: str
 
 def _looks_oom(text: str) -> bool:
     t = text.lower()
-    return "memoryerror" in t or "out of memory" in t or "can't allocate memory" in t or "cannot allocate memory" in t or "std::bad_alloc" in t
+    return (
+        "memoryerror" in t
+        or "out of memory" in t
+        or "can't allocate memory" in t
+        or "cannot allocate memory" in t
+        or "std::bad_alloc" in t
+    )
 
 
 def _kill_group(pid: int) -> None:

@@ -1,4 +1,5 @@
 """What the parent can know about a model before any model process starts: its fingerprint."""
+
 from __future__ import annotations
 
 import logging

@@ -25,10 +25,12 @@ Where the precision comes from (``details.precision_source``): ``flag`` when the
 (``--precision``), ``plugin`` when the backend's plugin declares one
 (:func:`zoo_runner.backends.declared_precision`), else ``default`` (fp32).
 """
+
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from .exceptions import UnknownBackend
 
@@ -60,7 +62,24 @@ FACTORS = {"fp32": 10.0, "tf32": 3.0, "bf16": 3.0, "fp16": 3.0}
 
 # Matmul-class ATen ops and the arguments whose values a reduced-precision matmul rounds. The
 # accumulated term (``self`` of addmm, baddbmm, ...) and biases are added in fp32 and stay exact.
-_ROUNDED_ARGS = frozenset({"self", "other", "mat1", "mat2", "batch1", "batch2", "mat", "vec", "input", "weight", "query", "key", "value", "tensor"})
+_ROUNDED_ARGS = frozenset(
+    {
+        "self",
+        "other",
+        "mat1",
+        "mat2",
+        "batch1",
+        "batch2",
+        "mat",
+        "vec",
+        "input",
+        "weight",
+        "query",
+        "key",
+        "value",
+        "tensor",
+    }
+)
 _ACCUMULATE_INTO_SELF = frozenset({"addmm", "baddbmm", "addbmm", "addmv", "addr"})
 MATMUL_OPS = frozenset(
     {
@@ -81,7 +100,9 @@ def resolve(requested: str | None, spec: BackendSpec) -> tuple[str, str]:
     if spec.dtype != "float32":  # the whole model runs in that dtype: nothing to declare
         own = DTYPE_PRECISION[spec.dtype]
         if requested not in ("auto", own):
-            raise UnknownBackend(f"--precision {requested} does not apply to backend {spec}: it computes in {spec.dtype} throughout")
+            raise UnknownBackend(
+                f"--precision {requested} does not apply to backend {spec}: it computes in {spec.dtype} throughout"
+            )
         return own, "flag" if requested != "auto" else "default"
     if requested != "auto":
         return requested, "flag"
@@ -129,7 +150,9 @@ def _rounding_mode(round_to: Callable[[torch.Tensor], torch.Tensor], round_resul
             name = names[i] if i < len(names) else ""
             keep = name not in _ROUNDED_ARGS or (skip_self and name == "self")
             out_args.append(value if keep else _round(value))
-        out_kwargs = {k: (v if k not in _ROUNDED_ARGS or (skip_self and k == "self") else _round(v)) for k, v in kwargs.items()}
+        out_kwargs = {
+            k: (v if k not in _ROUNDED_ARGS or (skip_self and k == "self") else _round(v)) for k, v in kwargs.items()
+        }
         return tuple(out_args), out_kwargs
 
     class RoundMatmuls(TorchDispatchMode):

@@ -2,6 +2,7 @@
 
 Imports only: running any torch op here would start thread pools that do not survive fork.
 """
+
 import torch  # noqa: F401
 import transformers  # noqa: F401
 import transformers.modeling_utils  # noqa: F401

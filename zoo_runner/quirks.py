@@ -5,6 +5,7 @@ generic machinery cannot know: config overrides after shrinking, tolerance facto
 and known failures with a reason and an expiry date. Code never branches on model names; it
 looks rows up here.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -40,7 +41,13 @@ class Quirk:
     known_failure: KnownFailure | None = None  # a failure seen and not fixed yet, with its expiry
 
 
-_RESNET_BACKBONE = {"model_type": "resnet", "depths": [1, 1, 1, 1], "hidden_sizes": [16, 32, 64, 64], "embedding_size": 16, "out_features": ["stage4"]}
+_RESNET_BACKBONE = {
+    "model_type": "resnet",
+    "depths": [1, 1, 1, 1],
+    "hidden_sizes": [16, 32, 64, 64],
+    "embedding_size": 16,
+    "out_features": ["stage4"],
+}
 
 _FLAT_PATCH_VLM = Quirk(
     "images as flattened patches with their grid; the modeling code's default mrope_section (16, 24, 24) needs head_dim 128, so the tiny one (head_dim 16) is set",
@@ -59,17 +66,30 @@ _IMAGE_ROWS_VLM = Quirk(
     input_kinds={"pixel_values": "image_rows"},
 )
 _CODEC_INPUT = {"input_values": "waveform_channels"}
-_PER_CODEBOOK_DECODER = Quirk("decoder input ids are (batch * num_codebooks, length)", input_kinds={"decoder_input_ids": "codebook_ids"})
-_OWL = Quirk("class head width (text hidden size) must equal projection_dim; 768-960 px images are slow", config={"projection_dim": 64, "vision_config.image_size": 96})
+_PER_CODEBOOK_DECODER = Quirk(
+    "decoder input ids are (batch * num_codebooks, length)", input_kinds={"decoder_input_ids": "codebook_ids"}
+)
+_OWL = Quirk(
+    "class head width (text hidden size) must equal projection_dim; 768-960 px images are slow",
+    config={"projection_dim": 64, "vision_config.image_size": 96},
+)
 
 QUIRKS: dict[str, Quirk] = {
     # Whisper's encoder insists on 2 * max_source_positions mel frames; shrink it so inputs stay small.
     "whisper": Quirk("encoder input length must equal 2*max_source_positions", config={"max_source_positions": 64}),
     # Swin-style hierarchies need embed_dim * 2**stage divisible by the heads of each stage.
-    "swin": Quirk("stage widths must divide by stage heads", config={"embed_dim": 32, "num_heads": [2, 2, 2, 2], "depths": [1, 1, 1, 1]}),
-    "donut-swin": Quirk("stage widths must divide by stage heads", config={"embed_dim": 32, "num_heads": [2, 2, 2, 2], "depths": [1, 1, 1, 1]}),
+    "swin": Quirk(
+        "stage widths must divide by stage heads",
+        config={"embed_dim": 32, "num_heads": [2, 2, 2, 2], "depths": [1, 1, 1, 1]},
+    ),
+    "donut-swin": Quirk(
+        "stage widths must divide by stage heads",
+        config={"embed_dim": 32, "num_heads": [2, 2, 2, 2], "depths": [1, 1, 1, 1]},
+    ),
     # Longformer's attention window must be even and cover the sequence in whole windows.
-    "longformer": Quirk("sequence must be a multiple of the attention window", config={"attention_window": [8, 8]}, seq_lens=(16, 24)),
+    "longformer": Quirk(
+        "sequence must be a multiple of the attention window", config={"attention_window": [8, 8]}, seq_lens=(16, 24)
+    ),
     # Reformer-like chunking and BigBird block sparsity need lengths in whole blocks.
     # ESM's default config leaves the vocabulary unset (it comes with each checkpoint).
     "esm": Quirk("default config has no vocab_size", config={"vocab_size": 33, "pad_token_id": 1, "mask_token_id": 32}),
@@ -78,14 +98,28 @@ QUIRKS: dict[str, Quirk] = {
     "table-transformer": Quirk("default backbone is timm's", config={"backbone_config": _RESNET_BACKBONE}),
     "conditional_detr": Quirk("default backbone is timm's", config={"backbone_config": _RESNET_BACKBONE}),
     # AST takes a (batch, frames, mel bins) spectrogram under the name input_values.
-    "audio-spectrogram-transformer": Quirk("input_values is a spectrogram of exactly max_length frames", config={"max_length": 64}, input_kinds={"input_values": "spectrogram"}, seq_lens=(16, 16)),
+    "audio-spectrogram-transformer": Quirk(
+        "input_values is a spectrogram of exactly max_length frames",
+        config={"max_length": 64},
+        input_kinds={"input_values": "spectrogram"},
+        seq_lens=(16, 16),
+    ),
     # GPT-Neo lists its attention pattern per layer group; it must add up to the shrunk depth.
-    "gpt_neo": Quirk("attention_types must cover num_layers", config={"attention_types": [[["global", "local"], 1]], "attention_layers": ["global", "local"]}),
+    "gpt_neo": Quirk(
+        "attention_types must cover num_layers",
+        config={"attention_types": [[["global", "local"], 1]], "attention_layers": ["global", "local"]},
+    ),
     # ViLT is a text+image model whose config has no vision sub-config: it needs pixels too.
     # ViLT samples max_image_length patches at random in its forward; -1 keeps every patch.
-    "vilt": Quirk("text and image inputs together; random patch sampling off", config={"max_image_length": -1}, extra_inputs=("pixel_values",)),
+    "vilt": Quirk(
+        "text and image inputs together; random patch sampling off",
+        config={"max_image_length": -1},
+        extra_inputs=("pixel_values",),
+    ),
     # VITS draws noise for its latents and durations: zero noise makes the forward deterministic.
-    "vits": Quirk("noise in latents and durations makes outputs random", config={"noise_scale": 0.0, "noise_scale_duration": 0.0}),
+    "vits": Quirk(
+        "noise in latents and durations makes outputs random", config={"noise_scale": 0.0, "noise_scale_duration": 0.0}
+    ),
     # LayoutLMv3 concatenates 4 coordinate and 2 shape embeddings to the hidden size.
     # Known failures: each seen by Zoo, with why and when to look again.
     "layoutlmv2": Quirk(
@@ -104,24 +138,41 @@ QUIRKS: dict[str, Quirk] = {
             _dt.date(2027, 3, 1),
         ),
     ),
-    "layoutlmv3": Quirk("4*coordinate_size + 2*shape_size must equal hidden_size", config={"coordinate_size": 8, "shape_size": 16}),
+    "layoutlmv3": Quirk(
+        "4*coordinate_size + 2*shape_size must equal hidden_size", config={"coordinate_size": 8, "shape_size": 16}
+    ),
     # EfficientNet's default resolution (600 px) makes even a shrunk model take minutes on CPU.
-    "efficientnet": Quirk("default image_size 600 and B7 scaling are too slow for a tiny model", config={"image_size": 64, "width_coefficient": 0.5, "depth_coefficient": 0.5, "hidden_dim": 640}),
-    "align": Quirk("EfficientNet vision tower at 600 px is too slow for a tiny model", config={"vision_config.image_size": 64}),
+    "efficientnet": Quirk(
+        "default image_size 600 and B7 scaling are too slow for a tiny model",
+        config={"image_size": 64, "width_coefficient": 0.5, "depth_coefficient": 0.5, "hidden_dim": 640},
+    ),
+    "align": Quirk(
+        "EfficientNet vision tower at 600 px is too slow for a tiny model", config={"vision_config.image_size": 64}
+    ),
     # Qwen2-VL-style vision towers take rows of flattened patches and a (t, h, w) grid per image.
     "qwen2_vl": _FLAT_PATCH_VLM,
     "qwen2_5_vl": _FLAT_PATCH_VLM,
     "qwen3_vl": _FLAT_PATCH_VLM,
     "glm4v": _FLAT_PATCH_VLM,
     # Pixtral's vision tower takes any size up to 1540 px; at 1540 px the text would hold 12,100 image tokens.
-    "mistral3": Quirk("default image size 1540 px makes thousands of image tokens", config={"vision_config.image_size": 112}),
+    "mistral3": Quirk(
+        "default image size 1540 px makes thousands of image tokens", config={"vision_config.image_size": 112}
+    ),
     # Mamba-2 names its SSM heads num_heads/head_dim, which the attention rules would size: heads x head dim = expand x width.
-    "mamba2": Quirk("SSM heads x head dim must equal expand x hidden size", config={"num_heads": 8, "head_dim": 16, "n_groups": 1}),
+    "mamba2": Quirk(
+        "SSM heads x head dim must equal expand x hidden size", config={"num_heads": 8, "head_dim": 16, "n_groups": 1}
+    ),
     # Gemma 3 pools the vision patches to mm_tokens_per_image tokens: its square root must divide the patches per side.
-    "gemma3": Quirk("image tokens per side must divide the vision patches per side (224 px / 16 = 14)", config={"mm_tokens_per_image": 49}),
+    "gemma3": Quirk(
+        "image tokens per side must divide the vision patches per side (224 px / 16 = 14)",
+        config={"mm_tokens_per_image": 49},
+    ),
     # BLIP-2's default config has no image token (the published checkpoints set 50265): without one no
     # query embedding reaches the language model.
-    "blip-2": Quirk("the default config has no image_token_index; the published checkpoints use 50265", config={"image_token_index": 50265}),
+    "blip-2": Quirk(
+        "the default config has no image_token_index; the published checkpoints use 50265",
+        config={"image_token_index": 50265},
+    ),
     # LLaVA-NeXT / OneVision tile each image over a grid of pinpoints in multiples of the tower's size:
     # a small tower (56 px, 4 x 4 patches) with pinpoints in its multiples keeps the tiling and the token count small.
     "llava_next": _ANYRES_VLM,
@@ -130,7 +181,14 @@ QUIRKS: dict[str, Quirk] = {
     # intermediate outputs are layer indices, which must exist in the shrunk stacks (vision output = hidden x (1 + intermediates)).
     "mllama": Quirk(
         "tiled images with aspect-ratio inputs; cross-attention and intermediate-layer indices must exist after shrinking",
-        config={"vision_config.image_size": 56, "vision_config.intermediate_layers_indices": [0], "vision_config.vision_output_dim": 128, "vision_config.num_global_layers": 1, "vision_config.attention_heads": 2, "text_config.cross_attention_layers": [1]},
+        config={
+            "vision_config.image_size": 56,
+            "vision_config.intermediate_layers_indices": [0],
+            "vision_config.vision_output_dim": 128,
+            "vision_config.num_global_layers": 1,
+            "vision_config.attention_heads": 2,
+            "text_config.cross_attention_layers": [1],
+        },
         input_kinds={"pixel_values": "tiled_images"},
         extra_inputs=("aspect_ratio_ids", "aspect_ratio_mask", "cross_attention_mask"),
     ),
@@ -138,20 +196,49 @@ QUIRKS: dict[str, Quirk] = {
     "idefics3": _IMAGE_ROWS_VLM,
     "smolvlm": _IMAGE_ROWS_VLM,
     # SigLIP 2 (NaFlex) takes images as rows of flattened patches with their grid and a patch mask.
-    "siglip2": Quirk("NaFlex images: flattened patches, their (rows, cols) grid and a patch mask", input_kinds={"pixel_values": "naflex_patches"}, extra_inputs=("spatial_shapes", "pixel_attention_mask")),
+    "siglip2": Quirk(
+        "NaFlex images: flattened patches, their (rows, cols) grid and a patch mask",
+        input_kinds={"pixel_values": "naflex_patches"},
+        extra_inputs=("spatial_shapes", "pixel_attention_mask"),
+    ),
     # Parakeet's conformer takes (batch, frames, mel bins) features.
-    "parakeet_ctc": Quirk("input features are (batch, frames, mel bins)", input_kinds={"input_features": "spectrogram"}),
+    "parakeet_ctc": Quirk(
+        "input features are (batch, frames, mel bins)", input_kinds={"input_features": "spectrogram"}
+    ),
     # Video models take (batch, frames, channels, size, size) under the name pixel_values.
-    "videomae": Quirk("pixel_values is a video clip (batch, frames, channels, size, size); 16 frames of 224 px are slow, 4 of 64 px keep the tubelets", config={"num_frames": 4, "image_size": 64}, input_kinds={"pixel_values": "pixel_values_videos"}),
-    "timesformer": Quirk("8 frames of 224 px are slow; 4 of 64 px keep the divided space-time attention", config={"num_frames": 4, "image_size": 64}),
-    "vivit": Quirk("32 frames of 224 px are slow; 4 of 64 px keep whole tubelets (2 x 16 x 16)", config={"num_frames": 4, "image_size": 64}),
-    "xclip": Quirk("pixel_values is a video clip (batch, frames, channels, size, size)", input_kinds={"pixel_values": "pixel_values_videos"}),
+    "videomae": Quirk(
+        "pixel_values is a video clip (batch, frames, channels, size, size); 16 frames of 224 px are slow, 4 of 64 px keep the tubelets",
+        config={"num_frames": 4, "image_size": 64},
+        input_kinds={"pixel_values": "pixel_values_videos"},
+    ),
+    "timesformer": Quirk(
+        "8 frames of 224 px are slow; 4 of 64 px keep the divided space-time attention",
+        config={"num_frames": 4, "image_size": 64},
+    ),
+    "vivit": Quirk(
+        "32 frames of 224 px are slow; 4 of 64 px keep whole tubelets (2 x 16 x 16)",
+        config={"num_frames": 4, "image_size": 64},
+    ),
+    "xclip": Quirk(
+        "pixel_values is a video clip (batch, frames, channels, size, size)",
+        input_kinds={"pixel_values": "pixel_values_videos"},
+    ),
     # ViTPose's backbone takes 256 x 192 person crops: a non-square image size, kept non-square and small.
-    "vitpose": Quirk("pose crops are non-square (height, width); the backbone checks the size", config={"backbone_config.image_size": [64, 48]}, input_kinds={"pixel_values": "pixels_hw"}),
+    "vitpose": Quirk(
+        "pose crops are non-square (height, width); the backbone checks the size",
+        config={"backbone_config.image_size": [64, 48]},
+        input_kinds={"pixel_values": "pixels_hw"},
+    ),
     # BLIP's VQA head decodes an answer: without decoder ids its forward refuses to run.
-    "BlipForQuestionAnswering": Quirk("the answer decoder needs decoder_input_ids", extra_inputs=("decoder_input_ids",)),
+    "BlipForQuestionAnswering": Quirk(
+        "the answer decoder needs decoder_input_ids", extra_inputs=("decoder_input_ids",)
+    ),
     # Audio codecs take (batch, channels, samples), not (batch, samples).
-    "encodec": Quirk("codec input is (batch, channels, samples); codebook_dim is the hidden size", config={"codebook_dim": 64}, input_kinds=_CODEC_INPUT),
+    "encodec": Quirk(
+        "codec input is (batch, channels, samples); codebook_dim is the hidden size",
+        config={"codebook_dim": 64},
+        input_kinds=_CODEC_INPUT,
+    ),
     "dac": Quirk("codec input is (batch, channels, samples)", input_kinds=_CODEC_INPUT),
     "mimi": Quirk("codec input is (batch, channels, samples)", input_kinds=_CODEC_INPUT),
     # MusicGen's decoder reads one row of codes per codebook.
@@ -161,9 +248,26 @@ QUIRKS: dict[str, Quirk] = {
     "owlvit": _OWL,
     "owlv2": _OWL,
     # SAM's vision neck hands the mask decoder embeddings of the decoder's width.
-    "sam": Quirk("vision output channels (and half of them as positional features) must match the prompt encoder and mask decoder width", config={"vision_config.output_channels": 64, "vision_config.num_pos_feats": 32}),
+    "sam": Quirk(
+        "vision output channels (and half of them as positional features) must match the prompt encoder and mask decoder width",
+        config={"vision_config.output_channels": 64, "vision_config.num_pos_feats": 32},
+    ),
     # DeepSeek's multi-head latent attention has its own head and rank sizes; rotary runs on qk_rope_head_dim.
-    "deepseek_v3": Quirk("latent attention: its own ranks and head dims, one key/value head per query head, expert groups", config={"kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "qk_head_dim": 32, "v_head_dim": 16, "head_dim": 16, "n_group": 1, "topk_group": 1, "num_key_value_heads": 4}),
+    "deepseek_v3": Quirk(
+        "latent attention: its own ranks and head dims, one key/value head per query head, expert groups",
+        config={
+            "kv_lora_rank": 32,
+            "q_lora_rank": 32,
+            "qk_rope_head_dim": 16,
+            "qk_nope_head_dim": 16,
+            "qk_head_dim": 32,
+            "v_head_dim": 16,
+            "head_dim": 16,
+            "n_group": 1,
+            "topk_group": 1,
+            "num_key_value_heads": 4,
+        },
+    ),
     "big_bird": Quirk("block sparse attention needs whole blocks", config={"attention_type": "original_full"}),
 }
 

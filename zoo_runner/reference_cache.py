@@ -16,6 +16,7 @@ after computing it, and the next validation of the same model on any backend loa
   at most ``ZOO_REFERENCE_CACHE_MB`` megabytes (default 2048), least recently used files go first.
   Share the directory between the workers of one machine (a volume in docker-compose).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,9 +24,10 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported by the model process only; the parent needs just the directory
     import torch
@@ -82,7 +84,19 @@ class CachedReference:
     reference64_note: str | None
 
 
-def reference_key(*, model_id: str, revision: str | None, tier: str, seed: int, fingerprint: str | None, versions: dict[str, str], harness: str, model: torch.nn.Module, inputs: list[dict[str, Any]], precision: str = "fp32") -> str | None:
+def reference_key(
+    *,
+    model_id: str,
+    revision: str | None,
+    tier: str,
+    seed: int,
+    fingerprint: str | None,
+    versions: dict[str, str],
+    harness: str,
+    model: torch.nn.Module,
+    inputs: list[dict[str, Any]],
+    precision: str = "fp32",
+) -> str | None:
     """The cache key of a model's CPU reference, or None where it cannot be cached safely."""
     if tier == "full" and not revision:
         return None  # "main" moves: without a commit sha the weights are not pinned
@@ -132,7 +146,13 @@ class ReferenceCache:
         except Exception as exc:  # truncated, foreign or corrupt: recompute and overwrite
             log.warning("reference cache file %s unreadable (%s): recomputing", path, exc)
             return None
-        return CachedReference(ref32, ref64, {k: int(v) for k, v in meta["op_census"].items()}, meta.get("reference_ms"), meta.get("reference64_note"))
+        return CachedReference(
+            ref32,
+            ref64,
+            {k: int(v) for k, v in meta["op_census"].items()},
+            meta.get("reference_ms"),
+            meta.get("reference64_note"),
+        )
 
     def store(self, key: str, ref: CachedReference) -> bool:
         from safetensors.torch import save_file

@@ -1,4 +1,5 @@
 """What to validate (a request) and what came of it (a result, in the SPEC's shape)."""
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -33,7 +34,7 @@ class ValidationRequest:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ValidationRequest":
+    def from_dict(cls, data: dict[str, Any]) -> ValidationRequest:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def repro(self) -> str:
@@ -68,7 +69,17 @@ def _versions(spec: Any = None) -> dict[str, str]:
     return out
 
 
-METRIC_KEYS = ("max_abs_diff", "max_rel_diff", "rmse_ratio", "cosine", "compile_s", "reference_ms", "target_ms", "peak_mem_bytes", "graph_breaks")
+METRIC_KEYS = (
+    "max_abs_diff",
+    "max_rel_diff",
+    "rmse_ratio",
+    "cosine",
+    "compile_s",
+    "reference_ms",
+    "target_ms",
+    "peak_mem_bytes",
+    "graph_breaks",
+)
 
 
 def empty_result(req: ValidationRequest) -> dict[str, Any]:
@@ -108,7 +119,9 @@ def empty_result(req: ValidationRequest) -> dict[str, Any]:
     return result
 
 
-def error_info(exc: BaseException | None = None, *, type_: str | None = None, message: str = "", tb: str | None = None) -> dict[str, Any]:
+def error_info(
+    exc: BaseException | None = None, *, type_: str | None = None, message: str = "", tb: str | None = None
+) -> dict[str, Any]:
     import hashlib
     import re
     import traceback

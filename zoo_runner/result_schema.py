@@ -8,6 +8,7 @@ the SPEC's result shape; :func:`trusted_result` keeps the child's measurements a
 every identity field (model, revision, backend, tier, precision, repro, seed, harness version) from
 the parent's own request.
 """
+
 from __future__ import annotations
 
 import json
@@ -146,9 +147,13 @@ def check(raw: Any, allowed_keys: set[str]) -> dict[str, Any]:
     if raw.get("precision") is not None and raw["precision"] not in PRECISIONS:
         raise BadResult(f"precision {str(raw['precision'])[:20]!r} is not one of {', '.join(PRECISIONS)}")
     metrics = raw.get("metrics", {})
-    if not isinstance(metrics, dict) or not all(isinstance(k, str) and (v is None or _is_number(v)) for k, v in metrics.items()):
+    if not isinstance(metrics, dict) or not all(
+        isinstance(k, str) and (v is None or _is_number(v)) for k, v in metrics.items()
+    ):
         raise BadResult("metrics must map names to finite numbers or null")
-    if not isinstance(raw.get("fallback_ops", []), list) or not all(isinstance(x, str) for x in raw.get("fallback_ops", [])):
+    if not isinstance(raw.get("fallback_ops", []), list) or not all(
+        isinstance(x, str) for x in raw.get("fallback_ops", [])
+    ):
         raise BadResult("fallback_ops must be a list of strings")
     census = raw.get("op_census", {})
     if not isinstance(census, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in census.values()):
@@ -157,7 +162,9 @@ def check(raw: Any, allowed_keys: set[str]) -> dict[str, Any]:
     if not isinstance(versions, dict) or not all(isinstance(v, str) for v in versions.values()):
         raise BadResult("versions must map names to strings")
     error = raw.get("error")
-    if error is not None and (not isinstance(error, dict) or not all(error.get(k) is None or isinstance(error[k], str) for k in ERROR_STR)):
+    if error is not None and (
+        not isinstance(error, dict) or not all(error.get(k) is None or isinstance(error[k], str) for k in ERROR_STR)
+    ):
         raise BadResult("error must be null or an object of strings")
     if not isinstance(raw.get("details", {}), dict):
         raise BadResult("details must be an object")
@@ -184,6 +191,8 @@ def trusted_result(req: ValidationRequest, raw: Any) -> dict[str, Any]:
         result["precision"] = req.precision
         details["precision_source"] = "flag"
     elif details.get("precision_source") not in (None, *SOURCES) or details.get("precision_source") == "flag":
-        raise BadResult(f"precision_source {str(details.get('precision_source'))[:20]!r} does not fit a request at auto")
+        raise BadResult(
+            f"precision_source {str(details.get('precision_source'))[:20]!r} does not fit a request at auto"
+        )
     result["details"] = details
     return result

@@ -22,6 +22,7 @@ without every protection (:class:`~zoo_runner.exceptions.SandboxUnavailable`); `
 as Zoo's own user, still with the allowlisted environment and the staged ``HF_HOME``. Every row's
 ``details.sandbox`` says what held. The mechanics are in :mod:`zoo_runner.sandbox_linux`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -55,13 +56,49 @@ ALLOW_NAMES = frozenset(
     ZOO_PLUGINS ZOO_REFERENCE_CACHE_MB ZOO_SANDBOX ZOO_OPENVINO_INFERENCE_PRECISION_HINT""".split()
 )
 ALLOW_PREFIXES = (
-    "LC_", "OMP_", "MKL_", "KMP_", "GOMP_", "OPENBLAS_", "ONEDNN_", "DNNL_",  # CPU math libraries
-    "TORCH", "TRITON_",  # TORCH_*, TORCHINDUCTOR_*, TORCHDYNAMO_*: torch and its compilers
-    "NEURON_", "XLA_", "PJRT_", "TPU_",  # TorchNeuron, torch-xla
-    "CUDA_", "NVIDIA_", "CUBLAS_", "CUDNN_", "HIP_", "ROCR_", "HSA_", "ZE_", "SYCL_",  # devices
+    "LC_",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "GOMP_",
+    "OPENBLAS_",
+    "ONEDNN_",
+    "DNNL_",  # CPU math libraries
+    "TORCH",
+    "TRITON_",  # TORCH_*, TORCHINDUCTOR_*, TORCHDYNAMO_*: torch and its compilers
+    "NEURON_",
+    "XLA_",
+    "PJRT_",
+    "TPU_",  # TorchNeuron, torch-xla
+    "CUDA_",
+    "NVIDIA_",
+    "CUBLAS_",
+    "CUDNN_",
+    "HIP_",
+    "ROCR_",
+    "HSA_",
+    "ZE_",
+    "SYCL_",  # devices
 )
-SECRET_WORDS = ("TOKEN", "SECRET", "PASSW", "CREDENTIAL", "API_KEY", "APIKEY", "ACCESS_KEY", "PRIVATE_KEY", "AUTH", "COOKIE", "SESSION")
-FIXED_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "HF_DATASETS_OFFLINE": "1"}
+SECRET_WORDS = (
+    "TOKEN",
+    "SECRET",
+    "PASSW",
+    "CREDENTIAL",
+    "API_KEY",
+    "APIKEY",
+    "ACCESS_KEY",
+    "PRIVATE_KEY",
+    "AUTH",
+    "COOKIE",
+    "SESSION",
+)
+FIXED_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_DATASETS_OFFLINE": "1",
+}
 # Compile caches a backend writes, set per run: under the sandbox's compile cache (never one Zoo's
 # own processes share: a model process could plant compiled code there), or Zoo's own when off.
 CACHE_VARS = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "NEURON_COMPILE_CACHE_URL": "neuron"}
@@ -115,12 +152,18 @@ def is_secret_name(name: str) -> bool:
 
 def base_env() -> dict[str, str]:
     """The environment every model process (and the forkserver) starts from: the allowlist."""
-    env = {k: v for k, v in os.environ.items() if (k in ALLOW_NAMES or k.startswith(ALLOW_PREFIXES)) and k not in CACHE_VARS and not is_secret_name(k)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (k in ALLOW_NAMES or k.startswith(ALLOW_PREFIXES)) and k not in CACHE_VARS and not is_secret_name(k)
+    }
     for name in (n.strip() for n in os.environ.get("ZOO_SANDBOX_ENV", "").split(",")):
         if not name or name not in os.environ:
             continue
         if is_secret_name(name):
-            warn_once(f"env:{name}", f"ZOO_SANDBOX_ENV names {name}, which looks like a secret: not passed to model processes")
+            warn_once(
+                f"env:{name}", f"ZOO_SANDBOX_ENV names {name}, which looks like a secret: not passed to model processes"
+            )
             continue
         env[name] = os.environ[name]
     env.update(FIXED_ENV)
@@ -164,14 +207,20 @@ def kept_dirs(python: str | None = None) -> list[str]:
     import zoo_runner
 
     paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *sys.path]
-    paths += os.environ.get("PYTHONPATH", "").split(os.pathsep) + os.environ.get("ZOO_SANDBOX_KEEP", "").split(os.pathsep)
+    paths += os.environ.get("PYTHONPATH", "").split(os.pathsep) + os.environ.get("ZOO_SANDBOX_KEEP", "").split(
+        os.pathsep
+    )
     paths.append(os.path.dirname(os.path.dirname(os.path.abspath(zoo_runner.__file__))))
     if python:
         real = os.path.realpath(python)
         paths += [os.path.dirname(os.path.dirname(os.path.abspath(python))), os.path.dirname(os.path.dirname(real))]
     hidden = hidden_dirs()
     # only what lies under a hidden directory, and never a hidden directory itself
-    keep = [p for p in _real_dirs(paths) if any(p.startswith(h + "/") for h in hidden) and not any(h == p or h.startswith(p + "/") for h in hidden)]
+    keep = [
+        p
+        for p in _real_dirs(paths)
+        if any(p.startswith(h + "/") for h in hidden) and not any(h == p or h.startswith(p + "/") for h in hidden)
+    ]
     keep.sort(key=len)
     out: list[str] = []
     for p in keep:
@@ -195,14 +244,23 @@ def capabilities(uid: int | None = None, gid: int | None = None) -> dict[str, An
     with tempfile.TemporaryDirectory(prefix="zoo-probe-") as tmp:
         args = json.dumps({"uid": uid, "gid": gid, "run_dir": tmp, "hide": hidden_dirs(), "keep": kept_dirs()})
         try:
-            proc = subprocess.run([sys.executable, "-m", "zoo_runner.sandbox_linux", "probe", args], env=base_env(), capture_output=True, text=True, timeout=60, cwd=tmp)
+            proc = subprocess.run(
+                [sys.executable, "-m", "zoo_runner.sandbox_linux", "probe", args],
+                env=base_env(),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                cwd=tmp,
+            )
             caps.update(json.loads(proc.stdout.strip().splitlines()[-1]))
         except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
             caps.update(missing=list(PROTECTIONS), error=f"the probe failed: {exc}")
             return caps
     if caps.get("uid_switched") and not caps.get("python_readable", True):
         caps["missing"] = sorted(set(caps.get("missing", [])) | {"uid"})
-        caps.setdefault("errors", {})["uid"] = f"uid {uid} cannot read the Python installation at {sys.base_prefix} (and no mount namespace to show it)"
+        caps.setdefault("errors", {})["uid"] = (
+            f"uid {uid} cannot read the Python installation at {sys.base_prefix} (and no mount namespace to show it)"
+        )
     return caps
 
 
@@ -227,7 +285,9 @@ def check_strict() -> None:
         return
     caps = capabilities(*sandbox_ids())
     if missing(caps):
-        raise SandboxUnavailable(f"ZOO_SANDBOX=strict, but this machine cannot give model processes {why_missing(caps)}; `zoo doctor` shows what it allows (ZOO_SANDBOX=best_effort runs them anyway)")
+        raise SandboxUnavailable(
+            f"ZOO_SANDBOX=strict, but this machine cannot give model processes {why_missing(caps)}; `zoo doctor` shows what it allows (ZOO_SANDBOX=best_effort runs them anyway)"
+        )
 
 
 # ------------------------------------------------------------------ one run
@@ -281,7 +341,12 @@ def _own_reference_cache(root: Path, uid: int, gid: int) -> None:
     and their cache files only (never an arbitrary tree someone pointed ZOO_REFERENCE_CACHE at)."""
     os.chown(root, uid, gid)
     for sub in root.iterdir():
-        if sub.is_dir() and not sub.is_symlink() and len(sub.name) == 2 and all(c in "0123456789abcdef" for c in sub.name):
+        if (
+            sub.is_dir()
+            and not sub.is_symlink()
+            and len(sub.name) == 2
+            and all(c in "0123456789abcdef" for c in sub.name)
+        ):
             os.chown(sub, uid, gid)
             for f in sub.iterdir():
                 if f.suffix == ".safetensors" and f.is_file() and not f.is_symlink():
@@ -339,11 +404,16 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         if gaps:
             if m == "strict":
                 check_strict()
-            warn_once(f"missing:{','.join(gaps)}", f"sandbox (ZOO_SANDBOX=best_effort): model processes run without {why_missing(caps)}; `zoo doctor` shows what this machine allows, ZOO_SANDBOX=strict refuses instead")
+            warn_once(
+                f"missing:{','.join(gaps)}",
+                f"sandbox (ZOO_SANDBOX=best_effort): model processes run without {why_missing(caps)}; `zoo doctor` shows what this machine allows, ZOO_SANDBOX=strict refuses instead",
+            )
         if os.geteuid() == 0 and "uid" not in gaps:
             uid, gid = want_uid, want_gid
     else:
-        warn_once("off", "sandbox off (ZOO_SANDBOX=off): model processes run as Zoo's own user, on its network and filesystem")
+        warn_once(
+            "off", "sandbox off (ZOO_SANDBOX=off): model processes run as Zoo's own user, on its network and filesystem"
+        )
     mountns = m != "off" and "mountns" not in missing(caps)
 
     root = Path(tmp)
@@ -354,7 +424,13 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
     setup: dict[str, Any] = {"env": "allowlist", "hf_home": "empty"}
     child_req = replace(req)
     env = base_env()
-    env.update(HOME=str(work / "home"), TMPDIR=str(work / "tmp"), HF_HOME=str(work / "hf_home"), USER=SANDBOX_USER, LOGNAME=SANDBOX_USER)
+    env.update(
+        HOME=str(work / "home"),
+        TMPDIR=str(work / "tmp"),
+        HF_HOME=str(work / "hf_home"),
+        USER=SANDBOX_USER,
+        LOGNAME=SANDBOX_USER,
+    )
     binds: list[list[str]] = []
 
     def cache(source: str, name: str, reference: bool = False) -> str | None:
@@ -373,7 +449,10 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
             binds.append([source, str(inside)])
             return str(inside)
         if uid is not None and gid is not None and not _traversable(source, uid, gid):
-            warn_once(f"cache:{source}", f"sandbox: uid {uid} cannot reach the cache {source} (and no mount namespace to show it): model processes run without it")
+            warn_once(
+                f"cache:{source}",
+                f"sandbox: uid {uid} cannot reach the cache {source} (and no mount namespace to show it): model processes run without it",
+            )
             return None
         return source
 
@@ -393,7 +472,11 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
     if req.files_dir:  # Zoo's, readable and not writable by the model
         files = Path(req.files_dir)
         if mountns:  # the repo's directory of the Hub cache (snapshots link into its blobs), read-only
-            repo = files.parent.parent if files.parent.name == "snapshots" and files.parent.parent.name.startswith("models--") else files
+            repo = (
+                files.parent.parent
+                if files.parent.name == "snapshots" and files.parent.parent.name.startswith("models--")
+                else files
+            )
             target = work / "hf_home" / "hub" / (repo.name if repo != files else "files")
             target.mkdir(parents=True, mode=0o755)
             ro_binds.append([str(repo), str(target)])
@@ -412,7 +495,21 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         "fsize": _env_int("ZOO_SANDBOX_FSIZE_MB", 8192) << 20,
         "nproc": _env_int("ZOO_SANDBOX_NPROC", max(4096, 64 * cpus)),
     }
-    plan = Plan(mode=m, run_dir=str(root), work_dir=str(work), report_path=str(root / "sandbox-report.json"), uid=uid, gid=gid, env=env, binds=binds, ro_binds=ro_binds, hide=hidden_dirs() if mountns else [], keep=kept_dirs(python) if mountns else [], shm_mb=_env_int("ZOO_SANDBOX_SHM_MB", 512), rlimits=rlimits)
+    plan = Plan(
+        mode=m,
+        run_dir=str(root),
+        work_dir=str(work),
+        report_path=str(root / "sandbox-report.json"),
+        uid=uid,
+        gid=gid,
+        env=env,
+        binds=binds,
+        ro_binds=ro_binds,
+        hide=hidden_dirs() if mountns else [],
+        keep=kept_dirs(python) if mountns else [],
+        shm_mb=_env_int("ZOO_SANDBOX_SHM_MB", 512),
+        rlimits=rlimits,
+    )
     run = Run(root=root, work=work, plan=plan, uid=uid, setup=setup)
     run.plan_path.write_text(plan.to_json())
     run.request.write_text(json.dumps(child_req.to_dict()))
@@ -441,7 +538,20 @@ def describe(run: Run, report: dict[str, Any] | None) -> dict[str, Any]:
     if report is None:
         out.update(report="missing", missing=list(PROTECTIONS))
         return out
-    for key in ("uid", "gid", "uid_switched", "capabilities", "no_new_privs", "netns", "mountns", "userns", "loopback", "rlimits", "missing", "errors"):
+    for key in (
+        "uid",
+        "gid",
+        "uid_switched",
+        "capabilities",
+        "no_new_privs",
+        "netns",
+        "mountns",
+        "userns",
+        "loopback",
+        "rlimits",
+        "missing",
+        "errors",
+    ):
         if key in report:
             out[key] = report[key]
     if run.uid is None and report.get("uid_switched"):  # Zoo never asked for a switch: the report was rewritten

@@ -26,6 +26,7 @@ No bubblewrap: the same system calls, made directly, work in a forked model proc
 torch stays warm) and need no extra package. ``python -m zoo_runner.sandbox_linux probe ARGS``
 applies the same steps in a throwaway process and prints what held (``zoo doctor``).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -50,11 +51,24 @@ PR_SET_NO_NEW_PRIVS, PR_GET_NO_NEW_PRIVS = 38, 39
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 # Per-mount flags a remount must repeat (a user namespace may not clear them; root should not).
-MOUNT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+MOUNT_FLAGS = {
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+    "strictatime": MS_STRICTATIME,
+}
 # Kernel interfaces, guarded by permissions rather than by the mount: left as they are.
 KERNEL_MOUNTS = ("/proc", "/sys")
 PROTECTIONS = ("uid", "no_new_privs", "netns", "mountns", "rlimits")
-RLIMITS = {"as": resource.RLIMIT_AS, "cpu": resource.RLIMIT_CPU, "fsize": resource.RLIMIT_FSIZE, "nproc": resource.RLIMIT_NPROC}
+RLIMITS = {
+    "as": resource.RLIMIT_AS,
+    "cpu": resource.RLIMIT_CPU,
+    "fsize": resource.RLIMIT_FSIZE,
+    "nproc": resource.RLIMIT_NPROC,
+}
 EXIT_REFUSED = 78  # EX_CONFIG: ZOO_SANDBOX=strict and a protection did not hold
 
 
@@ -80,7 +94,7 @@ class Plan:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> "Plan":
+    def from_json(cls, text: str) -> Plan:
         data = json.loads(text)
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
@@ -367,7 +381,13 @@ def apply(plan: Plan) -> dict[str, Any]:
         loopback=netns and "loopback" not in errors,
         rlimits=held_limits,
     )
-    held = {"uid": switched and caps == 0, "no_new_privs": nnp, "netns": netns, "mountns": mountns, "rlimits": set(plan.rlimits) <= set(held_limits)}
+    held = {
+        "uid": switched and caps == 0,
+        "no_new_privs": nnp,
+        "netns": netns,
+        "mountns": mountns,
+        "rlimits": set(plan.rlimits) <= set(held_limits),
+    }
     report["missing"] = [p for p in PROTECTIONS if not held[p]] if plan.mode != "off" else list(PROTECTIONS)
     if not report["errors"]:
         del report["errors"]
@@ -395,7 +415,9 @@ def enter(plan_path: str) -> dict[str, Any]:
     finally:
         os.close(fd)
     if refused:
-        sys.stderr.write(f"zoo sandbox: ZOO_SANDBOX=strict and {', '.join(report['missing'])} did not hold: refusing to run the model\n")
+        sys.stderr.write(
+            f"zoo sandbox: ZOO_SANDBOX=strict and {', '.join(report['missing'])} did not hold: refusing to run the model\n"
+        )
         sys.stderr.flush()
         os._exit(EXIT_REFUSED)
     return report
@@ -409,7 +431,18 @@ def probe(uid: int, gid: int, run_dir: str, hide: list[str], keep: list[str]) ->
     if os.geteuid() == 0:
         os.chmod(run_dir, 0o711)
         os.chown(work, uid, gid)
-    plan = Plan(mode="best_effort", run_dir=run_dir, work_dir=work, report_path=os.path.join(run_dir, "report.json"), uid=uid, gid=gid, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, hide=hide, keep=keep, rlimits={"nproc": 4096, "fsize": 1 << 30, "cpu": 3600})
+    plan = Plan(
+        mode="best_effort",
+        run_dir=run_dir,
+        work_dir=work,
+        report_path=os.path.join(run_dir, "report.json"),
+        uid=uid,
+        gid=gid,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        hide=hide,
+        keep=keep,
+        rlimits={"nproc": 4096, "fsize": 1 << 30, "cpu": 3600},
+    )
     report = apply(plan)
     try:  # the Python installation stays readable to the sandbox uid
         with open(os.path.join(os.path.dirname(os.__file__), "os.py"), "rb") as f:

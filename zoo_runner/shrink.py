@@ -4,20 +4,49 @@ Works on the config's dict form, recursively through nested sub-configs (text/vi
 encoder/decoder), then re-establishes the constraints between sizes (heads divide widths, kv
 heads divide heads, ``layer_types`` match the depth, token ids stay inside the vocabulary).
 """
+
 from __future__ import annotations
 
 import math
 from typing import Any
 
 LAYERS = {
-    "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
-    "num_encoder_layers", "num_decoder_layers", "num_text_layers", "num_vision_layers",
+    "num_hidden_layers",
+    "num_layers",
+    "n_layer",
+    "n_layers",
+    "encoder_layers",
+    "decoder_layers",
+    "num_encoder_layers",
+    "num_decoder_layers",
+    "num_text_layers",
+    "num_vision_layers",
 }
-WIDTH = {"hidden_size", "d_model", "n_embd", "embed_dim", "dim", "word_embed_proj_dim", "embedding_size", "pooler_hidden_size", "projection_size", "reassemble_hidden_size"}
+WIDTH = {
+    "hidden_size",
+    "d_model",
+    "n_embd",
+    "embed_dim",
+    "dim",
+    "word_embed_proj_dim",
+    "embedding_size",
+    "pooler_hidden_size",
+    "projection_size",
+    "reassemble_hidden_size",
+}
 HEADS = {"num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "decoder_attention_heads", "n_heads"}
 KV_HEADS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"}
 HEAD_DIM = {"head_dim", "d_kv", "kv_channels", "attention_head_size", "d_head"}
-FFN = {"intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "n_inner", "moe_intermediate_size", "shared_expert_intermediate_size"}
+FFN = {
+    "intermediate_size",
+    "ffn_dim",
+    "encoder_ffn_dim",
+    "decoder_ffn_dim",
+    "d_ff",
+    "n_inner",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+}
 EXPERTS = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"}
 EXPERTS_PER_TOKEN = {"num_experts_per_tok", "top_k", "moe_topk", "moe_k"}
 WIDTH_LISTS = {"hidden_sizes", "conv_dim", "embed_dims", "channels", "filter_sizes"}
@@ -51,7 +80,9 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     # stage-list backbones (ResNet, Swin: ``depths``) count stages, not layers, in num_layers
     stage_based = any(isinstance(cfg.get(k), list) for k in DEPTH_LISTS)
     for key, value in list(cfg.items()):
-        if isinstance(value, dict) and ("model_type" in value or key.endswith("_config") or key in ("encoder", "decoder")):
+        if isinstance(value, dict) and (
+            "model_type" in value or key.endswith("_config") or key in ("encoder", "decoder")
+        ):
             shrink_dict(value)
         elif _is_int(value) and value > 0:
             if key in LAYERS:
@@ -87,7 +118,14 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
-SPECIAL_TOKENS = ("image_token_id", "image_token_index", "video_token_id", "video_token_index", "vision_start_token_id", "vision_end_token_id")
+SPECIAL_TOKENS = (
+    "image_token_id",
+    "image_token_index",
+    "video_token_id",
+    "video_token_index",
+    "vision_start_token_id",
+    "vision_end_token_id",
+)
 VISION_OUT_WIDTH = ("projection_dim", "out_hidden_size")  # what a VLM's vision tower hands the text model
 
 
@@ -138,7 +176,9 @@ def _keep_backbone_outputs(cfg: dict[str, Any], layers_before: int | None) -> No
     if _int_list(zero_based):
         cfg[layers_key] = max(cfg[layers_key], len(zero_based))
         cfg["backbone_out_indices"] = list(range(cfg[layers_key] - len(zero_based), cfg[layers_key]))
-    indices = next((cfg[k] for k in ("out_indices", "_out_indices") if isinstance(cfg.get(k), (list, tuple)) and cfg[k]), None)
+    indices = next(
+        (cfg[k] for k in ("out_indices", "_out_indices") if isinstance(cfg.get(k), (list, tuple)) and cfg[k]), None
+    )
     if indices is None or not _int_list(indices):
         if any(cfg.get(k) is not None for k in OUT_KEYS):  # named outputs we cannot map: the default
             for key in OUT_KEYS:
@@ -169,11 +209,22 @@ def _largest_divisor_at_most(n: int, cap: int) -> int:
 def _fix_constraints(cfg: dict[str, Any]) -> None:
     # hierarchical (Swin-style) stages double the width each stage: stage heads must divide it
     stage_heads = cfg.get("num_heads")
-    if isinstance(stage_heads, list) and stage_heads and all(_is_int(h) for h in stage_heads) and _is_int(cfg.get("embed_dim")) and isinstance(cfg.get("depths"), list):
+    if (
+        isinstance(stage_heads, list)
+        and stage_heads
+        and all(_is_int(h) for h in stage_heads)
+        and _is_int(cfg.get("embed_dim"))
+        and isinstance(cfg.get("depths"), list)
+    ):
         cfg["num_heads"] = [_largest_divisor_at_most(cfg["embed_dim"] * 2**i, h) for i, h in enumerate(stage_heads)]
     # per-stage widths with per-stage heads (SegFormer, GLPN): each stage's heads divide its width
     stage_widths, heads_list = cfg.get("hidden_sizes"), cfg.get("num_attention_heads")
-    if isinstance(stage_widths, list) and isinstance(heads_list, list) and len(stage_widths) == len(heads_list) and all(_is_int(x) for x in stage_widths + heads_list):
+    if (
+        isinstance(stage_widths, list)
+        and isinstance(heads_list, list)
+        and len(stage_widths) == len(heads_list)
+        and all(_is_int(x) for x in stage_widths + heads_list)
+    ):
         cfg["num_attention_heads"] = [_largest_divisor_at_most(w, h) for w, h in zip(stage_widths, heads_list)]
     width_key = next((k for k in WIDTH if _is_int(cfg.get(k))), None)
     heads_key = next((k for k in HEADS if _is_int(cfg.get(k))), None)

@@ -1,4 +1,5 @@
 """The SPEC's statuses and unsupported reasons — exactly these."""
+
 from __future__ import annotations
 
 from enum import Enum

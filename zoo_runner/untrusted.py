@@ -10,6 +10,7 @@ that model, never an exception that ends a run.
 NaN and Infinity are accepted in JSON: Python writes them (``json.dumps`` allows them by default,
 and transformers saves configs that way), so real configs carry them; ``allow_nan=False`` refuses them.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,13 +38,21 @@ def read_limited(path: str | os.PathLike[str], max_bytes: int = MAX_BYTES, name:
         data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
         size = os.path.getsize(path)
-        raise UntrustedFile(name, f"is {size / 2**20:.1f} MB, over Zoo's limit of {max_bytes / 2**20:g} MB for a repo's config files", reason="too_large")
+        raise UntrustedFile(
+            name,
+            f"is {size / 2**20:.1f} MB, over Zoo's limit of {max_bytes / 2**20:g} MB for a repo's config files",
+            reason="too_large",
+        )
     return data
 
 
 def _text(data: bytes | str, name: str, max_bytes: int) -> str:
     if len(data) > max_bytes:
-        raise UntrustedFile(name, f"is {len(data) / 2**20:.1f} MB, over Zoo's limit of {max_bytes / 2**20:g} MB for a repo's config files", reason="too_large")
+        raise UntrustedFile(
+            name,
+            f"is {len(data) / 2**20:.1f} MB, over Zoo's limit of {max_bytes / 2**20:g} MB for a repo's config files",
+            reason="too_large",
+        )
     if isinstance(data, str):
         return data
     try:
@@ -62,7 +71,13 @@ def _refuse_constant(value: str) -> Any:
     raise ValueError(f"{value} is not allowed here")
 
 
-def parse_json(data: bytes | str, name: str = "file", max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH, allow_nan: bool = True) -> Any:
+def parse_json(
+    data: bytes | str,
+    name: str = "file",
+    max_bytes: int = MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+    allow_nan: bool = True,
+) -> Any:
     text = _text(data, name, max_bytes)
     if json_depth(text) > max_depth:
         raise UntrustedFile(name, f"nests deeper than Zoo's limit of {max_depth} levels")
@@ -72,7 +87,13 @@ def parse_json(data: bytes | str, name: str = "file", max_bytes: int = MAX_BYTES
         raise UntrustedFile(name, f"is not valid JSON: {str(exc)[:200]}") from None
 
 
-def load_json(path: str | os.PathLike[str], max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH, allow_nan: bool = True, name: str | None = None) -> Any:
+def load_json(
+    path: str | os.PathLike[str],
+    max_bytes: int = MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+    allow_nan: bool = True,
+    name: str | None = None,
+) -> Any:
     name = name or os.path.basename(os.fspath(path))
     return parse_json(read_limited(path, max_bytes, name), name, max_bytes, max_depth, allow_nan)
 
@@ -132,7 +153,13 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"a {type(value).__name__} value")
 
 
-def parse_yaml(data: bytes | str, name: str = "file", max_bytes: int = MAX_YAML_BYTES, max_depth: int = MAX_DEPTH, max_values: int = MAX_YAML_VALUES) -> Any:
+def parse_yaml(
+    data: bytes | str,
+    name: str = "file",
+    max_bytes: int = MAX_YAML_BYTES,
+    max_depth: int = MAX_DEPTH,
+    max_values: int = MAX_YAML_VALUES,
+) -> Any:
     """A YAML document with the safe loader (no Python objects), as JSON types."""
     import yaml
 
@@ -142,7 +169,9 @@ def parse_yaml(data: bytes | str, name: str = "file", max_bytes: int = MAX_YAML_
             raise UntrustedFile(name, f"nests deeper than Zoo's limit of {max_depth} levels")
         value = yaml.load(text, Loader=_yaml_loader())  # the safe loader: plain data only
     except (yaml.YAMLError, RecursionError, ValueError) as exc:
-        raise UntrustedFile(name, f"is not valid YAML: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from None
+        raise UntrustedFile(
+            name, f"is not valid YAML: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
+        ) from None
     _count_values(value, name, max_values, max_depth)
     try:
         return json.loads(json.dumps(value, default=_json_default))
@@ -150,7 +179,9 @@ def parse_yaml(data: bytes | str, name: str = "file", max_bytes: int = MAX_YAML_
         raise UntrustedFile(name, f"holds values that are not plain data ({exc})") from None
 
 
-def load_yaml(path: str | os.PathLike[str], max_bytes: int = MAX_YAML_BYTES, max_depth: int = MAX_DEPTH, name: str | None = None) -> Any:
+def load_yaml(
+    path: str | os.PathLike[str], max_bytes: int = MAX_YAML_BYTES, max_depth: int = MAX_DEPTH, name: str | None = None
+) -> Any:
     name = name or os.path.basename(os.fspath(path))
     return parse_yaml(read_limited(path, max_bytes, name), name, max_bytes, max_depth)
 

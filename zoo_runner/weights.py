@@ -4,6 +4,7 @@ HF's own initialisation zeroes biases and keeps activations tiny, which lets a b
 biases or perturbs a kernel slightly pass. Here every matrix is scaled by its fan-in so
 activations stay of order one through depth, every bias and norm affine is non-zero.
 """
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """/ops/gaps, /failures, /regressions: what to fix next, what broke, and since which versions."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -16,7 +17,13 @@ CSV = {200: {"content": {"text/csv": {}}}}
 FAILING = tuple(s for s in ALL_STATUSES if s not in PASSING)
 
 
-@router.get("/ops/gaps", response_model=OpGapPage, responses=CSV, tags=["ops"], summary="Ops ranked by the downloads they would unlock")
+@router.get(
+    "/ops/gaps",
+    response_model=OpGapPage,
+    responses=CSV,
+    tags=["ops"],
+    summary="Ops ranked by the downloads they would unlock",
+)
 def op_gaps(session: SessionDep, scope: ScopeDep, limit: int = Query(50, ge=1, le=1000), format: Format = "json"):
     """Over the latest result per model in the scope. A model's **only blocker** is op X when
     either
@@ -30,13 +37,39 @@ def op_gaps(session: SessionDep, scope: ScopeDep, limit: int = Query(50, ge=1, l
     Op names are compared without their overload (`aten::add.Tensor` is `aten::add`). Ops are
     ranked by `unlocked_downloads` (those models' downloads in catalog snapshot `snapshot`, by
     default the newest one holding models with results); `affected_*` counts every model whose fallback ops or error name the op at all."""
-    data = queries.op_gaps(session, backend=scope.backend, tier=scope.tier, week=scope.week, limit=limit, precision=scope.precision, snapshot_id=scope.snapshot)
+    data = queries.op_gaps(
+        session,
+        backend=scope.backend,
+        tier=scope.tier,
+        week=scope.week,
+        limit=limit,
+        precision=scope.precision,
+        snapshot_id=scope.snapshot,
+    )
     if format == "csv":
-        return csv_response([{"backend": data["backend"], "tier": data["tier"], "week": data["week"], **{k: v for k, v in i.items() if k != "example_models"}, "example_models": " ".join(e["model_id"] for e in i["example_models"])} for i in data["items"]], "op_gaps.csv")
+        return csv_response(
+            [
+                {
+                    "backend": data["backend"],
+                    "tier": data["tier"],
+                    "week": data["week"],
+                    **{k: v for k, v in i.items() if k != "example_models"},
+                    "example_models": " ".join(e["model_id"] for e in i["example_models"]),
+                }
+                for i in data["items"]
+            ],
+            "op_gaps.csv",
+        )
     return OpGapPage(**data)
 
 
-@router.get("/failures", response_model=FailurePage, responses=CSV, tags=["failures"], summary="Failing models grouped by error signature")
+@router.get(
+    "/failures",
+    response_model=FailurePage,
+    responses=CSV,
+    tags=["failures"],
+    summary="Failing models grouped by error signature",
+)
 def failures(
     session: SessionDep,
     scope: ScopeDep,
@@ -47,25 +80,72 @@ def failures(
     """Latest results of the scope whose status is neither `pass` nor `pass_with_fallback`,
     grouped by `error.signature` (by status and reason where a result has no error), with counts,
     the downloads they hold (weighting catalog snapshot) and up to five example models by downloads."""
-    data = queries.failure_clusters(session, backend=scope.backend, tier=scope.tier, week=scope.week, status=status, limit=limit, precision=scope.precision, snapshot_id=scope.snapshot)
+    data = queries.failure_clusters(
+        session,
+        backend=scope.backend,
+        tier=scope.tier,
+        week=scope.week,
+        status=status,
+        limit=limit,
+        precision=scope.precision,
+        snapshot_id=scope.snapshot,
+    )
     if format == "csv":
-        return csv_response([{"backend": data["backend"], "tier": data["tier"], "week": data["week"], **{k: v for k, v in i.items() if k != "example_models"}, "example_models": " ".join(e["model_id"] for e in i["example_models"])} for i in data["items"]], "failures.csv")
+        return csv_response(
+            [
+                {
+                    "backend": data["backend"],
+                    "tier": data["tier"],
+                    "week": data["week"],
+                    **{k: v for k, v in i.items() if k != "example_models"},
+                    "example_models": " ".join(e["model_id"] for e in i["example_models"]),
+                }
+                for i in data["items"]
+            ],
+            "failures.csv",
+        )
     return FailurePage(**data)
 
 
-@router.get("/regressions", response_model=TransitionPage, responses=CSV, tags=["failures"], summary="Passed last week, fails now (or the reverse)")
+@router.get(
+    "/regressions",
+    response_model=TransitionPage,
+    responses=CSV,
+    tags=["failures"],
+    summary="Passed last week, fails now (or the reverse)",
+)
 def regressions(
     session: SessionDep,
     scope: ScopeDep,
-    since: str | None = Query(None, pattern=WEEK_PATTERN, description="compare with this week (default: the week before `week`)"),
-    direction: Literal["regressed", "fixed"] = Query("regressed", description="regressed: passing then, failing now; fixed: the reverse"),
+    since: str | None = Query(
+        None, pattern=WEEK_PATTERN, description="compare with this week (default: the week before `week`)"
+    ),
+    direction: Literal["regressed", "fixed"] = Query(
+        "regressed", description="regressed: passing then, failing now; fixed: the reverse"
+    ),
     limit: int = Query(200, ge=1, le=5000),
     format: Format = "json",
 ):
     """Models whose latest result in `since` was passing (pass / pass_with_fallback) and whose
     latest in `week` is not (or the reverse with `direction=fixed`), with the versions of the
     first failing result, those of the last passing one, and what changed between them."""
-    data = queries.transitions(session, backend=scope.backend, tier=scope.tier, week=scope.week, since=check_week(since), direction=direction, limit=limit, precision=scope.precision, snapshot_id=scope.snapshot)
+    data = queries.transitions(
+        session,
+        backend=scope.backend,
+        tier=scope.tier,
+        week=scope.week,
+        since=check_week(since),
+        direction=direction,
+        limit=limit,
+        precision=scope.precision,
+        snapshot_id=scope.snapshot,
+    )
     if format == "csv":
-        return csv_response([{"backend": data["backend"], "tier": data["tier"], "week": data["week"], "since": data["since"], **i} for i in data["items"]], "regressions.csv")
+        return csv_response(
+            [
+                {"backend": data["backend"], "tier": data["tier"], "week": data["week"], "since": data["since"], **i}
+                for i in data["items"]
+            ],
+            "regressions.csv",
+        )
     return TransitionPage(**data)

@@ -1,5 +1,6 @@
 """/coverage, /coverage/history, /backends: functional, strict and harness coverage by count and
 by downloads, with their denominators (numerators and denominators are fields of every row)."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -8,18 +9,30 @@ from fastapi import APIRouter, Query
 
 from api.deps import PRECISION_QUERY, WEEK_PATTERN, Format, ScopeDep, SessionDep, SnapshotDep, backend_query, check_week
 from api.pagination import csv_response
-from api.schemas import BackendsOut, CoverageGroup, CoverageGrouped, CoverageHistory, CoverageOut, Precision, PrecisionRow
+from api.schemas import (
+    BackendsOut,
+    CoverageGroup,
+    CoverageGrouped,
+    CoverageHistory,
+    CoverageOut,
+    Precision,
+    PrecisionRow,
+)
 from db import queries
 
 router = APIRouter(tags=["coverage"])
 CSV = {200: {"content": {"text/csv": {}}}}
 
 
-@router.get("/coverage", response_model=CoverageGrouped, responses=CSV, summary="Coverage of one backend, tier and week")
+@router.get(
+    "/coverage", response_model=CoverageGrouped, responses=CSV, summary="Coverage of one backend, tier and week"
+)
 def coverage(
     session: SessionDep,
     scope: ScopeDep,
-    group_by: Literal["task", "library", "architecture"] | None = Query(None, description="also split the scope by the results' task, library or architecture"),
+    group_by: Literal["task", "library", "architecture"] | None = Query(
+        None, description="also split the scope by the results' task, library or architecture"
+    ),
     format: Format = "json",
 ):
     """Over the latest result per model in the scope, weighted by the downloads of catalog snapshot
@@ -29,10 +42,28 @@ def coverage(
     with numerators and denominators. By default each backend is judged at its declared compute
     precision (`precision: declared`); `precision=` counts only the results judged at that one
     (a `--precision` run, or a backend that declares it)."""
-    cov = queries.cached_coverage(session, backend=scope.backend, tier=scope.tier, week=scope.week, precision=scope.precision, snapshot_id=scope.snapshot)
+    cov = queries.cached_coverage(
+        session,
+        backend=scope.backend,
+        tier=scope.tier,
+        week=scope.week,
+        precision=scope.precision,
+        snapshot_id=scope.snapshot,
+    )
     out = CoverageGrouped(**cov.to_dict(), group_by=group_by)
     if group_by:
-        out.groups = [CoverageGroup(**c.to_dict(), group=g) for g, c in queries.coverage_grouped(session, group_by, backend=cov.backend, tier=cov.tier, week=cov.week, precision=scope.precision, snapshot_id=scope.snapshot)]
+        out.groups = [
+            CoverageGroup(**c.to_dict(), group=g)
+            for g, c in queries.coverage_grouped(
+                session,
+                group_by,
+                backend=cov.backend,
+                tier=cov.tier,
+                week=cov.week,
+                precision=scope.precision,
+                snapshot_id=scope.snapshot,
+            )
+        ]
     if format == "csv":
         if group_by:
             return csv_response([{"group_by": group_by, **g.model_dump()} for g in out.groups or []], "coverage.csv")
@@ -40,7 +71,12 @@ def coverage(
     return out
 
 
-@router.get("/coverage/history", response_model=CoverageHistory, responses=CSV, summary="Coverage per ISO week and per backend/tier")
+@router.get(
+    "/coverage/history",
+    response_model=CoverageHistory,
+    responses=CSV,
+    summary="Coverage per ISO week and per backend/tier",
+)
 def coverage_history(
     session: SessionDep,
     snapshot: SnapshotDep,
@@ -54,13 +90,26 @@ def coverage_history(
     """One point per week and (backend, tier): the same numbers as `GET /coverage` for that scope
     (weights: the downloads of `snapshot`, by default the newest catalog snapshot holding models
     with results)."""
-    items = [CoverageOut(**c.to_dict()) for c in queries.coverage_history(session, backend=backend or None, tier=tier, weeks=weeks, until=check_week(until), precision=precision, snapshot_id=snapshot)]
+    items = [
+        CoverageOut(**c.to_dict())
+        for c in queries.coverage_history(
+            session,
+            backend=backend or None,
+            tier=tier,
+            weeks=weeks,
+            until=check_week(until),
+            precision=precision,
+            snapshot_id=snapshot,
+        )
+    ]
     if format == "csv":
         return csv_response([i.model_dump() for i in items], "coverage_history.csv")
     return CoverageHistory(backend=backend, tier=tier, weeks=weeks, items=items)
 
 
-@router.get("/backends", response_model=BackendsOut, responses=CSV, summary="Every backend and tier of a week, side by side")
+@router.get(
+    "/backends", response_model=BackendsOut, responses=CSV, summary="Every backend and tier of a week, side by side"
+)
 def backends(session: SessionDep, week: str | None = Query(None, pattern=WEEK_PATTERN), format: Format = "json"):
     """`GET /coverage` for each (backend, tier) with results in the week (default: the newest), at
     each backend's declared precision; `precisions` says what each backend's rows were judged at
@@ -71,4 +120,8 @@ def backends(session: SessionDep, week: str | None = Query(None, pattern=WEEK_PA
     wk = items[0].week if items else week
     if format == "csv":
         return csv_response([i.model_dump() for i in items], "backends.csv")
-    return BackendsOut(week=wk, items=items, precisions=[PrecisionRow(**p) for p in queries.precision_summary(session, wk)] if wk else [])
+    return BackendsOut(
+        week=wk,
+        items=items,
+        precisions=[PrecisionRow(**p) for p in queries.precision_summary(session, wk)] if wk else [],
+    )

@@ -1,4 +1,5 @@
 """/models: the catalog with latest statuses, one model's detail and its history."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -16,7 +17,11 @@ from services import model_list
 router = APIRouter(tags=["models"])
 
 
-@router.get("/models", response_model=ModelPage, responses={200: {"content": {"text/csv": {}}}, 400: {"description": "invalid cursor"}})
+@router.get(
+    "/models",
+    response_model=ModelPage,
+    responses={200: {"content": {"text/csv": {}}}, 400: {"description": "invalid cursor"}},
+)
 def list_models(
     session: SessionDep,
     search: str | None = Query(None, max_length=200, description="substring of the model id"),
@@ -30,7 +35,17 @@ def list_models(
     format: Literal["json", "csv"] = "json",
 ):
     offset = decode_cursor(cursor)
-    page = model_list.list_models(session, search=search, task=task, library=library, status=status, backend=backend, sort=sort, limit=limit, offset=offset)
+    page = model_list.list_models(
+        session,
+        search=search,
+        task=task,
+        library=library,
+        status=status,
+        backend=backend,
+        sort=sort,
+        limit=limit,
+        offset=offset,
+    )
     items = [ModelSummary(**asdict(row)) for row in page.items]
     nxt = encode_cursor(offset + limit) if page.more else None
     if format == "csv":
@@ -38,8 +53,14 @@ def list_models(
     return ModelPage(items=items, total=page.total, next_cursor=nxt)
 
 
-@router.get("/models/{model_id:path}/results", response_model=ResultPage, responses={200: {"content": {"text/csv": {}}}, 404: {"description": "unknown model"}})
-def model_results(session: SessionDep, model_id: str, limit: int = Query(200, ge=1, le=2000), format: Literal["json", "csv"] = "json"):
+@router.get(
+    "/models/{model_id:path}/results",
+    response_model=ResultPage,
+    responses={200: {"content": {"text/csv": {}}}, 404: {"description": "unknown model"}},
+)
+def model_results(
+    session: SessionDep, model_id: str, limit: int = Query(200, ge=1, le=2000), format: Literal["json", "csv"] = "json"
+):
     if session.get(Model, model_id) is None and not queries.history(session, model_id, 1):
         raise HTTPException(404, detail=f"unknown model {model_id}")
     rows = [queries.result_dict(r) for r in queries.history(session, model_id, limit)]

@@ -1,4 +1,5 @@
 """POST /validations: ask for models to be validated (needs an API key from ZOO_API_KEYS)."""
+
 from __future__ import annotations
 
 import os
@@ -14,7 +15,11 @@ from db import repository
 router = APIRouter(tags=["validations"])
 
 
-async def _auth(request: Request, key: str | None = Depends(api_key_header), cred: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+async def _auth(
+    request: Request,
+    key: str | None = Depends(api_key_header),
+    cred: HTTPAuthorizationCredentials | None = Depends(bearer),
+) -> None:
     require_api_key(request, key, cred)
 
 
@@ -23,7 +28,12 @@ async def _auth(request: Request, key: str | None = Depends(api_key_header), cre
     response_model=ValidationAccepted,
     status_code=202,
     dependencies=[Depends(_auth)],
-    responses={400: {"description": "malformed JSON body"}, 401: {"description": "no API key"}, 403: {"description": "wrong API key"}, 503: {"description": "broker unreachable"}},
+    responses={
+        400: {"description": "malformed JSON body"},
+        401: {"description": "no API key"},
+        403: {"description": "wrong API key"},
+        503: {"description": "broker unreachable"},
+    },
     summary="Queue validations of models on a backend",
 )
 def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAccepted:
@@ -34,14 +44,26 @@ def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAcc
     precision) chooses what the backend is judged at."""
     ids = list(dict.fromkeys(body.model_ids))
     broker = os.environ.get("ZOO_BROKER_URL")
-    run = repository.start_run(session, body.backend, body.tier, "celery" if broker else "api", len(ids), None, precision=body.precision)
+    run = repository.start_run(
+        session, body.backend, body.tier, "celery" if broker else "api", len(ids), None, precision=body.precision
+    )
     session.commit()
     task_ids: list[str] = []
     if broker:
         from workers import publish  # the Celery side: imported only where a broker is configured
 
         try:
-            task_ids = publish.enqueue_models(ids, body.backend, body.tier, run_id=run.id, timeout=body.timeout, precision=body.precision)
+            task_ids = publish.enqueue_models(
+                ids, body.backend, body.tier, run_id=run.id, timeout=body.timeout, precision=body.precision
+            )
         except Exception as exc:  # BrokerUnavailable and friends: one clear line
             raise HTTPException(503, detail=str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
-    return ValidationAccepted(run_id=run.id, status="queued" if broker else "recorded", model_ids=ids, backend=body.backend, tier=body.tier, precision=body.precision, task_ids=task_ids)
+    return ValidationAccepted(
+        run_id=run.id,
+        status="queued" if broker else "recorded",
+        model_ids=ids,
+        backend=body.backend,
+        tier=body.tier,
+        precision=body.precision,
+        task_ids=task_ids,
+    )

@@ -6,6 +6,7 @@ Written apart from Zoo's own CPU reference at bf16 (:mod:`zoo_runner.precision`,
 each matmul's result to bf16, as autocast returns it) on purpose: the backends under test must not
 share the reference's code.
 """
+
 from __future__ import annotations
 
 from typing import Any

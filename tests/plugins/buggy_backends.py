@@ -12,9 +12,11 @@ returns a callable that runs that graph eagerly, with the bug. No AOT, no induct
 - ``zoo_bug_swap_columns``: two columns (last dim) of the first floating output are swapped.
 - ``zoo_clean``: the graph, unchanged: a correct backend, the control.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -105,7 +107,13 @@ def _first_float(outs: Any, min_last_dim: int = 1) -> tuple[Any, torch.Tensor] |
     """(position or key, tensor) of the first floating output of a tensor, sequence or plain dict."""
     items = outs.items() if isinstance(outs, dict) else enumerate(outs if isinstance(outs, (list, tuple)) else [outs])
     for i, t in items:
-        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() and t.ndim and t.shape[-1] >= min_last_dim:
+        if (
+            isinstance(t, torch.Tensor)
+            and t.is_floating_point()
+            and t.numel()
+            and t.ndim
+            and t.shape[-1] >= min_last_dim
+        ):
             return i, t
     return None
 

@@ -8,6 +8,7 @@ graph it tries every escape and raises an exception whose message carries its fi
 pass. Its targets (paths, the requester's pid) come from ``request.extras["canary"]``, read from the
 run directory's request (the parent of its working directory), since its environment is filtered.
 """
+
 from __future__ import annotations
 
 import errno
@@ -15,15 +16,34 @@ import json
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from torch._dynamo import register_backend
 
 MARK = "zoo-canary-secret"  # every secret the test plants contains this
-SECRET_NAMES = ("HF_TOKEN", "ZOO_API_KEYS", "PGPASSWORD", "GITHUB_TOKEN", "AWS_ACCESS_KEY_ID", "MY_SERVICE_TOKEN", "ZOO_DATABASE_URL", "ZOO_BROKER_URL")
+SECRET_NAMES = (
+    "HF_TOKEN",
+    "ZOO_API_KEYS",
+    "PGPASSWORD",
+    "GITHUB_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+    "MY_SERVICE_TOKEN",
+    "ZOO_DATABASE_URL",
+    "ZOO_BROKER_URL",
+)
 BLOCKED = (PermissionError, FileNotFoundError, ConnectionRefusedError, TimeoutError, socket.timeout, IsADirectoryError)
-BLOCKED_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ECONNREFUSED, errno.ENOENT, errno.ESRCH, errno.EADDRNOTAVAIL}
+BLOCKED_ERRNOS = {
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENETUNREACH,
+    errno.EHOSTUNREACH,
+    errno.ECONNREFUSED,
+    errno.ENOENT,
+    errno.ESRCH,
+    errno.EADDRNOTAVAIL,
+}
 
 
 def _targets() -> dict:
@@ -176,8 +196,19 @@ def findings() -> dict[str, str]:
     tag = t.get("tag") or uuid.uuid4().hex[:8]
     ancestors = _ancestors() + [int(t["requester"])]
     hf_home = os.environ.get("HF_HOME", "")
-    token_files = [*t["token_files"], os.path.join(hf_home, "token"), os.path.join(hf_home, "stored_tokens"), os.path.expanduser("~/.cache/huggingface/token"), "/root/.cache/huggingface/token"]
-    writes = [*t["write_targets"], f"/tmp/zoo-canary-{tag}", f"/var/tmp/zoo-canary-{tag}", str(Path.cwd().parent / f"zoo-canary-{tag}")]
+    token_files = [
+        *t["token_files"],
+        os.path.join(hf_home, "token"),
+        os.path.join(hf_home, "stored_tokens"),
+        os.path.expanduser("~/.cache/huggingface/token"),
+        "/root/.cache/huggingface/token",
+    ]
+    writes = [
+        *t["write_targets"],
+        f"/tmp/zoo-canary-{tag}",
+        f"/var/tmp/zoo-canary-{tag}",
+        str(Path.cwd().parent / f"zoo-canary-{tag}"),
+    ]
     return {
         "secret_in_own_env": _attempt(_own_env),
         "ancestor_environ": _attempt(_read_environ(ancestors)),
@@ -185,7 +216,9 @@ def findings() -> dict[str, str]:
         "token_file": _attempt(_read_files(token_files)),
         "postgres_tcp": _attempt(_connect_tcp(5432)),
         "redis_tcp": _attempt(_connect_tcp(6379, b"PING\r\n")),
-        "postgres_unix_socket": _attempt(_connect_unix(["/var/run/postgresql/.s.PGSQL.5432", "/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432"])),
+        "postgres_unix_socket": _attempt(
+            _connect_unix(["/var/run/postgresql/.s.PGSQL.5432", "/run/postgresql/.s.PGSQL.5432", "/tmp/.s.PGSQL.5432"])
+        ),
         "write_outside": _attempt(_write(writes)),
         "root": _attempt(_root),
     }

@@ -22,6 +22,7 @@ here (which return the wrapper), then ``copy_`` into it; ``.to("cpu")`` unwraps.
 given ``device="neuron"`` (``torch.arange(n, device=x.device)``, ``torch.full``...) get
 PrivateUse1 kernels too, so the device sees them under their own names.
 """
+
 from __future__ import annotations
 
 import os
@@ -77,11 +78,17 @@ class NeuronTensor(torch.Tensor):
     __slots__ = ("_elem",)
 
     @staticmethod
-    def __new__(cls, elem: torch.Tensor) -> "NeuronTensor":
+    def __new__(cls, elem: torch.Tensor) -> NeuronTensor:
         assert type(elem) is torch.Tensor and elem.device.type == "cpu", (type(elem), elem.device)
         r = torch.Tensor._make_wrapper_subclass(
-            cls, elem.shape, strides=elem.stride(), storage_offset=elem.storage_offset(),
-            dtype=elem.dtype, layout=elem.layout, device=_device(), requires_grad=elem.requires_grad,
+            cls,
+            elem.shape,
+            strides=elem.stride(),
+            storage_offset=elem.storage_offset(),
+            dtype=elem.dtype,
+            layout=elem.layout,
+            device=_device(),
+            requires_grad=elem.requires_grad,
         )
         r._elem = elem
         return r
@@ -108,7 +115,11 @@ class NeuronTensor(torch.Tensor):
                 return _CPU
             return x
 
-        to_cpu = func is torch.ops.aten._to_copy.default and kwargs.get("device") is not None and torch.device(kwargs["device"]).type == "cpu"
+        to_cpu = (
+            func is torch.ops.aten._to_copy.default
+            and kwargs.get("device") is not None
+            and torch.device(kwargs["device"]).type == "cpu"
+        )
         cpu_args = tree_map(unwrap, args)
         if _AUTO_CAST:  # on the CPU tensors: the rounding itself is the device's, not an op it runs
             cpu_args = round_operands(func, cpu_args)
@@ -170,7 +181,19 @@ _lib.impl("empty.memory_format", _empty_memory_format, "PrivateUse1")
 _lib.impl("empty_strided", _empty_strided, "PrivateUse1")
 _lib.impl("_copy_from", _copy_from, "PrivateUse1")
 _lib.impl("_copy_from_and_resize", _copy_from_and_resize, "PrivateUse1")
-for _op in ("arange", "arange.start", "arange.start_step", "zeros", "ones", "full", "scalar_tensor", "rand", "randn", "linspace", "eye"):
+for _op in (
+    "arange",
+    "arange.start",
+    "arange.start_step",
+    "zeros",
+    "ones",
+    "full",
+    "scalar_tensor",
+    "rand",
+    "randn",
+    "linspace",
+    "eye",
+):
     _packet, _, _overload = _op.partition(".")
     _lib.impl(_op, _factory(getattr(getattr(torch.ops.aten, _packet), _overload or "default")), "PrivateUse1")
 

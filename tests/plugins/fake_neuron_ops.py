@@ -7,6 +7,7 @@ falls back to CPU and is recorded, as TorchNeuron does.
 ``ZOO_FAKE_NEURON_EXTRA_OPS`` (comma-separated ATen names, or ``*`` for every op) widens the set,
 e.g. to get a model whose every op is supported.
 """
+
 from __future__ import annotations
 
 import os

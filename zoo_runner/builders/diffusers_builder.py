@@ -11,6 +11,7 @@ Tiny configs keep each component's block layout (block types, their count, the l
 additional embeddings) and shrink widths, depths and heads, as diffusers' own tests build tiny
 models. Inputs come from the denoiser's forward signature, keyed by input name.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -98,7 +99,11 @@ def _with_defaults(class_name: str, cfg: dict[str, Any]) -> dict[str, Any]:
     cls = getattr(diffusers, class_name, None)
     if cls is None:
         return dict(cfg)
-    defaults = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items() if k != "self" and p.default is not inspect.Parameter.empty}
+    defaults = {
+        k: p.default
+        for k, p in inspect.signature(cls.__init__).parameters.items()
+        if k != "self" and p.default is not inspect.Parameter.empty
+    }
     return {**defaults, **cfg}
 
 
@@ -121,7 +126,13 @@ class DiffusersPlan:
     def fingerprint(self, library: str, tier: str) -> str:
         from ..fingerprint import fingerprint
 
-        return fingerprint(library, self.architecture, {"denoiser": self.denoiser_config, "decoder": self.decoder_config}, tier, self.shapes)
+        return fingerprint(
+            library,
+            self.architecture,
+            {"denoiser": self.denoiser_config, "decoder": self.decoder_config},
+            tier,
+            self.shapes,
+        )
 
 
 class DenoiseAndDecode(nn.Module):
@@ -132,7 +143,13 @@ class DenoiseAndDecode(nn.Module):
         self.denoiser, self.decoder = denoiser, decoder
         self._params = set(inspect.signature(denoiser.forward).parameters) if denoiser is not None else set()
 
-    def forward(self, latents: torch.Tensor | None = None, text_embeds: torch.Tensor | None = None, time_ids: torch.Tensor | None = None, **inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+    def forward(
+        self,
+        latents: torch.Tensor | None = None,
+        text_embeds: torch.Tensor | None = None,
+        time_ids: torch.Tensor | None = None,
+        **inputs: torch.Tensor,
+    ) -> dict[str, torch.Tensor]:
         kwargs = {k: v for k, v in inputs.items() if k in self._params}
         if text_embeds is not None and time_ids is not None:
             kwargs["added_cond_kwargs"] = {"text_embeds": text_embeds, "time_ids": time_ids}
@@ -156,10 +173,16 @@ class DiffusersBuilder:
         index = dict(request.config or {})
         extras = request.extras or {}
         name = next((n for n in DENOISERS if isinstance(index.get(n), list)), None)
-        if name is None and isinstance(index.get("_class_name"), str) and not any(isinstance(v, list) and len(v) == 2 for v in index.values()):
+        if (
+            name is None
+            and isinstance(index.get("_class_name"), str)
+            and not any(isinstance(v, list) and len(v) == 2 for v in index.values())
+        ):
             return self._plan_component(request, index)
         if name is None:
-            raise NotSupported("library_unsupported", f"{request.model_id}: model_index.json names no unet or transformer")
+            raise NotSupported(
+                "library_unsupported", f"{request.model_id}: model_index.json names no unet or transformer"
+            )
         lib, cls = (index[name] + [None, None])[:2]
         if lib != "diffusers" or not isinstance(cls, str):
             raise NotSupported("remote_code", f"{request.model_id}: its {name} is {lib}.{cls}, not a diffusers class")
@@ -202,7 +225,10 @@ class DiffusersBuilder:
         try:
             import diffusers
         except ImportError as exc:
-            raise NotSupported("library_unsupported", f"diffusers pipelines need the diffusers extra (pip install 'zoo[diffusers]'): {exc}") from exc
+            raise NotSupported(
+                "library_unsupported",
+                f"diffusers pipelines need the diffusers extra (pip install 'zoo[diffusers]'): {exc}",
+            ) from exc
         plan = plan or self.plan(request)
         den_cls = getattr(diffusers, plan.denoiser_class, None) if plan.denoiser_class else None
         dec_cls = getattr(diffusers, plan.decoder_class, None) if plan.decoder_class else None
@@ -210,8 +236,14 @@ class DiffusersBuilder:
             raise NotSupported("library_unsupported", f"diffusers {diffusers.__version__} has no {plan.architecture}")
         if request.tier == "full":
             root = request.files_dir or ""
-            denoiser = den_cls.from_pretrained(root, subfolder=plan.denoiser_name, use_safetensors=True) if den_cls else None
-            decoder = dec_cls.from_pretrained(root, subfolder=None if plan.single else DECODER, use_safetensors=True) if dec_cls else None
+            denoiser = (
+                den_cls.from_pretrained(root, subfolder=plan.denoiser_name, use_safetensors=True) if den_cls else None
+            )
+            decoder = (
+                dec_cls.from_pretrained(root, subfolder=None if plan.single else DECODER, use_safetensors=True)
+                if dec_cls
+                else None
+            )
         else:
             from ..weights import init_weights
 
@@ -221,7 +253,9 @@ class DiffusersBuilder:
                 init_weights(denoiser, request.seed)
             if decoder is not None:
                 init_weights(decoder, request.seed + 1)
-        model = DenoiseAndDecode(denoiser.float() if denoiser is not None else None, decoder.float() if decoder is not None else None).eval()
+        model = DenoiseAndDecode(
+            denoiser.float() if denoiser is not None else None, decoder.float() if decoder is not None else None
+        ).eval()
         den_config = dict(denoiser.config) if denoiser is not None else None
         dec_config = dict(decoder.config) if decoder is not None else None
         params = set(inspect.signature(denoiser.forward).parameters) if denoiser is not None else set()
@@ -242,7 +276,9 @@ class DiffusersBuilder:
         )
 
 
-def make_inputs(den: dict[str, Any] | None, dec: dict[str, Any] | None, params: set[str], shape: dict, seed: int) -> dict[str, torch.Tensor]:
+def make_inputs(
+    den: dict[str, Any] | None, dec: dict[str, Any] | None, params: set[str], shape: dict, seed: int
+) -> dict[str, torch.Tensor]:
     """Inputs for one denoising step (keyed by the denoiser's input names) and one decode."""
     g = torch.Generator().manual_seed(seed)
     b, s, t = shape["batch"], shape["size"], shape["text"]
@@ -251,11 +287,15 @@ def make_inputs(den: dict[str, Any] | None, dec: dict[str, Any] | None, params: 
         _denoiser_inputs(den, params, b, s, t, g, out)
     if dec is not None:
         down = 2 ** (len(dec.get("block_out_channels") or [1]) - 1)
-        out["latents"] = torch.randn(b, dec.get("latent_channels") or 4, max(s // down, 2), max(s // down, 2), generator=g)
+        out["latents"] = torch.randn(
+            b, dec.get("latent_channels") or 4, max(s // down, 2), max(s // down, 2), generator=g
+        )
     return out
 
 
-def _denoiser_inputs(den: dict[str, Any], params: set[str], b: int, s: int, t: int, g: torch.Generator, out: dict[str, torch.Tensor]) -> None:
+def _denoiser_inputs(
+    den: dict[str, Any], params: set[str], b: int, s: int, t: int, g: torch.Generator, out: dict[str, torch.Tensor]
+) -> None:
     cross = den.get("cross_attention_dim") or den.get("joint_attention_dim") or WIDTH
     cross = cross[0] if isinstance(cross, (list, tuple)) else cross
     in_ch = den.get("in_channels") or 4
@@ -285,4 +325,3 @@ def _denoiser_inputs(den: dict[str, Any], params: set[str], b: int, s: int, t: i
         out["timestep_cond"] = torch.randn(b, den["time_cond_proj_dim"], generator=g)
     if "controlnet_cond" in params:  # ControlNet: the conditioning image, 8x the latent size
         out["controlnet_cond"] = torch.rand(b, den.get("conditioning_channels") or 3, 8 * s, 8 * s, generator=g)
-

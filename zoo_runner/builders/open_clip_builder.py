@@ -11,6 +11,7 @@ CustomTextCLIP or CoCa is OpenCLIP's own. Text towers taken from transformers (`
 need that model's config from the Hub and are not built yet. The full tier loads the repo's
 safetensors weights. open_clip is imported only in the model process.
 """
+
 from __future__ import annotations
 
 import copy
@@ -63,7 +64,9 @@ def shrink_model_cfg(model_cfg: dict[str, Any]) -> dict[str, Any]:
     if isinstance(cfg.get("multimodal_cfg"), dict):  # CoCa's decoder
         mm = cfg["multimodal_cfg"]
         _shrink_transformer(mm)
-        mm["vocab_size"] = min(int(mm.get("vocab_size", text.get("vocab_size", TINY_VOCAB))), text.get("vocab_size", TINY_VOCAB))
+        mm["vocab_size"] = min(
+            int(mm.get("vocab_size", text.get("vocab_size", TINY_VOCAB))), text.get("vocab_size", TINY_VOCAB)
+        )
     return cfg
 
 
@@ -86,7 +89,10 @@ class OpenClipBuilder:
             raise NotSupported("library_unsupported", f"{request.model_id}: {CONFIG_FILE} has no model_cfg")
         hf_text = model_cfg.get("text_cfg", {}).get("hf_model_name")
         if hf_text:
-            raise NotSupported("library_unsupported", f"{request.model_id}: its text tower is the transformers model {hf_text!r}, whose config Zoo does not fetch yet")
+            raise NotSupported(
+                "library_unsupported",
+                f"{request.model_id}: its text tower is the transformers model {hf_text!r}, whose config Zoo does not fetch yet",
+            )
         if request.tier in ("tiny", "census"):
             model_cfg = shrink_model_cfg(model_cfg)
         cfg["model_cfg"] = model_cfg
@@ -96,27 +102,46 @@ class OpenClipBuilder:
         vision = model_cfg.get("vision_cfg", {})
         arch = "CoCa" if "multimodal_cfg" in model_cfg else "CLIP"
         arch += f"[{vision['timm_model_name']}]" if vision.get("timm_model_name") else ""
-        return OpenClipPlan(architecture=arch, config=cfg, config_source=request.config_source or f"hub:{request.model_id}", shapes=shapes)
+        return OpenClipPlan(
+            architecture=arch,
+            config=cfg,
+            config_source=request.config_source or f"hub:{request.model_id}",
+            shapes=shapes,
+        )
 
     def build(self, request: Any, plan: OpenClipPlan | None = None) -> Built:
         try:
             import open_clip
         except ImportError as exc:
-            raise NotSupported("library_unsupported", f"OpenCLIP models need the open_clip extra (pip install 'zoo[open_clip]'): {exc}") from exc
+            raise NotSupported(
+                "library_unsupported", f"OpenCLIP models need the open_clip extra (pip install 'zoo[open_clip]'): {exc}"
+            ) from exc
         import torch
 
         plan = plan or self.plan(request)
         model_cfg = plan.config["model_cfg"]
         torch.manual_seed(request.seed)
         if request.tier == "full":
-            model = open_clip.create_model(f"local-dir:{request.files_dir}", load_weights=True, pretrained_text=False, weights_only=True, output_dict=True)
+            model = open_clip.create_model(
+                f"local-dir:{request.files_dir}",
+                load_weights=True,
+                pretrained_text=False,
+                weights_only=True,
+                output_dict=True,
+            )
         else:
             from ..weights import init_weights
 
             with tempfile.TemporaryDirectory(prefix="zoo-open-clip-") as folder:
                 with open(os.path.join(folder, CONFIG_FILE), "w") as f:
                     json.dump(plan.config, f)
-                model = open_clip.create_model(f"local-dir:{folder}", load_weights=False, pretrained_image=False, pretrained_text=False, output_dict=True)
+                model = open_clip.create_model(
+                    f"local-dir:{folder}",
+                    load_weights=False,
+                    pretrained_image=False,
+                    pretrained_text=False,
+                    output_dict=True,
+                )
             init_weights(model, request.seed)
         model.eval()
         text_cfg = model_cfg.get("text_cfg", {})

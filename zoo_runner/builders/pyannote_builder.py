@@ -14,6 +14,7 @@ parent fetches their ``config.yaml`` and Zoo validates those models together on 
 waveforms, as the pipeline runs them on the accelerator (clustering runs on CPU anyway).
 pyannote.audio itself is imported only in the model process.
 """
+
 from __future__ import annotations
 
 import copy
@@ -34,12 +35,25 @@ TINY_HIDDEN, TINY_LAYERS = 32, 2
 # Training task → the output its model is built for (data, not a branch per model):
 # problem, class names ({n} numbered up to the task's speaker count), powerset key, speaker count key.
 TASKS: dict[str, dict[str, Any]] = {
-    "pyannote.audio.tasks.SpeakerDiarization": {"problem": "MULTI_LABEL_CLASSIFICATION", "classes": "speaker#{n}", "speakers": "max_speakers_per_chunk", "powerset": "max_speakers_per_frame", "permutation_invariant": True},
-    "pyannote.audio.tasks.Segmentation": {"problem": "MULTI_LABEL_CLASSIFICATION", "classes": "speaker#{n}", "speakers": "max_num_speakers", "permutation_invariant": True},
+    "pyannote.audio.tasks.SpeakerDiarization": {
+        "problem": "MULTI_LABEL_CLASSIFICATION",
+        "classes": "speaker#{n}",
+        "speakers": "max_speakers_per_chunk",
+        "powerset": "max_speakers_per_frame",
+        "permutation_invariant": True,
+    },
+    "pyannote.audio.tasks.Segmentation": {
+        "problem": "MULTI_LABEL_CLASSIFICATION",
+        "classes": "speaker#{n}",
+        "speakers": "max_num_speakers",
+        "permutation_invariant": True,
+    },
     "pyannote.audio.tasks.VoiceActivityDetection": {"problem": "BINARY_CLASSIFICATION", "classes": ["speech"]},
     "pyannote.audio.tasks.OverlappedSpeechDetection": {"problem": "BINARY_CLASSIFICATION", "classes": ["overlap"]},
 }
-DEFAULT_SPEAKERS = 3  # what pyannote's published segmentation models detect per chunk when the task leaves it to the data
+DEFAULT_SPEAKERS = (
+    3  # what pyannote's published segmentation models detect per chunk when the task leaves it to the data
+)
 
 
 class PipelineModels(torch.nn.Module):
@@ -75,7 +89,13 @@ def specifications_kwargs(task: dict[str, Any] | None) -> dict[str, Any] | None:
     if isinstance(classes, str):
         n = int(task.get(row["speakers"]) or DEFAULT_SPEAKERS)
         classes = [classes.format(n=i + 1) for i in range(n)]
-    out: dict[str, Any] = {"problem": row["problem"], "resolution": "FRAME", "duration": float(task.get("duration", 5.0)), "classes": classes, "permutation_invariant": row.get("permutation_invariant", False)}
+    out: dict[str, Any] = {
+        "problem": row["problem"],
+        "resolution": "FRAME",
+        "duration": float(task.get("duration", 5.0)),
+        "classes": classes,
+        "permutation_invariant": row.get("permutation_invariant", False),
+    }
     powerset = task.get(row["powerset"]) if row.get("powerset") else None
     if powerset:
         out["problem"], out["powerset_max_classes"] = "MONO_LABEL_CLASSIFICATION", int(powerset)
@@ -122,7 +142,10 @@ class PyannoteBuilder:
     def plan(self, request: Any) -> PyannotePlan:
         cfg = dict(request.config or {})
         if request.tier == "full":
-            raise NotSupported("pickle_only", f"{request.model_id}: pyannote weights are pickled Lightning checkpoints; Zoo loads safetensors only")
+            raise NotSupported(
+                "pickle_only",
+                f"{request.model_id}: pyannote weights are pickled Lightning checkpoints; Zoo loads safetensors only",
+            )
         if isinstance(cfg.get("pipeline"), dict):
             parts = self._pipeline_parts(request, cfg)
             name = str(cfg["pipeline"].get("name", "Pipeline")).rpartition(".")[2]
@@ -133,22 +156,37 @@ class PyannoteBuilder:
         rates = {int(p.model_config.get("sample_rate", 16000)) for p in parts.values()}
         channels = {int(p.model_config.get("num_channels", 1)) for p in parts.values()}
         if len(rates) > 1 or len(channels) > 1:
-            raise NotSupported("library_unsupported", f"{request.model_id}: its models disagree on sample rate or channels ({sorted(rates)}, {sorted(channels)})")
+            raise NotSupported(
+                "library_unsupported",
+                f"{request.model_id}: its models disagree on sample rate or channels ({sorted(rates)}, {sorted(channels)})",
+            )
         rate, chans = rates.pop(), channels.pop()
         shapes = [{"batch": b, "channels": chans, "samples": int(d * rate)} for b, d in zip((1, 2), DURATIONS_S)]
         config = {role: asdict(part) for role, part in parts.items()}  # the graph: what the fingerprint covers
-        return PyannotePlan(architecture=architecture, config=config, config_source=request.config_source or f"hub:{request.model_id}", shapes=shapes, parts=parts)
+        return PyannotePlan(
+            architecture=architecture,
+            config=config,
+            config_source=request.config_source or f"hub:{request.model_id}",
+            shapes=shapes,
+            parts=parts,
+        )
 
     def _pipeline_parts(self, request: Any, cfg: dict[str, Any]) -> dict[str, Part]:
         repos = pipeline_model_repos(cfg)
         if not repos:
-            raise NotSupported("library_unsupported", f"{request.model_id}: its pipeline names no model repos ({', '.join(PIPELINE_MODELS)})")
+            raise NotSupported(
+                "library_unsupported",
+                f"{request.model_id}: its pipeline names no model repos ({', '.join(PIPELINE_MODELS)})",
+            )
         extras = request.extras or {}
         parts: dict[str, Part] = {}
         for role, (repo, _) in repos.items():
             sub = extras.get(f"{repo}/{CONFIG_FILE}")
             if not isinstance(sub, dict):
-                raise NotSupported("library_unsupported", f"{request.model_id}: its {role} model {repo} has no pyannote {CONFIG_FILE} (a model of another library, or not reachable)")
+                raise NotSupported(
+                    "library_unsupported",
+                    f"{request.model_id}: its {role} model {repo} has no pyannote {CONFIG_FILE} (a model of another library, or not reachable)",
+                )
             parts[role] = self._part(repo, sub, request.tier)
         return parts
 
@@ -158,7 +196,10 @@ class PyannoteBuilder:
             raise NotSupported("library_unsupported", f"{model_id}: {CONFIG_FILE} has no model block naming a class")
         target = model_cfg["_target_"]
         if not target.startswith(ALLOWED_PREFIX):
-            raise NotSupported("library_unsupported", f"{model_id}: its model is {target}, outside {ALLOWED_PREFIX[:-1]}; Zoo imports only pyannote.audio's own models")
+            raise NotSupported(
+                "library_unsupported",
+                f"{model_id}: its model is {target}, outside {ALLOWED_PREFIX[:-1]}; Zoo imports only pyannote.audio's own models",
+            )
         params = {k: v for k, v in model_cfg.items() if k != "_target_"}
         if tier in ("tiny", "census"):
             params = _shrink(params)
@@ -169,7 +210,9 @@ class PyannoteBuilder:
         try:
             from pyannote.audio.core.task import Problem, Resolution, Specifications
         except ImportError as exc:
-            raise NotSupported("library_unsupported", f"pyannote models need the pyannote extra (pip install 'zoo[pyannote]'): {exc}") from exc
+            raise NotSupported(
+                "library_unsupported", f"pyannote models need the pyannote extra (pip install 'zoo[pyannote]'): {exc}"
+            ) from exc
         import torch
 
         from ..weights import init_weights
@@ -193,6 +236,7 @@ class PyannoteBuilder:
         model = models["model"] if list(models) == ["model"] else PipelineModels(models)
         init_weights(model, request.seed)
         model.eval()
+
         def make(shape: dict, seed: int) -> dict[str, torch.Tensor]:
             gen = torch.Generator().manual_seed(seed)
             return {"waveforms": 0.1 * torch.randn(shape["batch"], shape["channels"], shape["samples"], generator=gen)}
@@ -203,7 +247,8 @@ class PyannoteBuilder:
             config_dict=plan.config,
             library=self.library,
             architecture=plan.architecture,
-            task=request.task or ("speaker-diarization" if any(p.specifications for p in plan.parts.values()) else "audio-embedding"),
+            task=request.task
+            or ("speaker-diarization" if any(p.specifications for p in plan.parts.values()) else "audio-embedding"),
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,

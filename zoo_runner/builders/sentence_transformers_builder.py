@@ -3,6 +3,7 @@
 Built from the repo's own files (``modules.json``, ``1_Pooling/config.json``), without importing
 the sentence-transformers package, so the model process stays small and no repo code runs.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,7 +15,13 @@ from .base import Built
 from .transformers_builder import TransformersBuilder
 
 # sentence-transformers' Pooling config keys → mode (first true wins, in its own order)
-POOLING_KEYS = (("pooling_mode_cls_token", "cls"), ("pooling_mode_max_tokens", "max"), ("pooling_mode_mean_tokens", "mean"), ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"), ("pooling_mode_lasttoken", "lasttoken"))
+POOLING_KEYS = (
+    ("pooling_mode_cls_token", "cls"),
+    ("pooling_mode_max_tokens", "max"),
+    ("pooling_mode_mean_tokens", "mean"),
+    ("pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len"),
+    ("pooling_mode_lasttoken", "lasttoken"),
+)
 POOLING_MODULE = "sentence_transformers.models.Pooling"
 NORMALIZE_MODULE = "sentence_transformers.models.Normalize"
 
@@ -45,12 +52,21 @@ class SentenceEmbedder(nn.Module):
         self.encoder, self.mode, self.normalize = encoder, mode, normalize
         self.main_input_name = getattr(encoder, "main_input_name", "input_ids")
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, token_type_ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> dict[str, torch.Tensor]:
         kwargs = {"attention_mask": attention_mask}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
         tokens = self.encoder(input_ids=input_ids, **kwargs)[0]
-        mask = (attention_mask if attention_mask is not None else torch.ones_like(input_ids)).unsqueeze(-1).to(tokens.dtype)
+        mask = (
+            (attention_mask if attention_mask is not None else torch.ones_like(input_ids))
+            .unsqueeze(-1)
+            .to(tokens.dtype)
+        )
         if self.mode == "cls":
             pooled = tokens[:, 0]
         elif self.mode == "max":

@@ -8,6 +8,7 @@ built for 64 px through timm's ``img_size`` argument and run at two batch sizes.
 loads the repo's ``model.safetensors`` at the pretrained input size. timm itself is imported only
 in the model process.
 """
+
 from __future__ import annotations
 
 import os
@@ -87,19 +88,25 @@ class TimmBuilder:
         try:
             import timm
         except ImportError as exc:
-            raise NotSupported("library_unsupported", f"timm models need the timm extra (pip install 'zoo[timm]'): {exc}") from exc
+            raise NotSupported(
+                "library_unsupported", f"timm models need the timm extra (pip install 'zoo[timm]'): {exc}"
+            ) from exc
         import torch
 
         plan = plan or self.plan(request)
         if not timm.is_model(plan.architecture):
-            raise NotSupported("library_unsupported", f"timm {timm.__version__} has no architecture {plan.architecture!r}")
+            raise NotSupported(
+                "library_unsupported", f"timm {timm.__version__} has no architecture {plan.architecture!r}"
+            )
         fixed = plan.fixed_input_size
         kwargs: dict[str, Any] = {"num_classes": plan.num_classes, "in_chans": plan.in_chans}
         if request.tier == "full":
             weights = os.path.join(request.files_dir or "", "model.safetensors")
             if not os.path.isfile(weights):
                 raise NotSupported("pickle_only", f"{request.model_id} has no model.safetensors")
-            model = timm.create_model(plan.architecture, pretrained=True, pretrained_cfg_overlay={"file": weights}, **kwargs)
+            model = timm.create_model(
+                plan.architecture, pretrained=True, pretrained_cfg_overlay={"file": weights}, **kwargs
+            )
         else:
             from ..weights import init_weights
 

@@ -1,4 +1,5 @@
 """transformers models: the architecture class, its (real or default) config, shrunk for `tiny`."""
+
 from __future__ import annotations
 
 import copy
@@ -78,7 +79,9 @@ def _as_choices(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Multiple-choice heads take (batch, choices, seq) text: each row's text paired with a second,
     shifted answer so the choices differ."""
     text = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
-    return {k: torch.stack([v, v.roll(1, dims=-1)], dim=1) if k in text and v.dim() == 2 else v for k, v in inputs.items()}
+    return {
+        k: torch.stack([v, v.roll(1, dims=-1)], dim=1) if k in text and v.dim() == 2 else v for k, v in inputs.items()
+    }
 
 
 def task_for(architecture: str) -> str | None:
@@ -104,7 +107,9 @@ def _resolve_class(architecture: str):
     try:
         cls = getattr(transformers, architecture)
     except (AttributeError, ImportError, RuntimeError) as exc:
-        raise UnknownModel(f"unknown model arch:{architecture}: transformers {transformers.__version__} has no such class") from exc
+        raise UnknownModel(
+            f"unknown model arch:{architecture}: transformers {transformers.__version__} has no such class"
+        ) from exc
     if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)) or cls.__name__.startswith("Auto"):
         raise UnknownModel(f"unknown model arch:{architecture}: not a transformers model class")
     return cls
@@ -123,7 +128,12 @@ def _class_for_config(config_class: type, task: str | None):
     candidates = []
     for name in getattr(modeling, "__all__", None) or dir(modeling):
         obj = getattr(modeling, name, None)
-        if isinstance(obj, type) and issubclass(obj, transformers.PreTrainedModel) and obj.config_class is config_class and not name.endswith("PreTrainedModel"):
+        if (
+            isinstance(obj, type)
+            and issubclass(obj, transformers.PreTrainedModel)
+            and obj.config_class is config_class
+            and not name.endswith("PreTrainedModel")
+        ):
             candidates.append(obj)
     if not candidates:
         raise NotSupported("library_unsupported", f"transformers has no model class for {config_class.__name__}")
@@ -152,7 +162,9 @@ class Plan:
     def fingerprint(self, library: str, tier: str) -> str:
         from ..fingerprint import fingerprint
 
-        return fingerprint(library, self.architecture, {**self.config.to_dict(), **(self.graph_extras or {})}, tier, self.shapes)
+        return fingerprint(
+            library, self.architecture, {**self.config.to_dict(), **(self.graph_extras or {})}, tier, self.shapes
+        )
 
 
 # Sample text for full-tier inputs through the model's real tokenizer.
@@ -171,7 +183,7 @@ class TransformersBuilder:
 
         model_id: str = request.model_id
         if model_id.startswith("arch:"):
-            architecture = model_id[len("arch:"):]
+            architecture = model_id[len("arch:") :]
             cls = resolve_class(architecture)
             config = cls.config_class()
             source = f"default:{config.model_type}"
@@ -184,7 +196,10 @@ class TransformersBuilder:
             try:
                 auto_config = transformers.AutoConfig.for_model(**cfg)
             except (ValueError, KeyError) as exc:
-                raise NotSupported("library_unsupported", f"{model_id}: transformers {transformers.__version__} does not know model_type {cfg['model_type']!r}") from exc
+                raise NotSupported(
+                    "library_unsupported",
+                    f"{model_id}: transformers {transformers.__version__} does not know model_type {cfg['model_type']!r}",
+                ) from exc
             archs = [] if base_model else (cfg.get("architectures") or [])
             architecture = next((a for a in archs if hasattr(transformers, a)), None)
             if architecture is None:
@@ -192,7 +207,11 @@ class TransformersBuilder:
                 mapping = getattr(transformers, auto)._model_mapping
                 if type(auto_config) not in mapping:
                     mapping = transformers.AutoModel._model_mapping
-                cls = mapping[type(auto_config)] if type(auto_config) in mapping else _class_for_config(type(auto_config), request.task)
+                cls = (
+                    mapping[type(auto_config)]
+                    if type(auto_config) in mapping
+                    else _class_for_config(type(auto_config), request.task)
+                )
                 architecture = cls.__name__
             else:
                 cls = resolve_class(architecture)
@@ -206,7 +225,9 @@ class TransformersBuilder:
             if quirk and quirk.config:
                 apply_overrides(cfg_dict, quirk.config)
             config = cls.config_class.from_dict(cfg_dict)
-        for sub in [config] + [getattr(config, k) for k in getattr(config, "sub_configs", {}) or {} if getattr(config, k, None) is not None]:
+        for sub in [config] + [
+            getattr(config, k) for k in getattr(config, "sub_configs", {}) or {} if getattr(config, k, None) is not None
+        ]:
             if hasattr(sub, "use_cache"):
                 sub.use_cache = False
         shapes = [dict(s) for s in inputs_mod.DEFAULT_SHAPES]
@@ -231,7 +252,9 @@ class TransformersBuilder:
 
         def make(shape: dict, seed: int) -> dict[str, torch.Tensor]:
             try:
-                inputs = inputs_mod.make_inputs(model, config, shape, seed, is_enc_dec, kinds, quirk.extra_inputs if quirk else ())
+                inputs = inputs_mod.make_inputs(
+                    model, config, shape, seed, is_enc_dec, kinds, quirk.extra_inputs if quirk else ()
+                )
             except KeyError as exc:
                 raise NotSupported("no_inputs", f"{architecture}: {exc.args[0]}") from exc
             if task_for(architecture) == "multiple-choice":

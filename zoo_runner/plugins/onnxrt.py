@@ -13,11 +13,13 @@ checked, built on what torch keeps: each graph dynamo captures is exported with
   a dynamo graph with dynamic shapes is exported again for each new shape.
 - Precision: fp32. ONNX Runtime's CPU provider computes float graphs in fp32.
 """
+
 from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..backends import CompilerPlugin, register_compiler
 
@@ -62,12 +64,18 @@ class OnnxGraph:
                     full[i] = t
                 return gm(*full)
 
-        logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)  # "torchvision is not installed"
+        logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(
+            logging.ERROR
+        )  # "torchvision is not installed"
         with tracing(None), warnings.catch_warnings():  # exported apart from dynamo's own tracing context
             warnings.simplefilter("ignore")
-            self.program = torch.onnx.export(Graph(), (tuple(args[i] for i in tensor_at),), dynamo=True, verbose=False, report=False)
+            self.program = torch.onnx.export(
+                Graph(), (tuple(args[i] for i in tensor_at),), dynamo=True, verbose=False, report=False
+            )
         if len(self.program.model.graph.inputs) != len(tensor_at):
-            raise RuntimeError(f"the ONNX model takes {len(self.program.model.graph.inputs)} inputs for the graph's {len(tensor_at)} tensors")
+            raise RuntimeError(
+                f"the ONNX model takes {len(self.program.model.graph.inputs)} inputs for the graph's {len(tensor_at)} tensors"
+            )
         ep = self.program.exported_program
         user = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
         self.constants = {i: s.arg.value for i, s in enumerate(user) if isinstance(s.arg, ConstantArgument)}

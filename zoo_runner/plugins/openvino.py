@@ -18,6 +18,7 @@ Importing ``openvino.torch`` registers the backend with dynamo. What this plugin
   and reasons ``details.fallback_report``. This reads OpenVINO internals (2026.x): where they
   moved, the report says ``unavailable`` and nothing else changes.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,7 +36,16 @@ ENV = "ZOO_OPENVINO_INFERENCE_PRECISION_HINT"
 OV_DEVICE = "CPU"
 # OpenVINO element type names -> Zoo precisions, and the spellings ENV accepts -> OpenVINO's.
 _ZOO_PRECISION = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
-_HINTS = {"f32": "f32", "fp32": "f32", "float32": "f32", "bf16": "bf16", "bfloat16": "bf16", "f16": "f16", "fp16": "f16", "float16": "f16"}
+_HINTS = {
+    "f32": "f32",
+    "fp32": "f32",
+    "float32": "f32",
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+    "f16": "f16",
+    "fp16": "f16",
+    "float16": "f16",
+}
 
 
 def requested_hint() -> str | None:
@@ -78,21 +88,33 @@ def declared_precision(spec: BackendSpec) -> str | None:
 
 
 # -- what ran in PyTorch instead of OpenVINO ------------------------------------------------------
-_SEEN: dict[str, Any] = {"partitions": 0, "outside": set(), "ops": set(), "failed_partitions": [], "graphs_on_inductor": []}
+_SEEN: dict[str, Any] = {
+    "partitions": 0,
+    "outside": set(),
+    "ops": set(),
+    "failed_partitions": [],
+    "graphs_on_inductor": [],
+}
 _INSTRUMENTED: list[str] = []  # "ok", or why the report is unavailable
 
 
 def _aten_ops(gm: Any) -> set[str]:
     import torch
 
-    return {n.target._schema.name for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)}
+    return {
+        n.target._schema.name
+        for n in gm.graph.nodes
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+    }
 
 
 def _one_line(exc: BaseException | None) -> str:
     if exc is None:
         return "unknown"
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    failed = [ln for ln in lines if "failed for" in ln.lower()]  # OpenVINO's "-- Conversion is failed for: aten.cat.default"
+    failed = [
+        ln for ln in lines if "failed for" in ln.lower()
+    ]  # OpenVINO's "-- Conversion is failed for: aten.cat.default"
     pick = failed[-1] if failed else (lines[0] if lines else "")
     return f"{type(exc).__name__}: {pick}"[:300]
 
@@ -118,7 +140,11 @@ def _instrument() -> None:
         from openvino.frontend.pytorch.torchdynamo import execute as ov_execute
         from openvino.frontend.pytorch.torchdynamo.partition import Partitioner
 
-        make_partitions, openvino_execute, compile_fx = Partitioner.make_partitions, ov_execute.openvino_execute, ov_backend.compile_fx
+        make_partitions, openvino_execute, compile_fx = (
+            Partitioner.make_partitions,
+            ov_execute.openvino_execute,
+            ov_backend.compile_fx,
+        )
     except (ImportError, AttributeError) as exc:
         _INSTRUMENTED.append(f"unavailable: {type(exc).__name__}: {exc}"[:200])
         return

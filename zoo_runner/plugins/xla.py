@@ -32,6 +32,7 @@ line with that command.
   graph to torch_xla's dynamo bridge, which runs nodes XLA cannot lower outside the XLA graphs,
   eagerly (and they count as above). Only for the ``xla`` device.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -87,7 +88,7 @@ def aten_name(counter: str) -> str | None:
     ``aten::searchsorted.Tensor`` -> ``aten::searchsorted``; ``xla::mm``, ``MarkStep`` -> None."""
     if not counter.startswith("aten::"):
         return None
-    op = counter[len("aten::"):].split(".")[0]
+    op = counter[len("aten::") :].split(".")[0]
     return f"aten::{op}" if op else None
 
 
