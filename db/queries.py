@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import datetime as _dt
+import os as _os
+import re as _re
+import threading as _threading
+import time as _time
+from collections import OrderedDict as _OrderedDict
 from dataclasses import asdict, dataclass, field
+from functools import wraps as _wraps
 from typing import Any
 
-from sqlalchemy import case, func, literal, or_, select
+from sqlalchemy import and_, case, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from zoo_runner.exceptions import BadInput
 from zoo_runner.statuses import ALL_STATUSES, NO_VALID_REFERENCE, PASSING
 
-from .models import Model, Result, Snapshot, SnapshotEntry
+from .models import Model, Report, Result, Snapshot, SnapshotEntry
 from .rows import judged_precision as judged_precision  # re-exported: a read
 from .rows import result_dict as result_dict  # re-exported: a read
 from .weeks import previous_week, week_minus
@@ -253,18 +260,6 @@ def model_with_latest(session: Session, limit: int = 200) -> list[tuple[Model, d
 # Every function here backs one API endpoint (see api/routes/*), so every number a page or the
 # report shows can be fetched by a user through the API.
 # ---------------------------------------------------------------------------------------------
-import datetime as _dt
-import os as _os
-import re as _re
-import threading as _threading
-import time as _time
-from collections import OrderedDict as _OrderedDict
-from functools import wraps as _wraps
-
-from sqlalchemy import and_
-
-from .models import Report
-
 GROUP_COLUMNS = {"task": Result.task, "library": Result.library, "architecture": Result.architecture}
 ATEN_OP = _re.compile(r"\baten(?:::|\.)([A-Za-z0-9_]+)")
 SINGLE_OP_ERROR_STATUSES = ("compile_error", "runtime_error")
@@ -636,8 +631,9 @@ def failure_clusters(
     signature (the status itself where a result has none), by downloads."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
     out: dict[str, Any] = {
-        "backend": backend, "tier": tier, "week": week, "precision": precision_label(precision), "failing_models": 0, "failing_downloads": 0,
-        "new_models": 0, "new_downloads": 0, "known_models": 0, "known_downloads": 0, "expired_models": 0, "items": [], "total": 0,
+        "backend": backend, "tier": tier, "week": week, "precision": precision_label(precision),
+        "failing_models": 0, "failing_downloads": 0, "new_models": 0, "new_downloads": 0,
+        "known_models": 0, "known_downloads": 0, "expired_models": 0, "items": [], "total": 0,
     }  # fmt: skip
     if backend is None or week is None:
         return out
@@ -977,7 +973,8 @@ def precision_line(item: dict[str, Any]) -> str:
     rows, 3 strict fp32`` (strict fp32: would also meet the fp32 budget)."""
     words = SOURCE_WORDS.get(item["source"], item["source"])
     verb = "judged at" if item["declared"] else "also judged at"
-    line = f"{item['backend']} · {item['tier']}: {verb} {item['precision']} ({words}); {item['rows']} row{'s' if item['rows'] != 1 else ''}"
+    rows = f"{item['rows']} row{'s' if item['rows'] != 1 else ''}"
+    line = f"{item['backend']} · {item['tier']}: {verb} {item['precision']} ({words}); {rows}"
     if item["precision"] != "fp32":
         line += f", {item['strict_fp32']} strict fp32"
     return line
