@@ -39,7 +39,8 @@ def _with_csp(page: HTMLResponse) -> HTMLResponse:
     html = bytes(page.body).decode()
     csp = (
         f"default-src 'self'; script-src 'self' {_inline_script_hashes(html)}; style-src 'self' 'unsafe-inline'; "
-        "img-src 'self' data:; worker-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+        "img-src 'self' data:; worker-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; "
+        "frame-ancestors 'none'"
     )
     return HTMLResponse(html, headers={"Content-Security-Policy": csp})
 

@@ -226,7 +226,10 @@ class BodyLimit:
 # The dashboard: its own scripts and styles only (Chart.js is vendored; its charts' data sit in
 # <script type="application/json"> blocks, which are not executed); style attributes stay
 # allowed (bar widths and chart heights are set inline), scripts cannot be injected.
-PAGE_CSP = "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 API_CSP = "default-src 'none'; frame-ancestors 'none'"  # JSON, CSV, markdown: nothing to load
 SECURITY_HEADERS = [
     (b"x-content-type-options", b"nosniff"),

@@ -58,7 +58,8 @@ class ResultOut(BaseModel):
     duration_s: float | None = None
     details: dict[str, Any] = Field(
         default_factory=dict,
-        description="what the engine recorded besides the SPEC's fields: precision_source (plugin, flag or default), strict_fp32, sandbox, reference_cache, ...",
+        description="what the engine recorded besides the SPEC's fields: precision_source (plugin, flag or default), "
+        "strict_fp32, sandbox, reference_cache, ...",
     )
     week: str | None = None
 
@@ -115,7 +116,8 @@ class CoverageOut(BaseModel):
     harness_weighted: float | None
     precision: str = Field(
         "declared",
-        description="the precision scope: `declared` (each backend's own compute precision) or the one asked for with `precision=`",
+        description="the precision scope: `declared` (each backend's own compute precision) or the one asked for with "
+        "`precision=`",
     )
 
 

@@ -76,7 +76,8 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
         fails = queries.failure_clusters(s, backend=backend, tier="tiny", limit=5, precision=precision)
     how = "its declared precision" if requested == "declared" else f"--precision {requested}"
     out = [
-        f"== {backend} at {precision} ({how}), top {run['top']} models, {run.get('jobs', '?')} jobs; {run.get('machine', '')}"
+        f"== {backend} at {precision} ({how}), top {run['top']} "
+        f"models, {run.get('jobs', '?')} jobs; {run.get('machine', '')}"
     ]
     walls = run["walls_s"]
     out.append(
@@ -94,7 +95,8 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
     )
     for name, num, den, by_count, by_dl in rows:
         out.append(
-            f"  {name:<10} by count {_pct(by_count)} ({cov[num]}/{cov[den]}), by downloads {_pct(by_dl)} ({cov[num + '_downloads']:,}/{cov[den + '_downloads']:,})"
+            f"  {name:<10} by count {_pct(by_count)} ({cov[num]}/{cov[den]}), by downloads "
+            f"{_pct(by_dl)} ({cov[num + '_downloads']:,}/{cov[den + '_downloads']:,})"
         )
     out.append("  statuses: " + ", ".join(f"{k} {v}" for k, v in sorted((cov.get("status_counts") or {}).items()) if v))
     items = gaps.get("items") or []

@@ -110,7 +110,8 @@ def report(rows: dict[str, dict], census: dict[str, set[str]], wall: float, head
     share = len(valid) / len(attempted) if attempted else 0.0
     out += [
         "",
-        f"overall: {len(valid)}/{len(attempted)} attempted classes have a valid reference ({share:.1%}); {len(skipped)} skipped (need a package Zoo does not install)",
+        f"overall: {len(valid)}/{len(attempted)} attempted classes have a valid reference "
+        f"({share:.1%}); {len(skipped)} skipped (need a package Zoo does not install)",
         "",
     ]
     clusters: dict[str, list[str]] = collections.defaultdict(list)

@@ -63,7 +63,8 @@ def bench_enqueue(n: int, redis_db: int, sample: int) -> list[str]:
         mem = r.info("memory").get("used_memory_human")
         r.delete("cpu")
         lines.append(
-            f"enqueue: {n:,} tasks in {dt_fast:.2f} s = {n / dt_fast:,.0f} tasks/s (pipelined, batches of 2,000; queue depth {depth:,}, redis memory {mem})"
+            f"enqueue: {n:,} tasks in {dt_fast:.2f} s = {n / dt_fast:,.0f} tasks/s "
+            f"(pipelined, batches of 2,000; queue depth {depth:,}, redis memory {mem})"
         )
 
         with app.producer_or_acquire() as producer:
@@ -74,7 +75,8 @@ def bench_enqueue(n: int, redis_db: int, sample: int) -> list[str]:
             dt_plain = time.perf_counter() - t0
         assert r.llen("cpu") == sample
         lines.append(
-            f"         for comparison, Celery apply_async one by one: {sample:,} tasks in {dt_plain:.2f} s = {sample / dt_plain:,.0f} tasks/s"
+            f"         for comparison, Celery apply_async one by one: {sample:,} "
+            f"tasks in {dt_plain:.2f} s = {sample / dt_plain:,.0f} tasks/s"
         )
     finally:
         r.flushdb()
@@ -135,7 +137,9 @@ def bench_ingest(n: int, database_url: str | None) -> list[str]:
             t0 = time.perf_counter()
             a, b = synthesize(SNAPSHOT_CSV, n, path)
             lines.append(
-                f"ingest: synthesized {n:,} entries in {time.perf_counter() - t0:.1f} s ({path.stat().st_size / 1e6:.0f} MB CSV; downloads = {a:.3g} x rank^-{b:.3f}, fitted on the shared top 1,000)"
+                f"ingest: synthesized {n:,} entries in {time.perf_counter() - t0:.1f} s "
+                f"({path.stat().st_size / 1e6:.0f} MB CSV; downloads = "
+                f"{a:.3g} x rank^-{b:.3f}, fitted on the shared top 1,000)"
             )
             times = []
             for label in ("first sync (insert)", "second sync (update)"):
@@ -151,7 +155,8 @@ def bench_ingest(n: int, database_url: str | None) -> list[str]:
             n_entries = s.execute(text("SELECT count(*) FROM snapshot_entries")).scalar()
         dialect = get_engine(database_url).dialect.name
         lines.append(
-            f"        {dialect}: {n_models:,} models, {n_snaps} dated snapshots, {n_entries:,} snapshot entries (downloads history)"
+            f"        {dialect}: {n_models:,} models, {n_snaps} dated "
+            f"snapshots, {n_entries:,} snapshot entries (downloads history)"
         )
         get_engine(database_url).dispose()
     finally:
@@ -162,7 +167,8 @@ def bench_ingest(n: int, database_url: str | None) -> list[str]:
             with admin.connect() as c:
                 c.execute(
                     text(
-                        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{own_db}' AND pid <> pg_backend_pid()"
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        f"WHERE datname = '{own_db}' AND pid <> pg_backend_pid()"
                     )
                 )
                 c.execute(text(f'DROP DATABASE IF EXISTS "{own_db}"'))
@@ -205,7 +211,7 @@ def bench_dedup(csv_path: Path, tier: str, threads: int, stop) -> list[str]:
     fps = Counter()
     dl = Counter()
     refused = unplanned = 0
-    for (mid, downloads), (sha, fp, cacheable) in plans:
+    for (_mid, downloads), (_sha, fp, cacheable) in plans:
         if fp:
             fps[fp] += 1
             dl[fp] += downloads
@@ -215,9 +221,12 @@ def bench_dedup(csv_path: Path, tier: str, threads: int, stop) -> list[str]:
             unplanned += 1
     planned = sum(fps.values())
     lines = [
-        f"dedup: {len(rows):,} models of the shared snapshot planned in {elapsed:.0f} s ({threads} threads, {tier} tier, through the Hub stand-in)",
-        f"       {planned} with a plan, {len(fps)} distinct fingerprints: dedup factor {planned / max(1, len(fps)):.2f} "
-        f"({planned - len(fps)} model runs saved per backend and week); {refused} refused by policy, {unplanned} without a plan",
+        f"dedup: {len(rows):,} models of the shared snapshot planned in "
+        f"{elapsed:.0f} s ({threads} threads, {tier} tier, through the Hub stand-in)",
+        f"       {planned} with a plan, {len(fps)} distinct "
+        f"fingerprints: dedup factor {planned / max(1, len(fps)):.2f} "
+        f"({planned - len(fps)} model runs saved per backend and "
+        f"week); {refused} refused by policy, {unplanned} without a plan",
     ]
     top = [(n, fp) for fp, n in fps.most_common(5) if n > 1]
     if top:

@@ -168,7 +168,8 @@ def render(rows, wall: float, args) -> str:
             slow.append((dt, e.model_id, r.get("architecture")))
     n = len(rows)
     out = [
-        f"Harness benchmark — tier {args.tier}, backend {args.backend}, {n} models from {Path(args.csv).name}, {args.jobs} jobs, wall {wall:.0f}s",
+        f"Harness benchmark — tier {args.tier}, backend {args.backend}, {n} "
+        f"models from {Path(args.csv).name}, {args.jobs} jobs, wall {wall:.0f}s",
         _versions(),
         "",
     ]
@@ -182,10 +183,13 @@ def render(rows, wall: float, args) -> str:
     ]
     if durations:
         out.append(
-            f"time per model process: median {statistics.median(durations):.1f}s, mean {statistics.mean(durations):.1f}s, max {max(durations):.1f}s; wall per catalog model {wall / max(n, 1):.2f}s"
+            f"time per model process: median {statistics.median(durations):.1f}s, mean "
+            f"{statistics.mean(durations):.1f}s, max {max(durations):.1f}s; "
+            f"wall per catalog model {wall / max(n, 1):.2f}s"
         )
     out.append(
-        f"dedup: {ran} model processes for {ran + deduped} validated models (factor {(ran + deduped) / max(ran, 1):.2f})"
+        f"dedup: {ran} model processes for {ran + deduped} validated "
+        f"models (factor {(ran + deduped) / max(ran, 1):.2f})"
     )
     out += ["", "slowest builders:"] + [
         f"  {dt:6.1f}s {mid} ({arch})" for dt, mid, arch in sorted(slow, reverse=True)[:8]

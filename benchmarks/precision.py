@@ -180,13 +180,16 @@ def report(rows: list[dict], failed: list[tuple[str, str]], wall: float, header:
     invariant = [r for r in rows if r["attention"] and r["caught_fp32"] is None]
     out = [header, f"bf16 factor (zoo_runner.precision.FACTORS): {f:g}; wall {wall:.0f}s", ""]
     out.append(
-        f"{'architecture':<40} {'bf16 err':>9} {'bf16-only':>9} {'bug min':>8} {'(which)':<16} {'att25':>7} {'margin lo':>9} {'margin hi':>9} {'caught@bf16':>11} {'caught@fp32':>11} {'separated':>9}"
+        f"{'architecture':<40} {'bf16 err':>9} {'bf16-only':>9} {'bug min':>8} {'(which)':<16} {'att25':>7} "
+        f"{'margin lo':>9} {'margin hi':>9} {'caught@bf16':>11} {'caught@fp32':>11} {'separated':>9}"
     )
     for r in attn:
         bug, (_, ratio) = min(r["bugs"].items(), key=lambda kv: kv[1][1])
         att25 = r["bugs"]["attention_25pct"][1]
         out.append(
-            f"{r['arch']:<40} {r['bf16_err']:>9.2e} {r['bf16_only']:>9.3f} {ratio:>8.2f} {bug:<16} {att25:>7.2f} {f / max(r['bf16_only'], 1e-12):>8.1f}x {att25 / f:>8.1f}x {_pct(r['caught_bf16']):>11} {_pct(r['caught_fp32']):>11} {'yes' if _separated(r, f) else 'NO':>9}"
+            f"{r['arch']:<40} {r['bf16_err']:>9.2e} {r['bf16_only']:>9.3f} {ratio:>8.2f} {bug:<16} "
+            f"{att25:>7.2f} {f / max(r['bf16_only'], 1e-12):>8.1f}x {att25 / f:>8.1f}x "
+            f"{_pct(r['caught_bf16']):>11} {_pct(r['caught_fp32']):>11} {'yes' if _separated(r, f) else 'NO':>9}"
         )
     out.append("")
     n = len(attn)
@@ -199,7 +202,8 @@ def report(rows: list[dict], failed: list[tuple[str, str]], wall: float, header:
     least_att = min((r["bugs"]["attention_25pct"][1] for r in attn), default=float("nan"))
     out.append(f"architectures with attention: {n}")
     out.append(
-        f"bf16-only backend: passes at bf16 on {ok_only}/{n}; a mismatch at fp32 on {fp32_caught}/{n}; worst ratio {worst_only:.3f}"
+        f"bf16-only backend: passes at bf16 on {ok_only}/{n}; a mismatch "
+        f"at fp32 on {fp32_caught}/{n}; worst ratio {worst_only:.3f}"
     )
     out.append(
         "bugs caught at bf16 (of the architectures each bug changes): "
@@ -210,12 +214,17 @@ def report(rows: list[dict], failed: list[tuple[str, str]], wall: float, header:
             out.append(f"bf16-only backend a mismatch on {r['arch']}: {r['why'][0] if r['why'] else '?'}")
     apart = [r for r in attn if not _separated(r, f)]
     out.append(
-        f"separation (bf16-only passes and the 25% attention bug is a mismatch, both at bf16): {n - len(apart)}/{n} rows; worst bf16-only ratio {worst_only:.3f}, least 25% attention ratio {least_att:.2f}, factor {f:g}"
+        "separation (bf16-only passes and the 25% attention bug is a mismatch, "
+        f"both at bf16): {n - len(apart)}/{n} rows; worst bf16-only ratio "
+        f"{worst_only:.3f}, least 25% attention ratio {least_att:.2f}, factor {f:g}"
     )
     for r in apart:
         out.append(
-            f"  not separated: {r['arch']}: bf16-only {r['bf16_only']:.3f} ({'a mismatch' if r['bf16_only_caught'] else 'passes'}), 25% attention {r['bugs']['attention_25pct'][1]:.2f} "
-            f"({'caught' if r['bugs']['attention_25pct'][0] else 'not caught'}); the CPU bf16 reference is itself {r['bf16_err']:.1%} off fp64"
+            f"  not separated: {r['arch']}: bf16-only {r['bf16_only']:.3f} "
+            f"({'a mismatch' if r['bf16_only_caught'] else 'passes'}), "
+            f"25% attention {r['bugs']['attention_25pct'][1]:.2f} "
+            f"({'caught' if r['bugs']['attention_25pct'][0] else 'not caught'}); "
+            f"the CPU bf16 reference is itself {r['bf16_err']:.1%} off fp64"
         )
     for label, key in (("bf16", "caught_bf16"), ("fp32", "caught_fp32")):
         counts = {_pct(s): sum(r[key] == s for r in attn) for s in (*SCALES, None)}
@@ -224,12 +233,15 @@ def report(rows: list[dict], failed: list[tuple[str, str]], wall: float, header:
         )
     for r in unresolvable:
         out.append(
-            f"below bf16's resolution, not in the table: {r['arch']}: the CPU bf16 reference is itself {r['bf16_err']:.1%} off fp64 and attention scaled by 25% "
-            f"lands at {r['bugs']['attention_25pct'][1]:.2f}x that error (bf16-only backend {r['bf16_only']:.3f}x); caught at fp32 from {_pct(r['caught_fp32'])}"
+            f"below bf16's resolution, not in the table: {r['arch']}: the CPU bf16 "
+            f"reference is itself {r['bf16_err']:.1%} off fp64 and attention scaled by 25% "
+            f"lands at {r['bugs']['attention_25pct'][1]:.2f}x that error (bf16-only "
+            f"backend {r['bf16_only']:.3f}x); caught at fp32 from {_pct(r['caught_fp32'])}"
         )
     if invariant:
         out.append(
-            "attention scaled by 25% is not a mismatch even at fp32 (the model normalises it away, e.g. post-attention norms), not in the table: "
+            "attention scaled by 25% is not a mismatch even at fp32 (the model "
+            "normalises it away, e.g. post-attention norms), not in the table: "
             + ", ".join(r["arch"] for r in invariant)
         )
     skipped = [r["arch"] for r in rows if not r["attention"]]
@@ -257,7 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     import transformers
     from tqdm import tqdm
 
-    header = f"Precision benchmark — tier tiny, {args.archs} builtin architectures, torch {torch.__version__}, transformers {transformers.__version__}\n{machine()}"
+    header = (
+        f"Precision benchmark — tier tiny, {args.archs} builtin architectures, torch "
+        f"{torch.__version__}, transformers {transformers.__version__}\n{machine()}"
+    )
     rows, failed = [], []
     t0 = time.perf_counter()
     for arch in tqdm(_archs(args.archs), desc="architectures", unit="arch"):

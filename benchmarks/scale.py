@@ -195,10 +195,12 @@ def main(argv: list[str] | None = None) -> int:
 
     say(f"# Zoo scale benchmark — {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     say(
-        f"host: {platform.node()} · {os.cpu_count()} CPUs · Python {platform.python_version()} · load {os.getloadavg()[0]:.1f} at start"
+        f"host: {platform.node()} · {os.cpu_count()} CPUs · Python "
+        f"{platform.python_version()} · load {os.getloadavg()[0]:.1f} at start"
     )
     say(
-        f"data: {a.models:,} models × {a.weeks} weeks × {len(a.backends.split(','))} backend(s) ({a.backends}) = {a.models * a.weeks * len(a.backends.split(',')):,} results"
+        f"data: {a.models:,} models × {a.weeks} weeks × {len(a.backends.split(','))} backend(s) "
+        f"({a.backends}) = {a.models * a.weeks * len(a.backends.split(',')):,} results"
     )
     admin = None
     db_name = None
@@ -229,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                 n = seed(models=a.models, weeks=a.weeks, backends=a.backends.split(","), progress=bar.update)
             seed_s = time.perf_counter() - t
             say(
-                f"seed (COPY, with indexes, then VACUUM ANALYZE): {n:,} results in {seed_s:.0f} s ({n / seed_s:,.0f} results/s)"
+                f"seed (COPY, with indexes, then VACUUM ANALYZE): {n:,} "
+                f"results in {seed_s:.0f} s ({n / seed_s:,.0f} results/s)"
             )
         eng = create_engine(
             url.replace("postgresql://", "postgresql+psycopg://") if url.startswith("postgresql://") else url
@@ -263,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
             report_s = time.perf_counter() - t
             assert rep.returncode == 0, rep.stderr[-2000:]
             say(
-                f"weekly report (`zoo report --format md`, fresh process, cold caches, {len(rep.stdout):,} chars): {report_s:.1f} s"
+                "weekly report (`zoo report --format md`, fresh process, "
+                f"cold caches, {len(rep.stdout):,} chars): {report_s:.1f} s"
             )
             t = time.perf_counter()
             rep = subprocess.run(
@@ -279,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             assert rep.returncode == 0, rep.stderr[-2000:]
             say(
-                f"weekly report stored for every backend of the week (Celery beat's task, fresh process): {time.perf_counter() - t:.1f} s"
+                "weekly report stored for every backend of the week (Celery "
+                f"beat's task, fresh process): {time.perf_counter() - t:.1f} s"
             )
 
         port = 18000 + random.randint(0, 999)
@@ -329,24 +334,30 @@ def main(argv: list[str] | None = None) -> int:
         proc.join()
         say()
         say(
-            f"API: uvicorn × {a.workers} worker(s), load from a separate process; open loop at {a.rate:.0f} req/s for {a.duration:.0f} s, closed loop with {a.concurrency} clients for {a.duration:.0f} s"
+            f"API: uvicorn × {a.workers} worker(s), load from a separate process; open loop at {a.rate:.0f} "
+            f"req/s for {a.duration:.0f} s, closed loop with {a.concurrency} clients for {a.duration:.0f} s"
         )
         say(
-            "(cold: first request after start, empty query cache; then 3 s of unmeasured warm-up; /coverage and /ops/gaps are then served from each worker's query cache, keyed by the data version)"
+            "(cold: first request after start, empty query cache; then 3 s of unmeasured warm-up; /coverage "
+            "and /ops/gaps are then served from each worker's query cache, keyed by the data version)"
         )
         say()
         say(
-            f"| endpoint | cold ms | open loop: ok req/s | p50 ms | p99 ms | errors | dropped (>{MAX_IN_FLIGHT} in flight) | closed loop: ok req/s | p50 ms | p99 ms | errors |"
+            "| endpoint | cold ms | open loop: ok req/s | p50 ms | p99 ms | errors | dropped "
+            f"(>{MAX_IN_FLIGHT} in flight) | closed loop: ok req/s | p50 ms | p99 ms | errors |"
         )
         say("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name, r in res.items():
             o, c = r["open"], r["closed"]
             say(
-                f"| {name} | {r['cold_ms']:.0f} | {o['rps']:.0f} | {o['p50_ms']:.1f} | {o['p99_ms']:.1f} | {o['errors']} | {o['dropped']} | {c['rps']:.0f} | {c['p50_ms']:.1f} | {c['p99_ms']:.1f} | {c['errors']} |"
+                f"| {name} | {r['cold_ms']:.0f} | {o['rps']:.0f} | {o['p50_ms']:.1f} "
+                f"| {o['p99_ms']:.1f} | {o['errors']} | {o['dropped']} | {c['rps']:.0f} "
+                f"| {c['p50_ms']:.1f} | {c['p99_ms']:.1f} | {c['errors']} |"
             )
         say()
         say(
-            f"load average at the end: {os.getloadavg()[0]:.1f} (2-core machine shared with other jobs: numbers are pessimistic)"
+            f"load average at the end: {os.getloadavg()[0]:.1f} (2-core "
+            "machine shared with other jobs: numbers are pessimistic)"
         )
     finally:
         if server is not None:
@@ -362,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
             with admin.connect() as c:
                 c.execute(
                     text(
-                        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db_name}' AND pid <> pg_backend_pid()"
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        f"WHERE datname = '{db_name}' AND pid <> pg_backend_pid()"
                     )
                 )
                 c.execute(text(f'DROP DATABASE IF EXISTS "{db_name}"'))

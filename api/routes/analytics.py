@@ -36,7 +36,8 @@ def op_gaps(session: SessionDep, scope: ScopeDep, limit: int = Query(50, ge=1, l
 
     Op names are compared without their overload (`aten::add.Tensor` is `aten::add`). Ops are
     ranked by `unlocked_downloads` (those models' downloads in catalog snapshot `snapshot`, by
-    default the newest one holding models with results); `affected_*` counts every model whose fallback ops or error name the op at all."""
+    default the newest one holding models with results); `affected_*` counts every model whose
+    fallback ops or error name the op at all."""
     data = queries.op_gaps(
         session,
         backend=scope.backend,

@@ -57,7 +57,7 @@ def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAcc
                 ids, body.backend, body.tier, run_id=run.id, timeout=body.timeout, precision=body.precision
             )
         except Exception as exc:  # BrokerUnavailable and friends: one clear line
-            raise HTTPException(503, detail=str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__)
+            raise HTTPException(503, detail=str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__) from exc
     return ValidationAccepted(
         run_id=run.id,
         status="queued" if broker else "recorded",
