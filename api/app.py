@@ -74,8 +74,8 @@ def create_app() -> FastAPI:
             headers={"Retry-After": "1"},
         )
 
-    from dashboards.pages import HERE as DASHBOARDS
     from dashboards.pages import router as pages_router
+    from dashboards.templating import HERE as DASHBOARDS
 
     mount_docs(app)  # /docs, /redoc and /static/docs (before /static)
     install_openapi(app)

@@ -3,13 +3,11 @@ on a page has an API call behind it, linked on the page next to it ("as JSON" / 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy.orm import Session
 
 from db import queries
@@ -20,36 +18,9 @@ from services import model_list, reports
 from services.reports import api_url as api
 from zoo_runner.statuses import ALL_STATUSES, PASSING
 
-from .report import CHART_JS, _delta, _pct, _versions
+from .format import p100
+from .templating import PALETTE, STATUS_COLORS, report_context, templates
 
-HERE = Path(__file__).parent
-templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
-STATUS_COLORS = {
-    "pass": "#2e9e6a",
-    "pass_with_fallback": "#9cc94a",
-    "mismatch": "#e0524a",
-    "compile_error": "#f08c2e",
-    "runtime_error": "#f5b041",
-    "crash": "#b04aa8",
-    "timeout": "#8e6bbf",
-    "oom": "#d17fc7",
-    "reference_error": "#9aa3ad",
-    "unsupported": "#c5cbd3",
-}
-PALETTE = ["#1f6fb2", "#e07b39", "#2e9e6a", "#b04aa8", "#c9a227", "#4aa3b0", "#7a7a7a", "#d1495b"]
-
-
-def pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def num(x: Any) -> str:
-    return "" if x is None else f"{int(x):,}"
-
-
-templates.globals.update(
-    pct=pct, num=num, api=api, quote=quote, CHART_JS=CHART_JS, STATUS_COLORS=STATUS_COLORS, versions=_versions
-)
 router = APIRouter(include_in_schema=False)
 SessionDep = Annotated[Session, Depends(get_session)]  # the same dependency as the API's: one session per request
 WEEK = Query(None, pattern=WEEK_PATTERN)
@@ -79,9 +50,7 @@ def grid_key(r: Any) -> str:
     return f"{key}@{r.precision}" if r.precision_source == "flag" else key
 
 
-templates.globals.update(
-    precision_of=precision_of, strict_fp32_of=strict_fp32_of, precision_line=queries.precision_line
-)
+templates.globals.update(precision_of=precision_of, strict_fp32_of=strict_fp32_of)
 
 
 def declared_precisions(session, week: str | None) -> dict[tuple[str, str], str]:
@@ -91,10 +60,6 @@ def declared_precisions(session, week: str | None) -> dict[tuple[str, str], str]
         if p["declared"]:
             out.setdefault((p["backend"], p["tier"]), []).append(p["precision"])
     return {k: ", ".join(v) for k, v in out.items()}
-
-
-def _p100(x: float | None) -> float | None:
-    return None if x is None else round(100 * x, 2)
 
 
 def _scope_ctx(session, cov) -> dict[str, Any]:
@@ -108,7 +73,7 @@ def trend_chart(history: list, field: str = "functional_weighted", title: str = 
     weeks = sorted({h.week for h in history})
     series: dict[str, dict[str, float | None]] = {}
     for h in history:
-        series.setdefault(f"{h.backend} · {h.tier}", {})[h.week] = _p100(h.rates[field])
+        series.setdefault(f"{h.backend} · {h.tier}", {})[h.week] = p100(h.rates[field])
     datasets = [
         {
             "label": k,
@@ -406,7 +371,7 @@ def backends_page(session: SessionDep, week: str | None = WEEK) -> HTMLResponse:
             "datasets": [
                 {
                     "label": f"{c.backend} · {c.tier}",
-                    "data": [_p100(c.rates[k]) for k, _ in metrics],
+                    "data": [p100(c.rates[k]) for k, _ in metrics],
                     "backgroundColor": PALETTE[i % len(PALETTE)],
                 }
                 for i, c in enumerate(covs)
@@ -434,56 +399,6 @@ def backends_page(session: SessionDep, week: str | None = WEEK) -> HTMLResponse:
         by_scope=by_scope,
         api_url=api("/backends", week=week),
     )
-
-
-def report_context(rep: dict[str, Any]) -> dict[str, Any]:
-    hist = rep.get("history") or []
-    trend = {
-        "type": "line",
-        "data": {
-            "labels": [h["week"] for h in hist],
-            "datasets": [
-                {
-                    "label": "functional, by downloads",
-                    "data": [_p100(h["functional_weighted"]) for h in hist],
-                    "borderColor": PALETTE[0],
-                    "backgroundColor": PALETTE[0],
-                },
-                {
-                    "label": "strict, by downloads",
-                    "data": [_p100(h["strict_weighted"]) for h in hist],
-                    "borderColor": PALETTE[1],
-                    "backgroundColor": PALETTE[1],
-                },
-                {
-                    "label": "harness, by downloads",
-                    "data": [_p100(h["harness_weighted"]) for h in hist],
-                    "borderColor": PALETTE[2],
-                    "backgroundColor": PALETTE[2],
-                },
-            ],
-        },
-        "options": {
-            "scales": {"y": {"min": 0, "max": 100, "title": {"display": True, "text": "%"}}},
-            "plugins": {"legend": {"position": "bottom"}},
-        },
-    }
-    gaps = (rep.get("op_gaps") or {}).get("items", [])[:10]
-    gap_chart = {
-        "type": "bar",
-        "data": {
-            "labels": [e["op"] for e in gaps],
-            "datasets": [
-                {
-                    "label": "downloads unlocked",
-                    "data": [e["unlocked_downloads"] for e in gaps],
-                    "backgroundColor": STATUS_COLORS["compile_error"],
-                }
-            ],
-        },
-        "options": {"indexAxis": "y", "plugins": {"legend": {"display": False}}},
-    }
-    return {"rep": rep, "pct": _pct, "delta": _delta, "trend": trend, "gap_chart": gap_chart}
 
 
 @router.get("/reports", response_class=HTMLResponse)

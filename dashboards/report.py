@@ -6,41 +6,14 @@ each section prints the API query behind its numbers (``rep["queries"]``).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from db import queries
 from services import reports
 from services.reports import api_url
 
-CHART_JS = "chart-4.5.1.umd.min.js"
-STATIC = Path(__file__).parent / "static"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
-
-
-def _delta(cur: float | None, prev: float | None) -> str:
-    if cur is None or prev is None:
-        return ""
-    d = 100 * (cur - prev)
-    return f" ({'+' if d >= 0 else ''}{d:.1f} pts vs last week)"
-
-
-def _bar(x: float | None, width: int = 20) -> str:
-    if x is None:
-        return ""
-    n = round(max(0.0, min(1.0, x)) * width)
-    return "█" * n + "░" * (width - n)
-
-
-def _esc(s: Any) -> str:
-    return str(s if s is not None else "").replace("|", "\\|").replace("\n", " ")
-
-
-def _versions(changed: dict[str, list]) -> str:
-    return ", ".join(f"{k} {a or '∅'} → {b or '∅'}" for k, (a, b) in changed.items()) or "no version change"
+from .format import bar, delta, md_escape, pct, versions
+from .templating import CHART_JS, STATIC, report_context, templates
 
 
 def render_markdown(rep: dict[str, Any]) -> str:
@@ -53,14 +26,14 @@ def render_markdown(rep: dict[str, Any]) -> str:
         "",
         "## Headline",
         "",
-        f"**Download-weighted functional coverage: {_pct(c['functional_weighted'])}**{_delta(c['functional_weighted'], p.get('functional_weighted'))} "
+        f"**Download-weighted functional coverage: {pct(c['functional_weighted'])}**{delta(c['functional_weighted'], p.get('functional_weighted'))} "
         f"— {c['passing_downloads']:,} of {c['valid_reference_downloads']:,} downloads with a valid reference.",
         "",
         "| metric | by count | numerator / denominator | by downloads | numerator / denominator | Δ by downloads |",
         "|---|---:|---:|---:|---:|---:|",
-        f"| functional | {_pct(c['functional'])} | {c['passing']} / {c['valid_reference']} | {_pct(c['functional_weighted'])} | {c['passing_downloads']:,} / {c['valid_reference_downloads']:,} | {_delta(c['functional_weighted'], p.get('functional_weighted')).strip(' ()')} |",
-        f"| strict | {_pct(c['strict_rate'])} | {c['strict']} / {c['valid_reference']} | {_pct(c['strict_weighted'])} | {c['strict_downloads']:,} / {c['valid_reference_downloads']:,} | {_delta(c['strict_weighted'], p.get('strict_weighted')).strip(' ()')} |",
-        f"| harness | {_pct(c['harness'])} | {c['valid_reference']} / {c['attempted']} | {_pct(c['harness_weighted'])} | {c['valid_reference_downloads']:,} / {c['attempted_downloads']:,} | {_delta(c['harness_weighted'], p.get('harness_weighted')).strip(' ()')} |",
+        f"| functional | {pct(c['functional'])} | {c['passing']} / {c['valid_reference']} | {pct(c['functional_weighted'])} | {c['passing_downloads']:,} / {c['valid_reference_downloads']:,} | {delta(c['functional_weighted'], p.get('functional_weighted')).strip(' ()')} |",
+        f"| strict | {pct(c['strict_rate'])} | {c['strict']} / {c['valid_reference']} | {pct(c['strict_weighted'])} | {c['strict_downloads']:,} / {c['valid_reference_downloads']:,} | {delta(c['strict_weighted'], p.get('strict_weighted')).strip(' ()')} |",
+        f"| harness | {pct(c['harness'])} | {c['valid_reference']} / {c['attempted']} | {pct(c['harness_weighted'])} | {c['valid_reference_downloads']:,} / {c['attempted_downloads']:,} | {delta(c['harness_weighted'], p.get('harness_weighted')).strip(' ()')} |",
         "",
         f"Query: `GET {qs.get('headline', '/api/v1/coverage')}` (last week: `GET {qs.get('previous', '')}`)",
     ]
@@ -76,7 +49,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         ]
         for h in hist:
             lines.append(
-                f"| {h['week']} | {_pct(h['functional_weighted'])} | `{_bar(h['functional_weighted'])}` | {_pct(h['strict_weighted'])} | {h['attempted']} |"
+                f"| {h['week']} | {pct(h['functional_weighted'])} | `{bar(h['functional_weighted'])}` | {pct(h['strict_weighted'])} | {h['attempted']} |"
             )
         lines += ["", f"Query: `GET {qs.get('history', '')}`"]
     lines += ["", "## Status counts", "", "| status | models |", "|---|---:|"]
@@ -95,7 +68,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
             ]
             for i in t["items"][:25]:
                 lines.append(
-                    f"| {i['model_id']} | {i['downloads']:,} | {i['status_before']} → {i['status_now']} | {_esc(_versions(i['changed_versions']))} | {_esc((i.get('error_signature') or '')[:100])} |"
+                    f"| {i['model_id']} | {i['downloads']:,} | {i['status_before']} → {i['status_now']} | {md_escape(versions(i['changed_versions']))} | {md_escape((i.get('error_signature') or '')[:100])} |"
                 )
         else:
             lines.append("None.")
@@ -111,7 +84,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         for e in g["items"]:
             ex = e["example_models"][0]["model_id"] if e["example_models"] else ""
             lines.append(
-                f"| `{e['op']}` | {e['unlocked_downloads']:,} | {_pct(e['unlocked_share'])} | {e['unlocked_models']} | {e['strict_models']} | {e['functional_models']} | {ex} |"
+                f"| `{e['op']}` | {e['unlocked_downloads']:,} | {pct(e['unlocked_share'])} | {e['unlocked_models']} | {e['strict_models']} | {e['functional_models']} | {ex} |"
             )
     else:
         lines.append("None.")
@@ -129,7 +102,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         ]
         for f in fc["items"]:
             lines.append(
-                f"| {_esc(f['signature'][:140])} | {f['models']} | {f['downloads']:,} | {_known(f)} | {', '.join(e['model_id'] for e in f['example_models'][:3])} |"
+                f"| {md_escape(f['signature'][:140])} | {f['models']} | {f['downloads']:,} | {_known(f)} | {', '.join(e['model_id'] for e in f['example_models'][:3])} |"
             )
     else:
         lines.append("None.")
@@ -153,7 +126,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
     if failing:
         lines += ["| model | status | downloads | error | repro |", "|---|---|---:|---|---|"]
         for f in failing[:50]:
-            err = _esc(f.get("error") or f.get("reason") or "")
+            err = md_escape(f.get("error") or f.get("reason") or "")
             lines.append(
                 f"| {f['model_id']} | {f['status']}{' (' + f['reason'] + ')' if f.get('reason') else ''} | {f['downloads']:,} | {err[:120]} | `{f['repro']}` |"
             )
@@ -178,7 +151,7 @@ def _known(cluster: dict[str, Any]) -> str:
     if not known:
         return "new"
     state = "expired: re-check" if cluster.get("expired") else f"known until {known['expires']}"
-    return f"{state} — {_esc(known['reason'][:100])} ([why]({known['link']}))"
+    return f"{state} — {md_escape(known['reason'][:100])} ([why]({known['link']}))"
 
 
 def _precision_markdown(rep: dict[str, Any]) -> list[str]:
@@ -194,7 +167,7 @@ def _precision_markdown(rep: dict[str, Any]) -> list[str]:
     plines = rep.get("precision_lines")
     if plines is None:  # a report stored before precisions were recorded
         plines = [queries.precision_line(p) for p in rep.get("precision") or []]
-    out += [f"- {_esc(line)}" for line in plines] or [
+    out += [f"- {md_escape(line)}" for line in plines] or [
         "No result says what it was judged at (rows stored before precisions were recorded)."
     ]
     qs = rep.get("queries") or {}
@@ -205,8 +178,6 @@ def _precision_markdown(rep: dict[str, Any]) -> list[str]:
 
 def render_html(rep: dict[str, Any], standalone: bool = True) -> str:
     """The report page; ``standalone`` inlines Chart.js so the file works offline on its own."""
-    from .pages import report_context, templates
-
     inline = (
         {
             "chart_js": (STATIC / CHART_JS).read_text(),

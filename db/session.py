@@ -27,7 +27,9 @@ def database_url() -> str:
     return url
 
 
-def _redact(url: str) -> str:
+def redact_url(url: str) -> str:
+    """The database URL fit to print: its password hidden (``postgresql+psycopg://zoo:***@host/zoo``);
+    the URL unchanged if it cannot be parsed."""
     from sqlalchemy.engine import make_url
 
     try:
@@ -89,11 +91,11 @@ def upgrade(url: str | None = None) -> str:
                     conn.commit()
     except OperationalError as exc:
         raise DatabaseUnavailable(
-            f"database {_redact(url)} is unreachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
+            f"database {redact_url(url)} is unreachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
         ) from exc
     except SQLAlchemyError as exc:
         raise DatabaseUnavailable(
-            f"database {_redact(url)} could not be migrated: {exc.__class__.__name__}: {str(exc).splitlines()[0]}"
+            f"database {redact_url(url)} could not be migrated: {exc.__class__.__name__}: {str(exc).splitlines()[0]}"
         ) from exc
     return ScriptDirectory.from_config(cfg).get_current_head() or ""
 
@@ -121,7 +123,7 @@ def _ensure_schema(url: str) -> None:
             current = MigrationContext.configure(conn).get_current_revision()
     except OperationalError as exc:
         raise DatabaseUnavailable(
-            f"database {_redact(url)} is unreachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
+            f"database {redact_url(url)} is unreachable: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
         ) from exc
     head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
     if current != head:
@@ -146,7 +148,7 @@ def session_scope(url: str | None = None) -> Iterator[Session]:
     except OperationalError as exc:
         session.rollback()
         raise DatabaseUnavailable(
-            f"database {_redact(url)} failed: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
+            f"database {redact_url(url)} failed: {str(exc.orig).strip().splitlines()[0] if exc.orig else exc}"
         ) from exc
     except BaseException:
         session.rollback()

@@ -149,10 +149,10 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    from db.session import _redact, database_url, upgrade
+    from db.session import database_url, redact_url, upgrade
 
     head = upgrade()
-    print(f"database {_redact(database_url())} is at revision {head}")
+    print(f"database {redact_url(database_url())} is at revision {head}")
     return 0
 
 

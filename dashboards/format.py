@@ -1,0 +1,50 @@
+"""How the dashboards print numbers and version changes: the small formatting helpers shared by the
+Markdown report (:mod:`dashboards.report`) and the HTML pages (:mod:`dashboards.templating`,
+:mod:`dashboards.pages`). A leaf module: it imports nothing of the project's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def pct(x: float | None) -> str:
+    """A rate in 0..1 as a percentage with one decimal (``0.1234`` → ``12.3%``); ``n/a`` for None."""
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def delta(cur: float | None, prev: float | None) -> str:
+    """This week's rate against last week's in points (`` (+1.5 pts vs last week)``); empty where
+    either is unknown."""
+    if cur is None or prev is None:
+        return ""
+    d = 100 * (cur - prev)
+    return f" ({'+' if d >= 0 else ''}{d:.1f} pts vs last week)"
+
+
+def bar(x: float | None, width: int = 20) -> str:
+    """A rate in 0..1 as a text bar of ``width`` characters; empty for None."""
+    if x is None:
+        return ""
+    n = round(max(0.0, min(1.0, x)) * width)
+    return "█" * n + "░" * (width - n)
+
+
+def md_escape(s: Any) -> str:
+    """A value made safe for one Markdown table cell: ``|`` escaped, newlines folded."""
+    return str(s if s is not None else "").replace("|", "\\|").replace("\n", " ")
+
+
+def versions(changed: dict[str, list]) -> str:
+    """A regression's changed versions, ``torch 2.12.0 → 2.13.0, ...`` (``∅`` for absent)."""
+    return ", ".join(f"{k} {a or '∅'} → {b or '∅'}" for k, (a, b) in changed.items()) or "no version change"
+
+
+def p100(x: float | None) -> float | None:
+    """A rate in 0..1 as a chart value in percent, two decimals; None stays None (a gap)."""
+    return None if x is None else round(100 * x, 2)
+
+
+def num(x: Any) -> str:
+    """A count with thousands separators; empty for None."""
+    return "" if x is None else f"{int(x):,}"

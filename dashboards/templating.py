@@ -1,0 +1,99 @@
+"""The dashboards' Jinja environment and what the report page and the other pages share: the
+template globals, the status colours, the chart palette and the report page's context. Both
+:mod:`dashboards.pages` (served) and :mod:`dashboards.report` (standalone HTML file) import it, so
+neither imports the other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from db import queries
+from services.reports import api_url as api
+
+from .format import delta, num, p100, pct, versions
+
+HERE = Path(__file__).parent
+STATIC = HERE / "static"
+CHART_JS = "chart-4.5.1.umd.min.js"
+templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
+STATUS_COLORS = {
+    "pass": "#2e9e6a",
+    "pass_with_fallback": "#9cc94a",
+    "mismatch": "#e0524a",
+    "compile_error": "#f08c2e",
+    "runtime_error": "#f5b041",
+    "crash": "#b04aa8",
+    "timeout": "#8e6bbf",
+    "oom": "#d17fc7",
+    "reference_error": "#9aa3ad",
+    "unsupported": "#c5cbd3",
+}
+PALETTE = ["#1f6fb2", "#e07b39", "#2e9e6a", "#b04aa8", "#c9a227", "#4aa3b0", "#7a7a7a", "#d1495b"]
+
+templates.globals.update(
+    pct=pct,
+    num=num,
+    api=api,
+    quote=quote,
+    CHART_JS=CHART_JS,
+    STATUS_COLORS=STATUS_COLORS,
+    versions=versions,
+    precision_line=queries.precision_line,
+)
+
+
+def report_context(rep: dict[str, Any]) -> dict[str, Any]:
+    """What ``report.html`` renders a weekly report (:func:`services.reports.build_report`) with: the
+    report, its formatters and its two charts (coverage trend, op gaps)."""
+    hist = rep.get("history") or []
+    trend = {
+        "type": "line",
+        "data": {
+            "labels": [h["week"] for h in hist],
+            "datasets": [
+                {
+                    "label": "functional, by downloads",
+                    "data": [p100(h["functional_weighted"]) for h in hist],
+                    "borderColor": PALETTE[0],
+                    "backgroundColor": PALETTE[0],
+                },
+                {
+                    "label": "strict, by downloads",
+                    "data": [p100(h["strict_weighted"]) for h in hist],
+                    "borderColor": PALETTE[1],
+                    "backgroundColor": PALETTE[1],
+                },
+                {
+                    "label": "harness, by downloads",
+                    "data": [p100(h["harness_weighted"]) for h in hist],
+                    "borderColor": PALETTE[2],
+                    "backgroundColor": PALETTE[2],
+                },
+            ],
+        },
+        "options": {
+            "scales": {"y": {"min": 0, "max": 100, "title": {"display": True, "text": "%"}}},
+            "plugins": {"legend": {"position": "bottom"}},
+        },
+    }
+    gaps = (rep.get("op_gaps") or {}).get("items", [])[:10]
+    gap_chart = {
+        "type": "bar",
+        "data": {
+            "labels": [e["op"] for e in gaps],
+            "datasets": [
+                {
+                    "label": "downloads unlocked",
+                    "data": [e["unlocked_downloads"] for e in gaps],
+                    "backgroundColor": STATUS_COLORS["compile_error"],
+                }
+            ],
+        },
+        "options": {"indexAxis": "y", "plugins": {"legend": {"display": False}}},
+    }
+    return {"rep": rep, "pct": pct, "delta": delta, "trend": trend, "gap_chart": gap_chart}
