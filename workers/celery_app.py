@@ -46,7 +46,7 @@ def _env_int(name: str, default: int) -> int:
         return int(float(raw))
     except ValueError:
         print(f"zoo: error: {name}={raw!r} is not a number of seconds", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(2) from None
 
 
 HARD_TIME_LIMIT_S = _env_int("ZOO_TASK_TIME_LIMIT", 3600)
@@ -141,7 +141,8 @@ def visibility_problem(conf=None) -> str | None:
     if vt <= limit + VISIBILITY_MARGIN_S:
         return (
             f"the broker's visibility timeout ({vt} s) must exceed the hard task time limit ({limit} s) plus a margin "
-            f"({VISIBILITY_MARGIN_S} s), or running tasks are delivered twice: raise ZOO_VISIBILITY_TIMEOUT or lower ZOO_TASK_TIME_LIMIT"
+            f"({VISIBILITY_MARGIN_S} s), or running tasks are delivered twice: raise ZOO_VISIBILITY_TIMEOUT or "
+            "lower ZOO_TASK_TIME_LIMIT"
         )
     return None
 

@@ -154,7 +154,8 @@ class Recovery:
                 restored += n
                 if n:
                     log.warning(
-                        "worker %s is gone (no liveness for over %d s): %d unacknowledged task(s) put back on the queue",
+                        "worker %s is gone (no liveness for over %d s): %d unacknowledged task(s) put back on "
+                        "the queue",
                         wid,
                         now - since + LOST_AFTER_S,
                         n,

@@ -80,10 +80,13 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
                 attempts = repository.record_attempt(s, task_id, reqs[0].model_id, reqs[0].backend, reqs[0].tier)
     except DatabaseUnavailable as exc:
         # nothing can be stored now: try again later rather than lose the task
-        raise self.retry(exc=exc, countdown=min(300, 15 * (self.request.retries + 1)))
+        raise self.retry(exc=exc, countdown=min(300, 15 * (self.request.retries + 1))) from exc
 
     if attempts > MAX_ATTEMPTS:
-        msg = f"gave up after {MAX_ATTEMPTS} deliveries: the worker running this task died each time (killed, out of memory, or past the hard time limit of {HARD_TIME_LIMIT_S} s)"
+        msg = (
+            f"gave up after {MAX_ATTEMPTS} deliveries: the worker running this task died each time"
+            f" (killed, out of memory, or past the hard time limit of {HARD_TIME_LIMIT_S} s)"
+        )
         log.error("task %s (%s): %s", task_id, reqs[0].model_id, msg)
         for r in todo:
             validation.store_row(_failure_row(r, "crash", "WorkerLost", msg, attempts - 1), run_id, task_id)
@@ -96,7 +99,7 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
         try:
             res = validation.validate_and_store(r, run_id=run_id, task_id=task_id)
         except DatabaseUnavailable as exc:
-            raise self.retry(exc=exc, countdown=min(300, 15 * attempts))
+            raise self.retry(exc=exc, countdown=min(300, 15 * attempts)) from exc
         except ZooError as exc:
             # an unknown model or an unreachable Hub still leaves a row, so nobody waits forever
             res = validation.store_failure(r, exc, run_id, task_id)
@@ -115,7 +118,7 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
                     MAX_ATTEMPTS,
                     info["signature"],
                 )
-                raise self.retry(exc=exc, countdown=min(300, 10 * attempts))
+                raise self.retry(exc=exc, countdown=min(300, 10 * attempts)) from exc
             res = _failure_row(
                 r,
                 Status.REFERENCE_ERROR.value,
