@@ -22,7 +22,7 @@ def _positive_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if v <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
     return v
@@ -33,7 +33,7 @@ def _port(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if not 1 <= v <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
     return v
@@ -43,7 +43,7 @@ def _positive_float(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if v <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")
     return v
@@ -86,7 +86,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             "" if args.precision == "auto" else f" --precision {args.precision}"
         )
         print(
-            f"run {out['run_id']}: enqueued {out['enqueued']} validations on {out['backend']} ({out['tier']}{at}); see `{see}`"
+            f"run {out['run_id']}: enqueued {out['enqueued']} validations on {out['backend']} "
+            f"({out['tier']}{at}); see `{see}`"
         )
         return 0
     print(f"run {out['run_id']}: {out['stored']} results stored ({out['backend']}, {out['tier']} tier{at})\n")
@@ -299,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = add(
         "sync",
         cmd_sync,
-        "Fill the catalog from the Hub (or a snapshot CSV, or the builtin arch: list); prints how many models it stored.",
+        "Fill the catalog from the Hub (or a snapshot CSV, or the builtin arch: list); prints how many models it "
+        "stored.",
     )
     s.add_argument(
         "--top", type=_positive_int, default=1000, help="how many of the most-downloaded Hub models (default 1000)"
@@ -372,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--queues",
         default="cpu,scheduler",
-        help="comma-separated queues: one per device kind (cpu, cuda, neuron, ...) and 'scheduler' for beat's sweeps (default cpu,scheduler)",
+        help="comma-separated queues: one per device kind (cpu, cuda, neuron, ...) and 'scheduler' for beat's sweeps "
+        "(default cpu,scheduler)",
     )
     w.add_argument(
         "--concurrency", type=_positive_int, default=1, help="parallel tasks (default 1: one model per accelerator)"
@@ -411,7 +414,8 @@ def build_parser() -> argparse.ArgumentParser:
     dr = add(
         "doctor",
         cmd_doctor,
-        "Print what this machine offers: sandbox features for model processes, backends and their declared precision, services reachable.",
+        "Print what this machine offers: sandbox features for model processes, backends and their declared "
+        "precision, services reachable.",
     )
     dr.add_argument("--json", action="store_true", help="machine-readable output")
 

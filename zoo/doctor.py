@@ -177,7 +177,8 @@ def render(facts: dict[str, Any]) -> str:
             lines.append(f"  {name:<9} not configured" + (" (validations run in-process)" if name == "broker" else ""))
         else:
             lines.append(
-                f"  {name:<9} {s['url']}: {'reachable' if s.get('reachable') else 'UNREACHABLE'} ({s.get('detail', '')})"
+                f"  {name:<9} {s['url']}: {'reachable' if s.get('reachable') else 'UNREACHABLE'} "
+                f"({s.get('detail', '')})"
             )
     hub = facts["services"]["hub"]
     state = (

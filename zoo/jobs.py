@@ -132,7 +132,8 @@ def main_job(
     where = (
         "enqueued to the workers"
         if broker
-        else "validated here: the first also starts the model processes' forkserver (imports torch and transformers), then compiles"
+        else "validated here: the first also starts the model processes' forkserver (imports torch and transformers), "
+        "then compiles"
     )
     say(f"{len(ids)} model{'' if len(ids) == 1 else 's'} from the catalog ({source}), {where}")
     with session_scope() as s:

@@ -21,17 +21,28 @@ def human(n: int) -> str:
 def coverage_table(cov: Coverage) -> str:
     r = cov.rates
     lines = [
-        f"Coverage — backend {cov.backend or '?'} · tier {cov.tier} · week {cov.week or '?'} · precision {cov.precision} · catalog snapshot {cov.snapshot_id} ({cov.catalog_models} models, {human(cov.catalog_downloads)} downloads)",
+        f"Coverage — backend {cov.backend or '?'} · tier {cov.tier} · week {cov.week or '?'} · precision "
+        f"{cov.precision} · catalog snapshot {cov.snapshot_id} ({cov.catalog_models} models, "
+        f"{human(cov.catalog_downloads)} downloads)",
         "",
-        f"{'metric':<12} {'by count':>8} {'numerator/denominator':>24}   {'by downloads':>12} {'numerator/denominator':>24}",
-        f"{'functional':<12} {pct(r['functional']):>8} {f'{cov.passing}/{cov.valid_reference}':>24}   {pct(r['functional_weighted']):>12} {f'{human(cov.passing_downloads)}/{human(cov.valid_reference_downloads)}':>24}",
-        f"{'strict':<12} {pct(r['strict_rate']):>8} {f'{cov.strict}/{cov.valid_reference}':>24}   {pct(r['strict_weighted']):>12} {f'{human(cov.strict_downloads)}/{human(cov.valid_reference_downloads)}':>24}",
-        f"{'harness':<12} {pct(r['harness']):>8} {f'{cov.valid_reference}/{cov.attempted}':>24}   {pct(r['harness_weighted']):>12} {f'{human(cov.valid_reference_downloads)}/{human(cov.attempted_downloads)}':>24}",
+        f"{'metric':<12} {'by count':>8} {'numerator/denominator':>24}   {'by downloads':>12} "
+        f"{'numerator/denominator':>24}",
+        f"{'functional':<12} {pct(r['functional']):>8} {f'{cov.passing}/{cov.valid_reference}':>24}   "
+        f"{pct(r['functional_weighted']):>12} "
+        f"{f'{human(cov.passing_downloads)}/{human(cov.valid_reference_downloads)}':>24}",
+        f"{'strict':<12} {pct(r['strict_rate']):>8} {f'{cov.strict}/{cov.valid_reference}':>24}   "
+        f"{pct(r['strict_weighted']):>12} "
+        f"{f'{human(cov.strict_downloads)}/{human(cov.valid_reference_downloads)}':>24}",
+        f"{'harness':<12} {pct(r['harness']):>8} {f'{cov.valid_reference}/{cov.attempted}':>24}   "
+        f"{pct(r['harness_weighted']):>12} "
+        f"{f'{human(cov.valid_reference_downloads)}/{human(cov.attempted_downloads)}':>24}",
         "",
         "statuses: " + ", ".join(f"{k} {v}" for k, v in cov.status_counts.items() if v)
         if cov.status_counts
         else "statuses: no results yet",
-        f"headline: download-weighted functional coverage {pct(r['functional_weighted']).strip()} of {human(cov.valid_reference_downloads)} downloads with a valid reference ({cov.attempted} of {cov.catalog_models} catalog models attempted)",
+        f"headline: download-weighted functional coverage {pct(r['functional_weighted']).strip()} of "
+        f"{human(cov.valid_reference_downloads)} downloads with a valid reference ({cov.attempted} of "
+        f"{cov.catalog_models} catalog models attempted)",
     ]
     return "\n".join(lines)
 
