@@ -1,4 +1,12 @@
-"""The builder interface and its registry."""
+"""The builder interface and its registry.
+
+A *builder* turns a request for one model of one library into a ``torch.nn.Module`` and the inputs
+to run it on (:class:`Built`). Builders are registered by library name (the Hub's ``library_name``:
+``transformers``, ``timm``, ``chronos-forecasting``, ...) in ``_REGISTRY`` as ``"module:Class"``
+strings, so a library's package is imported only when a model of it is built, in the model
+process. :func:`get_builder` returns the (cached) instance; :func:`register_builder` adds or
+replaces one at run time (a plugin, a test). CONTRIBUTING.md walks through adding one.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +22,21 @@ from ..exceptions import NotSupported
 
 @dataclass
 class Built:
+    """What a builder hands the engine: the model, how to make its inputs, and what it is.
+
+    - ``model``: the module in eval mode, with seeded weights (tiny/census) or the repo's (full).
+    - ``config`` / ``config_dict``: the library's config object and the plain dict it was made
+      from (the dict is what the fingerprint and the result record).
+    - ``library``, ``architecture``, ``task``: the result's fields of the same names.
+    - ``config_source``: where the config came from (``hub:<repo>@<rev>``, ``default:<type>``).
+    - ``make_inputs(shape, seed)``: one forward's keyword inputs for one entry of ``shapes``;
+      the engine calls it with ``req.seed + i`` for the i-th shape, so inputs are reproducible.
+    - ``shapes``: the input shapes to run, one forward each (chronos: two lengths, one not a
+      multiple of the patch size).
+    - ``tolerance_factor``: multiplies the comparison's error budget (1.0 unless a quirk row
+      says the architecture's outputs are legitimately noisy).
+    """
+
     model: torch.nn.Module
     config: Any
     config_dict: dict[str, Any]
@@ -42,6 +65,18 @@ class ConfigPlan:
 
 
 class Builder(Protocol):
+    """The interface of a builder; a class with these members, no base class needed.
+
+    ``library`` is the name it is registered under. ``plan(request)`` decides what will be built
+    without building it (cheap: no weights) and returns an object with
+    ``fingerprint(library, tier)``, a :class:`ConfigPlan` for most builders; it raises
+    :class:`~zoo_runner.exceptions.NotSupported` for a model the builder will not run.
+    ``build(request, plan=None)`` builds the model from that plan (planning again if none is
+    given) and returns :class:`Built`. Both run in the model process; ``request`` is a
+    :class:`~zoo_runner.request.ValidationRequest` with its ``config``, ``files_dir`` and
+    ``config_source`` already filled by the parent.
+    """
+
     library: str
 
     def plan(self, request: Any) -> Any: ...
@@ -69,7 +104,9 @@ _INSTANCES: dict[str, Builder] = {}
 
 
 def register_builder(library: str, target: str | Builder) -> None:
-    """Register a builder (an instance, or ``"module:Class"`` imported on first use)."""
+    """Register the builder of ``library``: an instance, or ``"module:Class"`` imported (and
+    instantiated once) on first use by :func:`get_builder`. A later registration replaces an
+    earlier one; a string drops a cached instance of that library."""
     if isinstance(target, str):
         _REGISTRY[library] = target
         _INSTANCES.pop(library, None)
@@ -78,6 +115,7 @@ def register_builder(library: str, target: str | Builder) -> None:
 
 
 def registered_libraries() -> list[str]:
+    """The libraries that have a builder, sorted (what a ``library_unsupported`` error lists)."""
     return sorted(set(_REGISTRY) | set(_INSTANCES))
 
 
@@ -98,6 +136,12 @@ def library_for_config(config: dict[str, Any]) -> str | None:
 
 
 def get_builder(library: str) -> Builder:
+    """The builder of ``library``, imported and instantiated on first use and cached after.
+
+    Raises :class:`~zoo_runner.exceptions.NotSupported` (reason ``library_unsupported``) when no
+    builder is registered for it, or when its module cannot be imported (its extra is not
+    installed); the engine records either as an ``unsupported`` result, not an error.
+    """
     if library in _INSTANCES:
         return _INSTANCES[library]
     target = _REGISTRY.get(library)
