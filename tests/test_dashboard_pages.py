@@ -52,7 +52,8 @@ def open_page(browser, url, charts: int = 1):
     assert resp.status == 200, url
     page.wait_for_selector("html[data-charts=ready]", timeout=15_000)
     drawn = page.evaluate(
-        "Array.from(document.querySelectorAll('canvas[data-chart]')).filter(c => c.chart && c.chart.data.datasets.length && c.width > 0).length"
+        "Array.from(document.querySelectorAll('canvas[data-chart]'))"
+        ".filter(c => c.chart && c.chart.data.datasets.length && c.width > 0).length"
     )
     assert drawn >= charts, f"{url}: {drawn} charts drawn"
     return page, errors
@@ -85,6 +86,9 @@ def test_overview(seeded, browser):
             and fmt(b["passing_downloads"]) in text
             and fmt(b["valid_reference_downloads"]) in text
         )
+        # the long tail beside the head: coverage by count on every card, with its denominator
+        count = cards.nth(i).locator(".by-count").inner_text()
+        assert f"{100 * b['functional']:.1f}%" in count and f"{b['passing']} / {b['valid_reference']} models" in count
         assert (
             f"judged at {'tf32' if b['backend'].startswith('cuda') else 'bf16'}" in text
         )  # what seeded backends declare
@@ -93,6 +97,7 @@ def test_overview(seeded, browser):
     first = cov["groups"][0]
     row = page.locator("#by-task tbody tr").first.inner_text()
     assert (first["group"] or "unknown") in row and fmt(first["passing_downloads"]) in row
+    assert f"{100 * first['functional']:.1f}%" in row and f"{first['passing']} / {first['valid_reference']}" in row
     hist = httpx.get(
         f"{base}/api/v1/coverage/history", params={"tier": cov["tier"], "until": cov["week"], "weeks": 12}
     ).json()["items"]
