@@ -85,7 +85,8 @@ def pg_server_url():
     with admin.connect() as c:
         c.execute(
             text(
-                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
             )
         )
         c.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))

@@ -25,8 +25,9 @@ models; ``{"model_type": ..., "architectures": [...]}`` with the class transform
 model type and task to), one weights file (``model.safetensors`` if tagged ``safetensors``, else
 ``pytorch_model.bin`` if tagged ``pytorch``, else ``model.gguf`` / ``onnx/model.onnx`` for those
 tags), ``modules.json`` for sentence-transformers, ``model_index.json`` and ``<component>/config.json``
-for diffusers pipelines named by a ``diffusers:<Pipeline>`` tag (:data:`DIFFUSERS_PIPELINES`). Synthetic weights carry no tensors (an empty
-safetensors file; an empty ``.bin``): they exist for listings and policy, not for loading.
+for diffusers pipelines named by a ``diffusers:<Pipeline>`` tag (:data:`DIFFUSERS_PIPELINES`).
+Synthetic weights carry no tensors (an empty safetensors file; an empty ``.bin``): they exist for
+listings and policy, not for loading.
 
 Files recorded from real repos, where the tags cannot give them (``tests/hub_recorded/org/name/``,
 e.g. Chronos-Bolt's ``config.json``), are laid over the synthetic repo of the same id; repos
@@ -224,7 +225,12 @@ DIFFUSERS_PIPELINES: dict[str, dict[str, dict]] = {
     "StableDiffusion3Pipeline": {"transformer": _SD3, "vae": _LATENT16_VAE},
 }
 
-GITATTRIBUTES = b"*.bin filter=lfs diff=lfs merge=lfs -text\n*.safetensors filter=lfs diff=lfs merge=lfs -text\n*.gguf filter=lfs diff=lfs merge=lfs -text\n*.onnx filter=lfs diff=lfs merge=lfs -text\n"
+GITATTRIBUTES = (
+    b"*.bin filter=lfs diff=lfs merge=lfs -text\n"
+    b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
+    b"*.gguf filter=lfs diff=lfs merge=lfs -text\n"
+    b"*.onnx filter=lfs diff=lfs merge=lfs -text\n"
+)
 # An empty safetensors file: an 8-byte little-endian header length, then a JSON header with no tensors.
 _ST_HEADER = json.dumps({"__metadata__": {"format": "pt", "standin": "synthetic"}}).encode()
 EMPTY_SAFETENSORS = len(_ST_HEADER).to_bytes(8, "little") + _ST_HEADER
@@ -443,7 +449,7 @@ class HubData:
             mt = (HubData._read_config(os.path.join(folder, "config.json")) or {}).get("model_type")
             if isinstance(mt, str) and mt:
                 tags.append(mt)
-        for root, _, files in os.walk(folder):
+        for _root, _, files in os.walk(folder):
             for fn in files:
                 for ext, tag in (
                     (".safetensors", "safetensors"),
@@ -711,7 +717,8 @@ class Handler(BaseHTTPRequestHandler):
         self._json({"error": exc.message}, exc.status, headers)
 
     def _base_url(self) -> str:
-        host = self.headers.get("Host") or "%s:%d" % self.server.server_address[:2]
+        addr, port = self.server.server_address[:2]
+        host = self.headers.get("Host") or f"{addr}:{port:d}"
         return f"http://{host}"
 
     def do_HEAD(self) -> None:  # noqa: N802
@@ -971,7 +978,8 @@ def main(argv: list[str] | None = None) -> int:
     server = make_server(args.csv, repos, args.host, args.port, quiet=not args.verbose)
     threading.Thread(target=NAMES.load, name="hub-standin-warm", daemon=True).start()
     print(
-        f"hub stand-in: {len(server.RequestHandlerClass.data.rows)} models at http://{args.host}:{server.server_address[1]} (HF_ENDPOINT)",
+        f"hub stand-in: {len(server.RequestHandlerClass.data.rows)} models "
+        f"at http://{args.host}:{server.server_address[1]} (HF_ENDPOINT)",
         flush=True,
     )
     try:

@@ -288,7 +288,8 @@ def test_real_server_refuses_a_100_mb_content_length_without_reading_it(served):
     url = urlparse(served)
     with socket.create_connection((url.hostname, url.port), timeout=10) as s:
         s.sendall(
-            b"POST /api/v1/validations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n"
+            b"POST /api/v1/validations HTTP/1.1\r\nHost: x\r\nContent-Type: "
+            b"application/json\r\nContent-Length: 100000000\r\n\r\n"
         )
         head = s.recv(4096).decode("latin-1")
     assert head.startswith("HTTP/1.1 413"), head

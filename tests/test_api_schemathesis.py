@@ -4,7 +4,14 @@ status code — 429 included —, content types, bodies)."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
+
+if sys.version_info >= (3, 11):
+    from builtins import BaseExceptionGroup
+else:  # Python 3.10: the backport (a dependency of pytest there)
+    from exceptiongroup import BaseExceptionGroup
 
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
@@ -39,7 +46,9 @@ def api_schema(database_url, monkeypatch):
                     "checks": {"positive_data_acceptance": {"expected-statuses": [*accepted, "400", "422"]}},
                 },
                 {
-                    "include-path-regex": r"^/api/v1/(coverage|coverage/history|ops/gaps|failures|regressions|reports/\{week\})$",
+                    "include-path-regex": (
+                        r"^/api/v1/(coverage|coverage/history|ops/gaps|failures|regressions|reports/\{week\})$"
+                    ),
                     "checks": {"positive_data_acceptance": {"expected-statuses": [*accepted, "422"]}},
                 },
             ]
@@ -76,6 +85,7 @@ def test_openapi_conformance(api_schema, mode):
             check()
         except Unsatisfiable:  # nothing to make invalid (no parameters): nothing to check in this mode
             assert mode == "negative", op.path
-        except (Exception, BaseExceptionGroup) as exc:  # collect all operations' failures, then report them together
+        except (Exception, BaseExceptionGroup) as exc:
+            # collect all operations' failures, then report them together
             failures.append(f"{op.method.upper()} {op.path}: {str(exc)[:1500]}")
     assert not failures, "\n\n".join(failures)

@@ -41,7 +41,8 @@ HOSTILE_REPOS: dict[str, tuple[str, dict[str, bytes]]] = {
     "hostile/nan-config": (
         BERT_TAGS,
         {
-            "config.json": b'{"model_type": "bert", "architectures": ["BertForMaskedLM"], "layer_norm_eps": NaN, "initializer_range": Infinity}'
+            "config.json": b'{"model_type": "bert", "architectures": ["BertForMaskedLM"], '
+            b'"layer_norm_eps": NaN, "initializer_range": Infinity}'
         },
     ),
     "hostile/wrong-types": (

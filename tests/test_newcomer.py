@@ -100,7 +100,10 @@ def test_backend_names_are_checked_against_the_registry_or_stored_results(client
 
 
 def test_spec_problem_imports_nothing():
-    code = "import sys; from zoo_runner.backends import spec_problem; assert spec_problem('neuron+neuron') is None; print('torch' in sys.modules)"
+    code = (
+        "import sys; from zoo_runner.backends import spec_problem; assert "
+        "spec_problem('neuron+neuron') is None; print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
     assert spec_problem("cpu+cuda") and spec_problem("") and spec_problem("cpu+inductor") is None

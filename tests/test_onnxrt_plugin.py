@@ -31,7 +31,8 @@ def test_naming_the_backend_imports_the_plugin_but_nothing_heavy():
         "spec = b.BackendSpec.parse('cpu+onnxrt'); assert (spec.device, spec.compiler) == ('cpu', 'onnxrt'); "
         "assert 'zoo_runner.plugins.onnxrt' not in sys.modules; "
         "p = b.compiler_plugin('onnxrt'); "
-        "assert not {'torch', 'onnxruntime', 'onnxscript', 'onnx'} & set(sys.modules), 'registering imports nothing heavy'; "
+        "assert not {'torch', 'onnxruntime', 'onnxscript', 'onnx'} "
+        "& set(sys.modules), 'registering imports nothing heavy'; "
         "print(p.name, p.package_dist, p.extra, ','.join(p.packages), p.backend is not None)"
     )
     assert fresh_python(code).split() == ["onnxrt", "onnxruntime", "onnxruntime", "onnxruntime,onnxscript,onnx", "True"]
@@ -46,8 +47,8 @@ def test_missing_extra_is_one_line_with_the_install_hint(monkeypatch, hidden):
     with pytest.raises(BackendUnavailable) as info:
         check_backend(SPEC)
     assert (
-        str(info.value)
-        == f"backend cpu+onnxrt is not available here: {hidden} is not installed: pip install -e .[onnxruntime] (or bash scripts/setup.sh onnxruntime)"
+        str(info.value) == f"backend cpu+onnxrt is not available here: {hidden} is not installed: "
+        "pip install -e .[onnxruntime] (or bash scripts/setup.sh onnxruntime)"
     )
 
 

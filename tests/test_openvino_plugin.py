@@ -76,8 +76,8 @@ def test_missing_extra_is_one_line_with_the_install_hint(monkeypatch):
         check_backend(SPEC)
     message = str(info.value)
     assert (
-        message
-        == "backend cpu+openvino is not available here: openvino is not installed: pip install -e .[openvino] (or bash scripts/setup.sh openvino)"
+        message == "backend cpu+openvino is not available here: openvino is not installed: "
+        "pip install -e .[openvino] (or bash scripts/setup.sh openvino)"
     )
     assert declared_precision(SPEC) is None  # nothing to declare; judged at the default until installed
     assert resolve("auto", SPEC) == ("fp32", "default")
@@ -97,7 +97,8 @@ def test_the_cli_says_so_without_a_traceback(zoo, tmp_path):
     assert out.stdout == "" and "Traceback" not in out.stderr
     assert (
         out.stderr.strip().splitlines()[-1]
-        == "zoo: error: backend cpu+openvino is not available here: openvino is not installed: pip install -e .[openvino] (or bash scripts/setup.sh openvino)"
+        == "zoo: error: backend cpu+openvino is not available here: openvino is not "
+        "installed: pip install -e .[openvino] (or bash scripts/setup.sh openvino)"
     )
 
 
@@ -134,7 +135,8 @@ def test_a_bad_explicit_setting_fails_in_one_line(monkeypatch):
     monkeypatch.setenv(ov_plugin.ENV, "f31")
     with pytest.raises(
         UnknownBackend,
-        match=r"ZOO_OPENVINO_INFERENCE_PRECISION_HINT='f31' is not an OpenVINO inference precision: expected f32, bf16 or f16$",
+        match=r"ZOO_OPENVINO_INFERENCE_PRECISION_HINT='f31' is not an "
+        r"OpenVINO inference precision: expected f32, bf16 or f16$",
     ):
         backends.compile_options(SPEC)
 
@@ -160,7 +162,10 @@ def _validate(**kw) -> dict:
 
 
 def _explain(r: dict) -> str:
-    return f"{r['status']} at {r['precision']}: metrics {r['metrics']}, report {r['details'].get('fallback_report')}, error {r['error'] and r['error']['message'][:400]}"
+    return (
+        f"{r['status']} at {r['precision']}: metrics {r['metrics']}, report "
+        f"{r['details'].get('fallback_report')}, error {r['error'] and r['error']['message'][:400]}"
+    )
 
 
 def _cpu_precision() -> str:
@@ -256,7 +261,8 @@ def test_a_second_input_shape_that_fails_to_compile_is_a_compile_error_naming_th
     r = validate_here(ValidationRequest("arch:BertModel", backend="cpu+openvino"))
     if r["status"] in ("pass", "pass_with_fallback"):
         pytest.fail(
-            "BertModel now passes on cpu+openvino: OpenVINO fixed its dynamic-shape recompile; update docs/findings/openvino.md and this test"
+            "BertModel now passes on cpu+openvino: OpenVINO fixed its "
+            "dynamic-shape recompile; update docs/findings/openvino.md and this test"
         )
     assert r["status"] == "compile_error", _explain(r)
     assert r["details"]["failed_input"]["index"] == 1, r["details"].get("failed_input")

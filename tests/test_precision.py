@@ -68,7 +68,10 @@ def _validate(arch: str, backend: str, precision: str) -> dict:
 
 
 def _explain(r: dict) -> str:
-    return f"{r['model_id']} on {r['backend']} at {r['precision']}: {r['status']}, metrics {r['metrics']}, error {r['error']}"
+    return (
+        f"{r['model_id']} on {r['backend']} at {r['precision']}: "
+        f"{r['status']}, metrics {r['metrics']}, error {r['error']}"
+    )
 
 
 def test_enough_architectures_per_claim():

@@ -23,7 +23,8 @@ def _wait_until_blocked(url: str, started: threading.Event) -> None:
         for _ in range(300):
             waiting = c.execute(
                 text(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE 'INSERT INTO results%'"
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND query ILIKE 'INSERT INTO results%'"
                 )
             ).scalar()
             if waiting:

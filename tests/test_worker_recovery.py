@@ -197,7 +197,8 @@ def test_kill9_with_default_settings_the_run_ends_with_12_rows_within_5_minutes(
     t_done = time.monotonic() - t_kill
     out = run.log_path.read_text()
     print(
-        f"stored before the kill: {stored_before}; task back after {t_back:.0f} s; run done {t_done:.0f} s after the kill"
+        f"stored before the kill: {stored_before}; task back after "
+        f"{t_back:.0f} s; run done {t_done:.0f} s after the kill"
     )
     assert run.returncode == 0, out[-3000:]
     assert "12 results stored" in out, out[-3000:]

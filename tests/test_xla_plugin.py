@@ -223,7 +223,10 @@ def test_the_device_module_is_registered_once_torch_xla_imports(monkeypatch):
 
 
 def _explain(r: dict) -> str:
-    return f"{r['status']} at {r['precision']}: fallbacks {r['fallback_ops']}, metrics {r['metrics']}, report {r['details'].get('fallback_report')}, error {r['error'] and r['error']['message'][:400]}"
+    return (
+        f"{r['status']} at {r['precision']}: fallbacks {r['fallback_ops']}, metrics {r['metrics']}, "
+        f"report {r['details'].get('fallback_report')}, error {r['error'] and r['error']['message'][:400]}"
+    )
 
 
 def _validate(model_id: str, backend: str) -> dict:

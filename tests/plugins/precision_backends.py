@@ -4,8 +4,9 @@ plugin do by default, with and without a real bug on top.
 Loaded through ``ZOO_PLUGINS`` like any backend plugin. Each returns a callable that runs dynamo's
 FX graph eagerly under :class:`Bf16Matmuls` (:mod:`tests.plugins.bf16_matmul`): the fp32 operands
 of every matmul-class ATen op are rounded to bf16, the product accumulates and returns in fp32 —
-the Neuron compiler's ``--auto-cast=matmult`` in software. That is the backends' *only* deviation from fp32, so at ``--precision bf16`` it must pass
-and at ``fp32`` it must be a ``mismatch``. Each also declares bf16 through a
+the Neuron compiler's ``--auto-cast=matmult`` in software. That is the backends' *only*
+deviation from fp32, so at ``--precision bf16`` it must pass and at ``fp32`` it must be a
+``mismatch``. Each also declares bf16 through a
 :class:`zoo_runner.backends.CompilerPlugin`, as a vendor plugin would.
 
 - ``zoo_bf16_matmul``: bf16 matmuls, nothing else.
