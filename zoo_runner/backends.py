@@ -29,12 +29,25 @@ _SPEC_RE = re.compile(r"^(?P<device>[a-z][a-z0-9_]*)(\+(?P<compiler>[A-Za-z0-9_.
 
 @dataclass(frozen=True)
 class BackendSpec:
+    """A backend as a user names it: ``DEVICE[+COMPILER][@DTYPE]``.
+
+    ``device`` is a torch device type (``cpu``, ``cuda``) or one a :class:`DevicePlugin` registers
+    (``neuron``, ``xla``); ``compiler`` is a ``torch.compile`` backend name (``inductor``,
+    ``openvino``; None: eager); ``dtype`` is the dtype the model runs in (``float32`` unless
+    ``@float16``, ``@bfloat16`` or ``@float64``). ``str(spec)`` gives the canonical text back
+    (``cpu+inductor``; ``@float32`` is left out). Parsing checks the syntax only;
+    :func:`check_backend` checks that this machine can run it.
+    """
+
     device: str
     compiler: str | None = None
     dtype: str = "float32"
 
     @classmethod
     def parse(cls, text: str) -> BackendSpec:
+        """The spec ``text`` names; ``auto`` resolves to the best device this machine has
+        (:func:`resolve_auto`). Raises :class:`UnknownBackend` for text that does not parse or an
+        unknown dtype."""
         text = (text or "").strip()
         if text == "auto":
             return resolve_auto()
@@ -69,6 +82,11 @@ class DevicePlugin:
     missing. ``device_module`` is for a package that gives torch no ``torch.<device>`` module:
     called once after ``package`` imports, it returns the module registered as ``torch.<device>``
     (``is_available()``, and ``synchronize()``, which Zoo calls after each run it times).
+    ``package_dist`` is the distribution whose version goes on every row (``versions``).
+    ``backend`` and ``extra`` are the plugin's own: Zoo reads neither.
+
+    Register one with :func:`register_device`, from a module Zoo imports: one named in
+    ``ZOO_PLUGINS``, or one listed in :data:`BUILTIN_DEVICES` (:mod:`zoo_runner.plugins.xla`).
     """
 
     device: str
@@ -96,6 +114,10 @@ class CompilerPlugin:
     :class:`DevicePlugin`: what the compiler handed back to PyTorch instead of compiling.
     ``backend`` is a dynamo backend the plugin ships itself, registered under ``name`` when a spec
     is checked unless dynamo already has one of that name.
+
+    Register one with :func:`register_compiler`, from a module listed in :data:`BUILTIN_COMPILERS`
+    (:mod:`zoo_runner.plugins.onnxrt`, :mod:`zoo_runner.plugins.openvino`) or named in
+    ``ZOO_PLUGINS``.
     """
 
     name: str
@@ -109,10 +131,16 @@ class CompilerPlugin:
 
 
 class FallbackTracker:
+    """What a plugin's ``fallback_tracker`` returns: the ops of one run that did not run on the
+    backend. The engine calls ``clear()`` before the backend's forward and ``collect()`` after it;
+    the names go on the row (``fallback_ops``) and a non-empty list makes a passing model
+    ``pass_with_fallback``."""
+
     def clear(self) -> None:  # pragma: no cover - interface
-        pass
+        """Forget what earlier runs recorded."""
 
     def collect(self) -> list[str]:  # pragma: no cover - interface
+        """The ops that fell back since :meth:`clear`, as ATen op names, sorted and unique."""
         return []
 
     def report(self) -> dict:
@@ -153,10 +181,14 @@ BUILTIN_DEVICES = {"xla": "zoo_runner.plugins.xla"}
 
 
 def register_device(plugin: DevicePlugin) -> None:
+    """Register (or replace) the :class:`DevicePlugin` of ``plugin.device``; call it at import
+    time of the plugin's module. A spec naming that device then resolves to it."""
     DEVICE_PLUGINS[plugin.device] = plugin
 
 
 def register_compiler(plugin: CompilerPlugin) -> None:
+    """Register (or replace) the :class:`CompilerPlugin` of compile backend ``plugin.name``; call it
+    at import time of the plugin's module. A spec ``DEVICE+<name>`` then resolves to it."""
     COMPILER_PLUGINS[plugin.name] = plugin
 
 
