@@ -26,6 +26,14 @@ def pages(model_id: str, week: str) -> list[tuple[str, str]]:
     ]
 
 
+def _collect_errors(page) -> list[str]:
+    """The list the page's console errors and uncaught exceptions are appended to, as they come."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return errors
+
+
 def shoot(base: str, out: Path, full_page: bool = True) -> list[Path]:
     import httpx
     from playwright.sync_api import sync_playwright
@@ -38,9 +46,7 @@ def shoot(base: str, out: Path, full_page: bool = True) -> list[Path]:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for name, path in pages(first, week):
             page = browser.new_page(viewport={"width": 1400, "height": 900})
-            errors: list[str] = []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
+            errors = _collect_errors(page)
             resp = page.goto(base + path)
             assert resp is not None and resp.status == 200, (path, resp and resp.status)
             if name != "badge":

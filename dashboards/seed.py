@@ -279,7 +279,8 @@ def seed(
         ops: dict[str, list[str]] = {}
         msgs: dict[str, tuple[str, str]] = {}
 
-        def draw(mid: str) -> None:
+        # this backend's dist, device and tables bound as defaults: draw is called within this iteration only
+        def draw(mid: str, *, dist=dist, device=device, state=state, ops=ops, msgs=msgs) -> None:
             st = _pick(rng, dist)
             state[mid] = st
             op = _zipf_op(rng)
