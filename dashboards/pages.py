@@ -432,7 +432,8 @@ def badge_svg(label: str, message: str, color: str) -> str:
 
     label, message = escape(label), escape(message)
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{lw + mw}" height="20" role="img" aria-label="{label}: {message}">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{lw + mw}" '
+        f'height="20" role="img" aria-label="{label}: {message}">'
         f"<title>{label}: {message}</title>"
         f'<rect width="{lw}" height="20" fill="#555"/><rect x="{lw}" width="{mw}" height="20" fill="{color}"/>'
         f'<g fill="#fff" text-anchor="middle" font-family="Verdana,DejaVu Sans,sans-serif" font-size="11">'

@@ -22,18 +22,26 @@ def render_markdown(rep: dict[str, Any]) -> str:
     lines = [
         f"# Zoo coverage report — {rep['week']}",
         "",
-        f"Backend `{rep['backend']}` · tier `{rep['tier']}` · catalog snapshot {c['snapshot_id']} ({c['catalog_models']} models) · generated {rep['generated_at']}",
+        f"Backend `{rep['backend']}` · tier `{rep['tier']}` · catalog snapshot "
+        f"{c['snapshot_id']} ({c['catalog_models']} models) · generated {rep['generated_at']}",
         "",
         "## Headline",
         "",
-        f"**Download-weighted functional coverage: {pct(c['functional_weighted'])}**{delta(c['functional_weighted'], p.get('functional_weighted'))} "
+        "**Download-weighted functional coverage: "
+        f"{pct(c['functional_weighted'])}**{delta(c['functional_weighted'], p.get('functional_weighted'))} "
         f"— {c['passing_downloads']:,} of {c['valid_reference_downloads']:,} downloads with a valid reference.",
         "",
         "| metric | by count | numerator / denominator | by downloads | numerator / denominator | Δ by downloads |",
         "|---|---:|---:|---:|---:|---:|",
-        f"| functional | {pct(c['functional'])} | {c['passing']} / {c['valid_reference']} | {pct(c['functional_weighted'])} | {c['passing_downloads']:,} / {c['valid_reference_downloads']:,} | {delta(c['functional_weighted'], p.get('functional_weighted')).strip(' ()')} |",
-        f"| strict | {pct(c['strict_rate'])} | {c['strict']} / {c['valid_reference']} | {pct(c['strict_weighted'])} | {c['strict_downloads']:,} / {c['valid_reference_downloads']:,} | {delta(c['strict_weighted'], p.get('strict_weighted')).strip(' ()')} |",
-        f"| harness | {pct(c['harness'])} | {c['valid_reference']} / {c['attempted']} | {pct(c['harness_weighted'])} | {c['valid_reference_downloads']:,} / {c['attempted_downloads']:,} | {delta(c['harness_weighted'], p.get('harness_weighted')).strip(' ()')} |",
+        f"| functional | {pct(c['functional'])} | {c['passing']} / {c['valid_reference']} "
+        f"| {pct(c['functional_weighted'])} | {c['passing_downloads']:,} / {c['valid_reference_downloads']:,} "
+        f"| {delta(c['functional_weighted'], p.get('functional_weighted')).strip(' ()')} |",
+        f"| strict | {pct(c['strict_rate'])} | {c['strict']} / {c['valid_reference']} "
+        f"| {pct(c['strict_weighted'])} | {c['strict_downloads']:,} / {c['valid_reference_downloads']:,} "
+        f"| {delta(c['strict_weighted'], p.get('strict_weighted')).strip(' ()')} |",
+        f"| harness | {pct(c['harness'])} | {c['valid_reference']} / {c['attempted']} "
+        f"| {pct(c['harness_weighted'])} | {c['valid_reference_downloads']:,} / {c['attempted_downloads']:,} "
+        f"| {delta(c['harness_weighted'], p.get('harness_weighted')).strip(' ()')} |",
         "",
         f"Query: `GET {qs.get('headline', '/api/v1/coverage')}` (last week: `GET {qs.get('previous', '')}`)",
     ]
@@ -49,7 +57,8 @@ def render_markdown(rep: dict[str, Any]) -> str:
         ]
         for h in hist:
             lines.append(
-                f"| {h['week']} | {pct(h['functional_weighted'])} | `{bar(h['functional_weighted'])}` | {pct(h['strict_weighted'])} | {h['attempted']} |"
+                f"| {h['week']} | {pct(h['functional_weighted'])} | `{bar(h['functional_weighted'])}` "
+                f"| {pct(h['strict_weighted'])} | {h['attempted']} |"
             )
         lines += ["", f"Query: `GET {qs.get('history', '')}`"]
     lines += ["", "## Status counts", "", "| status | models |", "|---|---:|"]
@@ -63,12 +72,15 @@ def render_markdown(rep: dict[str, Any]) -> str:
         lines += ["", f"## {title} ({t['total']} models, {t['downloads']:,} downloads)", ""]
         if t["items"]:
             lines += [
-                f"| model | downloads | {rep.get('previous_week', 'last week')} → {rep['week']} | {word} (what changed) | error |",
+                f"| model | downloads | {rep.get('previous_week', 'last week')} → {rep['week']} "
+                f"| {word} (what changed) | error |",
                 "|---|---:|---|---|---|",
             ]
             for i in t["items"][:25]:
                 lines.append(
-                    f"| {i['model_id']} | {i['downloads']:,} | {i['status_before']} → {i['status_now']} | {md_escape(versions(i['changed_versions']))} | {md_escape((i.get('error_signature') or '')[:100])} |"
+                    f"| {i['model_id']} | {i['downloads']:,} | {i['status_before']} → {i['status_now']} "
+                    f"| {md_escape(versions(i['changed_versions']))} "
+                    f"| {md_escape((i.get('error_signature') or '')[:100])} |"
                 )
         else:
             lines.append("None.")
@@ -78,13 +90,15 @@ def render_markdown(rep: dict[str, Any]) -> str:
     lines += ["", "## Top op gaps (downloads unlocked if the op were supported)", ""]
     if g["items"]:
         lines += [
-            "| op | downloads unlocked | share | models unlocked | strict (only fallback) | functional (only op in error) | example |",
+            "| op | downloads unlocked | share | models unlocked "
+            "| strict (only fallback) | functional (only op in error) | example |",
             "|---|---:|---:|---:|---:|---:|---|",
         ]
         for e in g["items"]:
             ex = e["example_models"][0]["model_id"] if e["example_models"] else ""
             lines.append(
-                f"| `{e['op']}` | {e['unlocked_downloads']:,} | {pct(e['unlocked_share'])} | {e['unlocked_models']} | {e['strict_models']} | {e['functional_models']} | {ex} |"
+                f"| `{e['op']}` | {e['unlocked_downloads']:,} | {pct(e['unlocked_share'])} "
+                f"| {e['unlocked_models']} | {e['strict_models']} | {e['functional_models']} | {ex} |"
             )
     else:
         lines.append("None.")
@@ -95,14 +109,17 @@ def render_markdown(rep: dict[str, Any]) -> str:
     if fc["items"]:
         expired = f" ({fc.get('expired_models', 0)} expired: re-check)" if fc.get("expired_models") else ""
         lines += [
-            f"New failures: **{fc.get('new_models', 0)}** models ({fc.get('new_downloads', 0):,} downloads); known failures: {fc.get('known_models', 0)} models ({fc.get('known_downloads', 0):,} downloads){expired}.",
+            f"New failures: **{fc.get('new_models', 0)}** models "
+            f"({fc.get('new_downloads', 0):,} downloads); known failures: {fc.get('known_models', 0)} "
+            f"models ({fc.get('known_downloads', 0):,} downloads){expired}.",
             "",
             "| error signature | models | downloads | known failure | examples |",
             "|---|---:|---:|---|---|",
         ]
         for f in fc["items"]:
             lines.append(
-                f"| {md_escape(f['signature'][:140])} | {f['models']} | {f['downloads']:,} | {_known(f)} | {', '.join(e['model_id'] for e in f['example_models'][:3])} |"
+                f"| {md_escape(f['signature'][:140])} | {f['models']} | {f['downloads']:,} "
+                f"| {_known(f)} | {', '.join(e['model_id'] for e in f['example_models'][:3])} |"
             )
     else:
         lines.append("None.")
@@ -114,7 +131,9 @@ def render_markdown(rep: dict[str, Any]) -> str:
         lines += ["| model | status | compile s | target ms | reference ms |", "|---|---|---:|---:|---:|"]
         for r in sc:
             lines.append(
-                f"| {r['model_id']} | {r['status']} | {r['compile_s']:.1f} | {r['target_ms'] if r['target_ms'] is not None else ''} | {r['reference_ms'] if r['reference_ms'] is not None else ''} |"
+                f"| {r['model_id']} | {r['status']} | {r['compile_s']:.1f} "
+                f"| {r['target_ms'] if r['target_ms'] is not None else ''} "
+                f"| {r['reference_ms'] if r['reference_ms'] is not None else ''} |"
             )
     else:
         lines.append("None (no compile times recorded).")
@@ -128,7 +147,8 @@ def render_markdown(rep: dict[str, Any]) -> str:
         for f in failing[:50]:
             err = md_escape(f.get("error") or f.get("reason") or "")
             lines.append(
-                f"| {f['model_id']} | {f['status']}{' (' + f['reason'] + ')' if f.get('reason') else ''} | {f['downloads']:,} | {err[:120]} | `{f['repro']}` |"
+                f"| {f['model_id']} | {f['status']}{' (' + f['reason'] + ')' if f.get('reason') else ''} "
+                f"| {f['downloads']:,} | {err[:120]} | `{f['repro']}` |"
             )
         if total > 50:
             lines.append(f"| … {total - 50} more | | | | |")
