@@ -143,7 +143,8 @@ def check_entry(e: CatalogEntry) -> CatalogEntry:
     for what, value in (("task", e.task), ("model_type", e.model_type), ("library", e.library), ("sha", e.sha)):
         if value is not None and (not isinstance(value, str) or len(value) > MAX_TEXT_CHARS or "\x00" in value):
             raise BadRow(
-                f"{_short(e.model_id)}: {what} {_short(repr(value))} is not a string of at most {MAX_TEXT_CHARS} characters"
+                f"{_short(e.model_id)}: {what} {_short(repr(value))} "
+                f"is not a string of at most {MAX_TEXT_CHARS} characters"
             )
     return e
 
@@ -206,7 +207,8 @@ def _lines(f: BinaryIO, path: str, oversized: set[int]) -> Iterator[str]:
             yield raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
         except UnicodeDecodeError as exc:
             raise CatalogError(
-                f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}): a binary file, or another encoding? Save it as UTF-8"
+                f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column "
+                f"{exc.start + 1}): a binary file, or another encoding? Save it as UTF-8"
             ) from None
 
 
@@ -244,7 +246,8 @@ def from_file(path: str, report: IngestReport | None = None) -> Iterator[Catalog
             missing = [c for c in REQUIRED_COLUMNS if c not in cols]
             if missing:
                 raise CatalogError(
-                    f"{path}: not a catalog CSV: missing column(s) {', '.join(missing)} (have: {', '.join(c[:40] for c in cols[:8]) or 'none'})"
+                    f"{path}: not a catalog CSV: missing column(s) {', '.join(missing)} "
+                    f"(have: {', '.join(c[:40] for c in cols[:8]) or 'none'})"
                 )
             index = {c: i for i, c in reversed(list(enumerate(cols)))}
             seen: dict[str, tuple[int, str]] = {}  # lower-cased id -> (line, id) of its first row
@@ -275,7 +278,8 @@ def from_file(path: str, report: IngestReport | None = None) -> Iterator[Catalog
                     line, kept = seen[key]
                     report.skip(
                         where,
-                        f"{_short(entry.model_id)} duplicates {_short(kept)} of line {line}: skipped, the first row kept",
+                        f"{_short(entry.model_id)} duplicates {_short(kept)} "
+                        f"of line {line}: skipped, the first row kept",
                         duplicate=True,
                     )
                     continue
@@ -394,7 +398,8 @@ def from_hub(top: int | None, report: IngestReport | None = None) -> Iterator[Ca
                 "the Hub is offline here (HF_HUB_OFFLINE); use --from-file or the builtin arch: catalog"
             ) from exc
         raise HubUnreachable(
-            f"the Hub at {hub_endpoint()} is unreachable: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            f"the Hub at {hub_endpoint()} is unreachable: {exc.__class__.__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}"
         ) from exc
     report.finish()
 

@@ -54,7 +54,8 @@ class BackendSpec:
         m = _SPEC_RE.match(text)
         if not m:
             raise UnknownBackend(
-                f"unknown backend {text!r}: expected DEVICE[+COMPILER][@DTYPE], e.g. cpu, cpu+inductor, neuron+neuron, cuda@bfloat16"
+                f"unknown backend {text!r}: expected DEVICE[+COMPILER][@DTYPE], "
+                "e.g. cpu, cpu+inductor, neuron+neuron, cuda@bfloat16"
             )
         dtype = m.group("dtype") or "float32"
         if dtype not in DTYPES:
@@ -284,7 +285,8 @@ def _import_device_package(device: str) -> None:
         except ImportError as exc:
             hint = f": {plugin.install_hint}" if plugin.install_hint else ""
             raise BackendUnavailable(
-                f"backend {device} is not available here: package {plugin.package} is not installed ({exc.__class__.__name__}){hint}"
+                f"backend {device} is not available here: package {plugin.package} "
+                f"is not installed ({exc.__class__.__name__}){hint}"
             ) from exc
         if plugin.device_module is not None:
             import torch
@@ -332,7 +334,8 @@ def _import_compiler_packages(spec: BackendSpec, plugin: CompilerPlugin) -> None
             why = (
                 f"{top} is not installed"
                 if missing
-                else f"{package} cannot be imported ({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''})"
+                else f"{package} cannot be imported ({type(exc).__name__}: "
+                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''})"
             )
             hint = (
                 f": pip install -e .[{plugin.extra}] (or bash scripts/setup.sh {plugin.extra})" if plugin.extra else ""
@@ -397,7 +400,10 @@ def spec_problem(text: str) -> str | None:
     device_packages = {d for d, plugin in DEVICE_PLUGINS.items() if plugin.package}  # torch_neuronx registers "neuron"
     compilers = {*TORCH_COMPILERS, *COMPILER_PLUGINS, *BUILTIN_COMPILERS, *device_packages}
     if spec.compiler and spec.compiler not in compilers:
-        return f"unknown compile backend {spec.compiler!r} in backend {text!r}: known compile backends are {', '.join(sorted(compilers))}"
+        return (
+            f"unknown compile backend {spec.compiler!r} in backend {text!r}: "
+            f"known compile backends are {', '.join(sorted(compilers))}"
+        )
     return None
 
 

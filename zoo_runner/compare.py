@@ -130,7 +130,8 @@ def compare(
         r64 = d_items.get(name, ref).detach().to(torch.float64)
         if r64.shape != ref.shape:  # fp32 and fp64 references disagree: the model itself is random
             res.fail(
-                f"{name}: the fp64 reference has shape {tuple(r64.shape)}, the fp32 one {tuple(ref.shape)} (non-deterministic model)"
+                f"{name}: the fp64 reference has shape {tuple(r64.shape)}, "
+                f"the fp32 one {tuple(ref.shape)} (non-deterministic model)"
             )
             continue
         t64 = tgt.to(torch.float64)
@@ -186,7 +187,8 @@ def compare(
         min_cos = min(MIN_COSINE.get(dtype, 0.99999), 1.0 - loss_factor * (1.0 - cos_ref32))
         if err_target > budget:
             res.fail(
-                f"{name}: RMSE {err_target:.3g} exceeds {at} {budget:.3g}, {err_target / budget:.3g}x over (scale {scale:.3g})"
+                f"{name}: RMSE {err_target:.3g} exceeds {at} {budget:.3g}, "
+                f"{err_target / budget:.3g}x over (scale {scale:.3g})"
             )
         elif max_abs > max_budget:
             res.fail(
@@ -194,6 +196,7 @@ def compare(
             )
         elif cos < min_cos and scale > 0:
             res.fail(
-                f"{name}: cosine {cos:.6f} below {at} {min_cos:.6g}, {(1 - cos) / max(1 - min_cos, 1e-30):.3g}x the allowed loss"
+                f"{name}: cosine {cos:.6f} below {at} {min_cos:.6g}, "
+                f"{(1 - cos) / max(1 - min_cos, 1e-30):.3g}x the allowed loss"
             )
     return res

@@ -78,7 +78,8 @@ def model_facts(model_id: str, revision: str | None = None) -> HubFacts:
                 f"{model_id}: the Hub is offline here (HF_HUB_OFFLINE) and the model is not a builtin arch: id"
             ) from exc
         raise HubUnreachable(
-            f"the Hub at {hub_endpoint()} is unreachable: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            f"the Hub at {hub_endpoint()} is unreachable: {exc.__class__.__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}"
         ) from exc
     tags = list(info.tags or [])
     return HubFacts(

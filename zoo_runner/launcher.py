@@ -239,7 +239,8 @@ def run_isolated(
         report = sandbox.read_report(run)
         if report is not None and sandbox.refused(run, rc, report):
             raise SandboxUnavailable(
-                f"ZOO_SANDBOX=strict, but the model process could not get {', '.join(report.get('missing', []))} ({report.get('errors', {})}); `zoo doctor` shows what this machine allows"
+                f"ZOO_SANDBOX=strict, but the model process could not get {', '.join(report.get('missing', []))} "
+                f"({report.get('errors', {})}); `zoo doctor` shows what this machine allows"
             )
         details_sandbox = sandbox.describe(run, report)
         stage = read_stage(run.stage, owner=run.uid)

@@ -50,7 +50,8 @@ _RESNET_BACKBONE = {
 }
 
 _FLAT_PATCH_VLM = Quirk(
-    "images as flattened patches with their grid; the modeling code's default mrope_section (16, 24, 24) needs head_dim 128, so the tiny one (head_dim 16) is set",
+    "images as flattened patches with their grid; the modeling code's default "
+    "mrope_section (16, 24, 24) needs head_dim 128, so the tiny one (head_dim 16) is set",
     config={"text_config.rope_parameters.mrope_section": [2, 3, 3]},
     input_kinds={"pixel_values": "flat_patches"},
     extra_inputs=("image_grid_thw",),
@@ -125,7 +126,8 @@ QUIRKS: dict[str, Quirk] = {
     "layoutlmv2": Quirk(
         "visual backbone from detectron2",
         known_failure=KnownFailure(
-            "LayoutLMv2's visual backbone is built by detectron2, which Zoo does not install (no wheels on PyPI; a C++/CUDA build)",
+            "LayoutLMv2's visual backbone is built by detectron2, which "
+            "Zoo does not install (no wheels on PyPI; a C++/CUDA build)",
             "https://github.com/facebookresearch/detectron2/blob/main/INSTALL.md",
             _dt.date(2027, 3, 1),
         ),
@@ -133,7 +135,8 @@ QUIRKS: dict[str, Quirk] = {
     "bark": Quirk(
         "a composite of three generation models",
         known_failure=KnownFailure(
-            "BarkModel has no forward (generation only); its semantic, coarse and fine sub-models need validating one by one",
+            "BarkModel has no forward (generation only); its semantic, "
+            "coarse and fine sub-models need validating one by one",
             "https://huggingface.co/docs/transformers/model_doc/bark",
             _dt.date(2027, 3, 1),
         ),
@@ -180,7 +183,8 @@ QUIRKS: dict[str, Quirk] = {
     # Mllama: tiled images with aspect-ratio ids and masks; cross-attention layers and the vision tower's
     # intermediate outputs are layer indices, which must exist in the shrunk stacks (vision output = hidden x (1 + intermediates)).
     "mllama": Quirk(
-        "tiled images with aspect-ratio inputs; cross-attention and intermediate-layer indices must exist after shrinking",
+        "tiled images with aspect-ratio inputs; cross-attention "
+        "and intermediate-layer indices must exist after shrinking",
         config={
             "vision_config.image_size": 56,
             "vision_config.intermediate_layers_indices": [0],
@@ -207,7 +211,8 @@ QUIRKS: dict[str, Quirk] = {
     ),
     # Video models take (batch, frames, channels, size, size) under the name pixel_values.
     "videomae": Quirk(
-        "pixel_values is a video clip (batch, frames, channels, size, size); 16 frames of 224 px are slow, 4 of 64 px keep the tubelets",
+        "pixel_values is a video clip (batch, frames, channels, size, "
+        "size); 16 frames of 224 px are slow, 4 of 64 px keep the tubelets",
         config={"num_frames": 4, "image_size": 64},
         input_kinds={"pixel_values": "pixel_values_videos"},
     ),
@@ -249,7 +254,8 @@ QUIRKS: dict[str, Quirk] = {
     "owlv2": _OWL,
     # SAM's vision neck hands the mask decoder embeddings of the decoder's width.
     "sam": Quirk(
-        "vision output channels (and half of them as positional features) must match the prompt encoder and mask decoder width",
+        "vision output channels (and half of them as positional "
+        "features) must match the prompt encoder and mask decoder width",
         config={"vision_config.output_channels": 64, "vision_config.num_pos_feats": 32},
     ),
     # DeepSeek's multi-head latent attention has its own head and rank sizes; rotary runs on qk_rope_head_dim.

@@ -286,7 +286,8 @@ def check_strict() -> None:
     caps = capabilities(*sandbox_ids())
     if missing(caps):
         raise SandboxUnavailable(
-            f"ZOO_SANDBOX=strict, but this machine cannot give model processes {why_missing(caps)}; `zoo doctor` shows what it allows (ZOO_SANDBOX=best_effort runs them anyway)"
+            f"ZOO_SANDBOX=strict, but this machine cannot give model processes {why_missing(caps)}; "
+            "`zoo doctor` shows what it allows (ZOO_SANDBOX=best_effort runs them anyway)"
         )
 
 
@@ -406,7 +407,8 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
                 check_strict()
             warn_once(
                 f"missing:{','.join(gaps)}",
-                f"sandbox (ZOO_SANDBOX=best_effort): model processes run without {why_missing(caps)}; `zoo doctor` shows what this machine allows, ZOO_SANDBOX=strict refuses instead",
+                f"sandbox (ZOO_SANDBOX=best_effort): model processes run without {why_missing(caps)}; "
+                "`zoo doctor` shows what this machine allows, ZOO_SANDBOX=strict refuses instead",
             )
         if os.geteuid() == 0 and "uid" not in gaps:
             uid, gid = want_uid, want_gid
@@ -451,7 +453,8 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         if uid is not None and gid is not None and not _traversable(source, uid, gid):
             warn_once(
                 f"cache:{source}",
-                f"sandbox: uid {uid} cannot reach the cache {source} (and no mount namespace to show it): model processes run without it",
+                f"sandbox: uid {uid} cannot reach the cache {source} (and no "
+                "mount namespace to show it): model processes run without it",
             )
             return None
         return source

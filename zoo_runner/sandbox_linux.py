@@ -416,7 +416,8 @@ def enter(plan_path: str) -> dict[str, Any]:
         os.close(fd)
     if refused:
         sys.stderr.write(
-            f"zoo sandbox: ZOO_SANDBOX=strict and {', '.join(report['missing'])} did not hold: refusing to run the model\n"
+            f"zoo sandbox: ZOO_SANDBOX=strict and {', '.join(report['missing'])} "
+            "did not hold: refusing to run the model\n"
         )
         sys.stderr.flush()
         os._exit(EXIT_REFUSED)

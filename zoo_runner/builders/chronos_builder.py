@@ -47,7 +47,8 @@ class ChronosBuilder:
         if not claims(cfg):
             raise NotSupported(
                 "library_unsupported",
-                f"{request.model_id}: config.json is not a Chronos-Bolt config (chronos_config and chronos_pipeline_class)",
+                f"{request.model_id}: config.json is not a Chronos-Bolt "
+                "config (chronos_config and chronos_pipeline_class)",
             )
         target = MODEL_CLASSES[cfg["chronos_pipeline_class"]]
         if request.tier in ("tiny", "census"):

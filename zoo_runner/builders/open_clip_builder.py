@@ -91,7 +91,8 @@ class OpenClipBuilder:
         if hf_text:
             raise NotSupported(
                 "library_unsupported",
-                f"{request.model_id}: its text tower is the transformers model {hf_text!r}, whose config Zoo does not fetch yet",
+                f"{request.model_id}: its text tower is the transformers "
+                f"model {hf_text!r}, whose config Zoo does not fetch yet",
             )
         if request.tier in ("tiny", "census"):
             model_cfg = shrink_model_cfg(model_cfg)

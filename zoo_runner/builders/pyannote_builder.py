@@ -158,7 +158,8 @@ class PyannoteBuilder:
         if len(rates) > 1 or len(channels) > 1:
             raise NotSupported(
                 "library_unsupported",
-                f"{request.model_id}: its models disagree on sample rate or channels ({sorted(rates)}, {sorted(channels)})",
+                f"{request.model_id}: its models disagree on sample "
+                f"rate or channels ({sorted(rates)}, {sorted(channels)})",
             )
         rate, chans = rates.pop(), channels.pop()
         shapes = [{"batch": b, "channels": chans, "samples": int(d * rate)} for b, d in zip((1, 2), DURATIONS_S)]
@@ -185,7 +186,8 @@ class PyannoteBuilder:
             if not isinstance(sub, dict):
                 raise NotSupported(
                     "library_unsupported",
-                    f"{request.model_id}: its {role} model {repo} has no pyannote {CONFIG_FILE} (a model of another library, or not reachable)",
+                    f"{request.model_id}: its {role} model {repo} has no pyannote "
+                    f"{CONFIG_FILE} (a model of another library, or not reachable)",
                 )
             parts[role] = self._part(repo, sub, request.tier)
         return parts
@@ -198,7 +200,8 @@ class PyannoteBuilder:
         if not target.startswith(ALLOWED_PREFIX):
             raise NotSupported(
                 "library_unsupported",
-                f"{model_id}: its model is {target}, outside {ALLOWED_PREFIX[:-1]}; Zoo imports only pyannote.audio's own models",
+                f"{model_id}: its model is {target}, outside {ALLOWED_PREFIX[:-1]}; "
+                "Zoo imports only pyannote.audio's own models",
             )
         params = {k: v for k, v in model_cfg.items() if k != "_target_"}
         if tier in ("tiny", "census"):

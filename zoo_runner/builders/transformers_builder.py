@@ -198,7 +198,8 @@ class TransformersBuilder:
             except (ValueError, KeyError) as exc:
                 raise NotSupported(
                     "library_unsupported",
-                    f"{model_id}: transformers {transformers.__version__} does not know model_type {cfg['model_type']!r}",
+                    f"{model_id}: transformers {transformers.__version__} "
+                    f"does not know model_type {cfg['model_type']!r}",
                 ) from exc
             archs = [] if base_model else (cfg.get("architectures") or [])
             architecture = next((a for a in archs if hasattr(transformers, a)), None)

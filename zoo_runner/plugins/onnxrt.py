@@ -74,7 +74,8 @@ class OnnxGraph:
             )
         if len(self.program.model.graph.inputs) != len(tensor_at):
             raise RuntimeError(
-                f"the ONNX model takes {len(self.program.model.graph.inputs)} inputs for the graph's {len(tensor_at)} tensors"
+                f"the ONNX model takes {len(self.program.model.graph.inputs)} "
+                f"inputs for the graph's {len(tensor_at)} tensors"
             )
         ep = self.program.exported_program
         user = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
