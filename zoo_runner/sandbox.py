@@ -331,7 +331,7 @@ class Run:
 
 
 def _chown_tree(path: Path, uid: int, gid: int) -> None:
-    for dirpath, dirnames, filenames in os.walk(path):
+    for dirpath, _dirnames, filenames in os.walk(path):
         os.chown(dirpath, uid, gid)
         for name in filenames:
             os.lchown(os.path.join(dirpath, name), uid, gid)
