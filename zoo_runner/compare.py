@@ -3,8 +3,8 @@
 The budget is relative to each output's own scale and to the reference's own error against fp64:
 a backend judged at fp32 may be as inexact as reordered fp32 reductions legitimately are (times a
 factor), never more; one judged at bf16, fp16 or tf32 as inexact as the CPU reference computed at
-that precision (:mod:`zoo_runner.precision`), times that precision's factor. Integers and booleans must match exactly; NaN/Inf must sit where the
-reference has them.
+that precision (:mod:`zoo_runner.precision`), times that precision's factor. Integers and
+booleans must match exactly; NaN/Inf must sit where the reference has them.
 """
 
 from __future__ import annotations

@@ -84,8 +84,10 @@ _ACCUMULATE_INTO_SELF = frozenset({"addmm", "baddbmm", "addbmm", "addmv", "addr"
 MATMUL_OPS = frozenset(
     {
         "mm", "bmm", "addmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "matmul", "linear", "einsum",
-        "convolution", "_convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_attention_math", "scaled_dot_product_attention",
+        "convolution", "_convolution", "conv1d", "conv2d", "conv3d",
+        "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_attention_math",
+        "scaled_dot_product_attention",
     }
 )  # fmt: skip
 

@@ -161,7 +161,8 @@ QUIRKS: dict[str, Quirk] = {
     "mistral3": Quirk(
         "default image size 1540 px makes thousands of image tokens", config={"vision_config.image_size": 112}
     ),
-    # Mamba-2 names its SSM heads num_heads/head_dim, which the attention rules would size: heads x head dim = expand x width.
+    # Mamba-2 names its SSM heads num_heads/head_dim, which the attention rules would size:
+    # heads x head dim = expand x width.
     "mamba2": Quirk(
         "SSM heads x head dim must equal expand x hidden size", config={"num_heads": 8, "head_dim": 16, "n_groups": 1}
     ),
@@ -181,7 +182,8 @@ QUIRKS: dict[str, Quirk] = {
     "llava_next": _ANYRES_VLM,
     "llava_onevision": _ANYRES_VLM,
     # Mllama: tiled images with aspect-ratio ids and masks; cross-attention layers and the vision tower's
-    # intermediate outputs are layer indices, which must exist in the shrunk stacks (vision output = hidden x (1 + intermediates)).
+    # intermediate outputs are layer indices, which must exist in the shrunk stacks
+    # (vision output = hidden x (1 + intermediates)).
     "mllama": Quirk(
         "tiled images with aspect-ratio inputs; cross-attention "
         "and intermediate-layer indices must exist after shrinking",
