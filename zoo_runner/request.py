@@ -85,10 +85,40 @@ METRIC_KEYS = (
 
 
 def empty_result(req: ValidationRequest) -> dict[str, Any]:
-    """The SPEC result of ``req`` before anything ran, as a dict (:meth:`ValidationResult.empty`)."""
-    from .result import ValidationResult
+    from .backends import BackendSpec
 
-    return ValidationResult.empty(req).to_dict()
+    try:
+        spec = BackendSpec.parse(req.backend) if req.backend != "auto" else None
+    except Exception:
+        spec = None
+    result = {
+        "model_id": req.model_id,
+        "revision": req.revision,
+        "tier": req.tier,
+        "backend": req.backend,
+        "device": spec.device if spec else None,
+        "dtype": spec.dtype if spec else None,
+        "status": None,
+        "reason": None,
+        "fingerprint": None,
+        "library": req.library,
+        "architecture": None,
+        "task": req.task,
+        "precision": None,
+        "metrics": {k: None for k in METRIC_KEYS},
+        "fallback_ops": [],
+        "op_census": {},
+        "error": None,
+        "versions": _versions(spec),
+        "repro": req.repro(),
+        "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "duration_s": None,
+        "details": {"seed": req.seed, "harness_version": HARNESS_VERSION},
+    }
+    if req.precision and req.precision != "auto":  # asked for: even a row that never got a verdict is at that precision
+        result["precision"] = req.precision
+        result["details"]["precision_source"] = "flag"
+    return result
 
 
 def error_info(
