@@ -228,7 +228,8 @@ def _pool_process_init(**_):
     me = multiprocessing.current_process()
     me._config["daemon"] = False  # type: ignore[attr-defined]
     # billiard's authkey type refuses to be pickled by multiprocessing's forkserver: rewrap it
-    me._config["authkey"] = multiprocessing.process.AuthenticationString(bytes(me.authkey))  # type: ignore[attr-defined]
+    authkey = multiprocessing.process.AuthenticationString(bytes(me.authkey))
+    me._config["authkey"] = authkey  # type: ignore[attr-defined]
 
     def _on_term(signum, frame):
         kill_descendants()

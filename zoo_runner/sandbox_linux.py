@@ -296,7 +296,8 @@ def _reset_python_state(plan: Plan) -> None:
     try:
         import multiprocessing.process as mpp
 
-        mpp.current_process()._config.pop("tempdir", None)  # type: ignore[attr-defined]  # the forkserver's pymp-* dir is root's
+        # the forkserver's pymp-* dir is root's
+        mpp.current_process()._config.pop("tempdir", None)  # type: ignore[attr-defined]
     except Exception:
         pass
     try:
