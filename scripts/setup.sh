@@ -2,8 +2,9 @@
 # Create .venv (or $ZOO_VENV) and install Zoo into it.
 #   bash scripts/setup.sh            Zoo with a CPU build of torch
 #   bash scripts/setup.sh dev        + the test dependencies
-#   bash scripts/setup.sh dev timm   + timm models (timm needs torchvision, which here comes only
-#                                      with torch==2.14.1 + torchvision==0.29.1: a 5.5 GB CUDA build)
+#   bash scripts/setup.sh dev timm   + timm models (timm needs torchvision, pinned with torch==2.14.1 +
+#                                      torchvision==0.29.1; on Linux x86_64 PyPI's build of that torch
+#                                      is the CUDA one, about 5.5 GB with its nvidia-* wheels)
 #   bash scripts/setup.sh dev open_clip  + OpenCLIP models (the same torchvision)
 #   bash scripts/setup.sh dev pyannote   + pyannote.audio models (torchaudio links torch's CUDA
 #                                          libraries, so the same 2.14.1 build)
