@@ -1,0 +1,87 @@
+"""House rules checked on the source (CONTRIBUTING.md, "Rules"): no module of the product imports
+another module's private (``_name``) names, and the dashboards' report does not import the pages.
+
+Tests may use the private names of the code under test; this scans the product packages only.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("zoo_runner", "db", "services", "workers", "api", "dashboards", "zoo", "benchmarks")
+
+
+def _private(name: str) -> bool:
+    """``_name``; not ``__dunder__`` nor ``_sunder_`` (the enum's public API, ``_value2member_map_``)."""
+    return name.startswith("_") and not name.startswith("__") and not name.endswith("_")
+
+
+def _ours(module: str | None, level: int) -> bool:
+    """Whether ``from <module> import ...`` (``level`` dots) names a module of the product."""
+    return level > 0 or (module or "").split(".")[0] in PACKAGES
+
+
+def private_imports(path: Path, source: str | None = None) -> list[str]:
+    """Every ``from <product module> import _name`` and ``<product module>._name`` in one file."""
+    tree = ast.parse(path.read_text(encoding="utf-8") if source is None else source, filename=str(path))
+    where = path.relative_to(ROOT)
+    found, modules = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in PACKAGES:
+                    modules.add(a.asname or a.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and _ours(node.module, node.level):
+            for a in node.names:
+                if _private(a.name):
+                    found.append(f"{where}:{node.lineno}: from {'.' * node.level}{node.module or ''} import {a.name}")
+                else:
+                    modules.add(a.asname or a.name)  # may be a module (from dashboards import report)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in modules:
+                found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def product_files() -> list[Path]:
+    return sorted(f for pkg in PACKAGES for f in (ROOT / pkg).rglob("*.py"))
+
+
+def test_the_scan_sees_the_product():
+    files = {f.relative_to(ROOT).as_posix() for f in product_files()}
+    assert {"zoo_runner/engine.py", "dashboards/pages.py", "zoo/cli.py", "db/session.py"} <= files
+
+
+def test_the_scan_finds_a_private_import():
+    src = "from .report import _pct\nfrom db import session\nsession._redact('x')\nimport os\nos._exit(0)\n"
+    assert private_imports(ROOT / "dashboards" / "x.py", src) == [
+        "dashboards/x.py:1: from .report import _pct",
+        "dashboards/x.py:3: session._redact",
+    ]
+
+
+def test_no_private_names_are_imported_across_modules():
+    found = [hit for f in product_files() for hit in private_imports(f)]
+    assert not found, "private names used across modules (make them public or move them):\n" + "\n".join(found)
+
+
+def test_the_report_does_not_import_the_pages():
+    """dashboards.pages imports the report's helpers; the report must not import the pages back
+    (the shared pieces live in dashboards.format and dashboards.templating)."""
+    for name in ("report.py", "format.py", "templating.py"):
+        tree = ast.parse((ROOT / "dashboards" / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                target = ("." * node.level) + (node.module or "")
+                names = {a.name for a in node.names} if target in (".", "dashboards") else set()
+                assert target not in (".pages", "dashboards.pages") and "pages" not in names, (
+                    f"dashboards/{name} imports the pages"
+                )
+            elif isinstance(node, ast.Import):
+                assert all(a.name != "dashboards.pages" for a in node.names), f"dashboards/{name} imports pages"
