@@ -27,6 +27,12 @@ def _validate(arch: str, backend: str = "cpu") -> dict:
         "TimesformerForVideoClassification",
         "VivitForVideoClassification",
         "AlbertForMultipleChoice",
+        "PatchTSTModel",
+        "PatchTSMixerForRegression",
+        "MgpstrForSceneTextRecognition",
+        "VitPoseBackbone",
+        "BitBackbone",
+        "NemotronForSequenceClassification",
     ],
 )
 def test_long_tail_architectures_get_a_valid_reference_and_pass_on_cpu(arch):
@@ -73,3 +79,37 @@ def test_multiple_choice_heads_get_a_choices_dimension():
     r = _validate("RobertaForMultipleChoice")
     assert r["status"] == "pass", r["error"]
     assert r["details"]["input_shapes"][0]["input_ids"] == [2, 2, 16]  # (batch, choices, seq)
+
+
+def test_forecasters_get_their_own_context_length_and_channels():
+    r = _validate("PatchTSTForPrediction")
+    assert r["status"] == "pass", r["error"]
+    assert r["details"]["input_shapes"][0]["past_values"] == [2, 32, 1]  # (batch, context_length, channels)
+
+
+def test_a_non_square_image_size_gives_non_square_images():
+    import transformers
+
+    from zoo_runner.inputs import ConfigView
+
+    assert ConfigView.of(transformers.MgpstrConfig()).pixel_hw == (32, 128)  # (height, width)
+    assert ConfigView.of(transformers.ViTConfig(image_size=96)).pixel_hw == (96, 96)
+
+
+def test_shrinking_keeps_group_norm_groups_dividing_every_channel_count():
+    import copy
+
+    import transformers
+
+    from zoo_runner.shrink import shrink_dict
+
+    cfg = shrink_dict(copy.deepcopy(transformers.BitConfig().to_dict()))
+    bottlenecks = [w // 4 for w in cfg["hidden_sizes"]]  # BiT's blocks narrow to a quarter of the stage width
+    assert all(w % cfg["num_groups"] == 0 for w in cfg["hidden_sizes"] + bottlenecks + [cfg["embedding_size"]])
+
+
+def test_shrinking_spells_out_an_unset_key_value_head_count():
+    from zoo_runner.shrink import shrink_dict
+
+    cfg = shrink_dict({"hidden_size": 1024, "num_attention_heads": 16, "num_key_value_heads": None})
+    assert cfg["num_key_value_heads"] == cfg["num_attention_heads"]

@@ -46,6 +46,9 @@ class ConfigView:
     state_dim: int = 1  # trajectory models (Decision Transformer): one state, one action a step
     act_dim: int = 1
     max_timestep: int = 1000
+    pixel_hw: tuple[int, int] = (224, 224)  # (height, width) of the model's own images: image_size, or its pair
+    series_channels: int = 0  # multivariate forecasters (PatchTST): channels a step; 0 = one univariate series a row
+    context_length: int = 0  # the context those forecasters insist on; 0 = any length
 
     @classmethod
     def of(cls, config: Any) -> ConfigView:
@@ -89,6 +92,11 @@ class ConfigView:
             state_dim=first([config], ["state_dim"], 1),
             act_dim=first([config], ["act_dim"], 1),
             max_timestep=first([config], ["max_ep_len"], 1000),
+            pixel_hw=_pixel_hw(
+                [vision, config], first([vision, config], ["image_size", "img_size", "input_size"], 224)
+            ),
+            series_channels=first([config], ["num_input_channels"], 0),
+            context_length=first([config], ["context_length"], 0),
         )
 
 
@@ -100,6 +108,18 @@ def _image_hw(objs: list[Any]) -> tuple[int, int]:
         if isinstance(size, int) and size > 0:
             return size, size
     return 224, 224
+
+
+def _pixel_hw(objs: list[Any], size: int) -> tuple[int, int]:
+    """The (height, width) pair where the image size a tower reads is one (MGP-STR: 32 x 128), else a square."""
+    for obj in objs:
+        for name in ("image_size", "img_size", "input_size"):
+            v = getattr(obj, name, None)
+            if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(i, int) and i > 0 for i in v):
+                return int(v[0]), int(v[1])
+            if v is not None:
+                return size, size
+    return size, size
 
 
 def _anyres_tiles(config: Any, image_size: int) -> int:
@@ -124,6 +144,15 @@ def random_walk(batch: int, length: int, gen: torch.Generator) -> torch.Tensor:
 def _ids(high: int, shape, gen) -> torch.Tensor:
     low = min(4, max(high - 1, 0))
     return torch.randint(low, max(high, low + 1), shape, generator=gen)
+
+
+def _past_values(v: ConfigView, s: dict, g: torch.Generator) -> torch.Tensor:
+    """Context series, one a row: (batch, length), or (batch, context_length, channels) for forecasters
+    whose config fixes the context and its channels (PatchTST, PatchTSMixer)."""
+    if v.series_channels and v.context_length:
+        walks = random_walk(s["batch"] * v.series_channels, v.context_length, g)
+        return walks.reshape(s["batch"], v.series_channels, v.context_length).transpose(1, 2).contiguous()
+    return random_walk(s["batch"], 8 * s["seq"], g)
 
 
 def _mask(view, shape, gen):
@@ -156,7 +185,7 @@ GENERATORS: dict[str, Gen] = {
     "token_type_ids": _token_types,
     # as long as the encoder input: sequence classifiers (BART) pool decoder states at the EOS of input_ids
     "decoder_input_ids": lambda v, s, g: _ids(v.decoder_vocab_size, (s["batch"], s["seq"]), g),
-    "pixel_values": lambda v, s, g: torch.randn(s["batch"], v.num_channels, v.image_size, v.image_size, generator=g),
+    "pixel_values": lambda v, s, g: torch.randn(s["batch"], v.num_channels, *v.pixel_hw, generator=g),
     # non-square images (pose estimators: 256 x 192), sized by the (height, width) pair of the config
     "pixels_hw": lambda v, s, g: torch.randn(s["batch"], v.num_channels, *v.image_hw, generator=g),
     # any-resolution VLMs (LLaVA-NeXT, OneVision) take each image as (tiles, channels, size, size)
@@ -181,7 +210,7 @@ GENERATORS: dict[str, Gen] = {
     "spatial_shapes": lambda v, s, g: torch.tensor([list(NAFLEX_GRID)] * s["batch"]),
     "pixel_attention_mask": lambda v, s, g: torch.ones(s["batch"], math.prod(NAFLEX_GRID), dtype=torch.long),
     # time-series forecasters (TimesFM): one context series a row
-    "past_values": lambda v, s, g: random_walk(s["batch"], 8 * s["seq"], g),
+    "past_values": _past_values,
     "aspect_ratio_ids": lambda v, s, g: torch.ones(s["batch"], 1, dtype=torch.long),
     # which image tiles each text token attends to (Mllama): every token sees the first tile of its image
     "cross_attention_mask": lambda v, s, g: torch.nn.functional.one_hot(

@@ -277,6 +277,11 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
                 cfg[groups] = math.gcd(cfg[mh], cfg[groups])
     if "head_dim" in cfg and cfg["head_dim"] is None and width_key and heads_key:
         cfg["head_dim"] = cfg[width_key] // cfg[heads_key]  # "derive it" made explicit: some modeling code reads it raw
+    if heads_key:  # an unset kv head count means one per query head; some modeling code reads it raw (Nemotron)
+        for key in KV_HEADS:
+            if key in cfg and cfg[key] is None:
+                cfg[key] = cfg[heads_key]
+    _fix_group_norm(cfg)
     # rotary sections (mrope) must sum to half the head dim
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
     if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
@@ -287,6 +292,20 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
             base = [half // n] * n
             base[0] += half - sum(base)
             rope["mrope_section"] = base
+
+
+def _fix_group_norm(cfg: dict[str, Any]) -> None:
+    """Stage-list conv nets with group norm (BiT): the groups must divide every channel count, the
+    shrunk stage widths and the bottleneck widths inside a stage alike (``bottle_ratio`` of its width,
+    where the config has one, else a quarter: the ResNet/BiT bottleneck, a constructor default there)."""
+    widths = [v for k in WIDTH_LISTS if _int_list(cfg.get(k)) for v in cfg[k]]
+    if not widths or not _is_int(cfg.get("num_groups")) or cfg["num_groups"] <= 1:
+        return
+    widths += [cfg[k] for k in WIDTH if _is_int(cfg.get(k)) and cfg[k] > 0]
+    ratio = cfg.get("bottle_ratio", 0.25)
+    if isinstance(ratio, float) and 0 < ratio < 1:
+        widths.append(max(int(min(widths) * ratio), 1))
+    cfg["num_groups"] = _largest_divisor_at_most(math.gcd(*widths), cfg["num_groups"])
 
 
 def apply_overrides(cfg: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
