@@ -8,11 +8,12 @@ import hashlib
 import json
 import logging
 import math
-import os
 import threading
 import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from zoo_runner.settings import DEFAULT_API_MAX_BODY, settings
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ class RateLimit:
 
     def __init__(self, app: ASGIApp, rate: float | None = None, max_clients: int = 100_000) -> None:
         self.app = app
-        self.rate = float(os.environ.get("ZOO_RATE_LIMIT", "600")) if rate is None else float(rate)
+        self.rate = settings().rate_limit if rate is None else float(rate)
         self.capacity = max(self.rate, 1.0)
         self.per_s = self.rate / 60.0
         self.buckets: dict[str, tuple[float, float]] = {}
@@ -168,7 +169,7 @@ async def _send_json(send: Send, status: int, detail: str, headers: list[tuple[b
     await send({"type": "http.response.body", "body": body})
 
 
-DEFAULT_MAX_BODY = 1 << 20  # 1 MiB: POST /validations with 1,000 ids of the longest allowed length is 260 KB
+DEFAULT_MAX_BODY = DEFAULT_API_MAX_BODY  # 1 MiB
 
 
 class BodyLimit:
@@ -179,9 +180,7 @@ class BodyLimit:
 
     def __init__(self, app: ASGIApp, max_bytes: int | None = None) -> None:
         self.app = app
-        self.max_bytes = (
-            int(os.environ.get("ZOO_API_MAX_BODY", str(DEFAULT_MAX_BODY))) if max_bytes is None else max_bytes
-        )
+        self.max_bytes = settings().api_max_body if max_bytes is None else max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.max_bytes <= 0:

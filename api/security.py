@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 
 from fastapi import HTTPException, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from zoo_runner.settings import settings
 
 api_key_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="one of the keys in ZOO_API_KEYS")
 bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer <key>, same keys as X-API-Key")
@@ -19,7 +20,7 @@ def _digest(key: str) -> bytes:
 
 
 def hashed_keys(raw: str | None = None) -> tuple[bytes, ...]:
-    raw = os.environ.get("ZOO_API_KEYS", "") if raw is None else raw
+    raw = settings().api_keys if raw is None else raw
     return tuple(_digest(k.strip()) for k in raw.split(",") if k.strip())
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import os as _os
 import re as _re
 import threading as _threading
 import time as _time
@@ -16,6 +15,7 @@ from sqlalchemy import and_, case, func, literal, or_, select
 from sqlalchemy.orm import Session
 
 from zoo_runner.exceptions import BadInput
+from zoo_runner.settings import settings as _settings
 from zoo_runner.statuses import ALL_STATUSES, NO_VALID_REFERENCE, PASSING
 
 from .models import Model, Report, Result, Snapshot, SnapshotEntry
@@ -291,7 +291,7 @@ def cached(fn):
 
     @_wraps(fn)
     def wrapper(session: Session, *args, **kwargs):
-        ttl = float(_os.environ.get("ZOO_QUERY_CACHE_S", "300"))
+        ttl = _settings().query_cache_s
         if ttl <= 0:
             return fn(session, *args, **kwargs)
         version = data_version(session)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,13 +14,14 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from zoo_runner.exceptions import DatabaseUnavailable
+from zoo_runner.settings import settings
 
 log = logging.getLogger(__name__)
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
 def database_url() -> str:
-    url = os.environ.get("ZOO_DATABASE_URL") or f"sqlite:///{Path.cwd() / 'zoo.db'}"
+    url = settings().database_url or f"sqlite:///{Path.cwd() / 'zoo.db'}"
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
     return url

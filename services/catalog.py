@@ -23,6 +23,7 @@ from db.repository import CatalogEntry
 from db.session import session_scope
 from zoo_runner.exceptions import CatalogError, HubUnreachable
 from zoo_runner.hub import hub_endpoint, library_from_tags
+from zoo_runner.settings import settings
 
 log = logging.getLogger(__name__)
 REQUIRED_COLUMNS = ("model_id", "downloads")
@@ -422,7 +423,7 @@ def hub_reachable(timeout: float = 5.0) -> bool:
 
 def sync_top() -> int:
     """How many of the Hub's most-downloaded models an automatic sync takes (``ZOO_SYNC_TOP``, default 1000)."""
-    return int(os.environ.get("ZOO_SYNC_TOP", "1000"))
+    return settings().sync_top
 
 
 def sync(source: Iterable[CatalogEntry], label: str, total: int | None = None) -> tuple[int, int]:

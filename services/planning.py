@@ -49,6 +49,7 @@ from db.session import session_scope
 from db.weeks import iso_week
 from zoo_runner.exceptions import NotSupported, ZooError
 from zoo_runner.request import HARNESS_VERSION, ValidationRequest
+from zoo_runner.settings import settings
 from zoo_runner.statuses import NO_VALID_REFERENCE, PASSING
 
 from . import catalog
@@ -326,7 +327,7 @@ def plan_sweep(
     now = now or dt.datetime.now(dt.timezone.utc)
     period = period_of(kind, now)
     if plan_budget_s is None:  # first sweeps of a big catalog: plan what fits, the rest runs alone
-        plan_budget_s = float(os.environ.get("ZOO_PLAN_BUDGET_S", "1800"))
+        plan_budget_s = settings().plan_budget_s
     with session_scope() as s:
         sweep_id = repository.claim_sweep(s, kind, period, backend, tier, host=f"{socket.gethostname()}:{os.getpid()}")
     if sweep_id is None:

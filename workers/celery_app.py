@@ -35,25 +35,25 @@ import sys
 
 from celery import Celery, signals
 
+from zoo_runner.settings import ConfigError, settings
+
 log = logging.getLogger(__name__)
 
 
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
+def _limits() -> tuple[int, int, int, int, int]:
+    """The worker's time limits and attempts, read once, when the app is made; a bad value is one
+    line on stderr and exit status 2."""
+    s = settings()
     try:
-        return int(float(raw))
-    except ValueError:
-        print(f"zoo: error: {name}={raw!r} is not a number of seconds", file=sys.stderr)
+        hard = s.task_time_limit
+        visibility = s.visibility_timeout if s.visibility_timeout is not None else hard + 600
+        return hard, visibility, s.visibility_margin, s.soft_shutdown_timeout, max(1, s.max_attempts)
+    except ConfigError as exc:
+        print(f"zoo: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 
 
-HARD_TIME_LIMIT_S = _env_int("ZOO_TASK_TIME_LIMIT", 3600)
-VISIBILITY_TIMEOUT_S = _env_int("ZOO_VISIBILITY_TIMEOUT", HARD_TIME_LIMIT_S + 600)
-VISIBILITY_MARGIN_S = _env_int("ZOO_VISIBILITY_MARGIN", 60)
-SOFT_SHUTDOWN_S = _env_int("ZOO_SOFT_SHUTDOWN_TIMEOUT", 30)
-MAX_ATTEMPTS = max(1, _env_int("ZOO_MAX_ATTEMPTS", 3))
+HARD_TIME_LIMIT_S, VISIBILITY_TIMEOUT_S, VISIBILITY_MARGIN_S, SOFT_SHUTDOWN_S, MAX_ATTEMPTS = _limits()
 # How often a worker sweeps the broker for messages abandoned by dead workers.
 RESTORE_INTERVAL_S = max(1, min(60, VISIBILITY_TIMEOUT_S // 10))
 
@@ -61,7 +61,8 @@ SCHEDULER_QUEUE = "scheduler"  # beat's own tasks (sweeps, refreshes, reports): 
 
 
 def broker_url() -> str:
-    return os.environ.get("ZOO_BROKER_URL", "redis://127.0.0.1:6379/0")
+    url = settings().broker_url
+    return "redis://127.0.0.1:6379/0" if url is None else url
 
 
 def redacted_broker_url() -> str:

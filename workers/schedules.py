@@ -27,6 +27,8 @@ import uuid
 from celery.beat import PersistentScheduler
 from celery.schedules import crontab
 
+from zoo_runner.settings import settings
+
 from .recovery import SWEEP_S, Recovery
 
 log = logging.getLogger(__name__)
@@ -48,20 +50,21 @@ return 0
 
 def schedule_backends() -> list[str]:
     """The backends beat schedules (``ZOO_SCHEDULE_BACKENDS``, comma-separated; default cpu)."""
-    raw = os.environ.get("ZOO_SCHEDULE_BACKENDS") or os.environ.get("ZOO_SCHEDULE_BACKEND") or "cpu"
+    s = settings()
+    raw = s.schedule_backends or s.schedule_backend or "cpu"
     return [b.strip() for b in raw.split(",") if b.strip()]
 
 
 def beat_schedule() -> dict:
     backends = schedule_backends()
-    tier = os.environ.get("ZOO_SCHEDULE_TIER", "tiny")
-    every = os.environ.get("ZOO_BEAT_SWEEP_EVERY_S")
-    weekly = dt.timedelta(seconds=float(every)) if every else crontab(day_of_week="mon", hour=0, minute=30)
+    s = settings()
+    tier, every = s.schedule_tier, s.beat_sweep_every_s
+    weekly = dt.timedelta(seconds=every) if every is not None else crontab(day_of_week="mon", hour=0, minute=30)
     return {
         "daily-top-k": {
             "task": "zoo.refresh",
             "schedule": crontab(hour=2, minute=0),
-            "kwargs": {"top": int(os.environ.get("ZOO_DAILY_TOP_K", "100")), "backends": backends, "tier": tier},
+            "kwargs": {"top": s.daily_top_k, "backends": backends, "tier": tier},
         },
         "weekly-sweep": {
             "task": "zoo.weekly_sweep",
@@ -76,7 +79,7 @@ class LeaderScheduler(PersistentScheduler):
     """A PersistentScheduler that sends due tasks only while it holds the leader lock."""
 
     def __init__(self, *args, **kwargs):
-        self.lock_ttl_s = max(3.0, float(os.environ.get("ZOO_BEAT_LOCK_TTL", "30")))
+        self.lock_ttl_s = max(3.0, settings().beat_lock_ttl)
         self.node = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.is_leader = False
         self._announced = False

@@ -66,9 +66,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from zoo_runner.settings import settings
+
     from . import jobs, render
 
-    if not os.environ.get("ZOO_BROKER_URL"):  # in-process: the models run here
+    if not settings().broker_url:  # in-process: the models run here
         _check_sandbox()
     out = jobs.main_job(
         top=args.top,

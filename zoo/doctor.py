@@ -9,6 +9,8 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
+from zoo_runner.settings import settings
+
 BACKENDS = (
     "cpu",
     "cpu+inductor",
@@ -59,13 +61,15 @@ def _service(url: str | None, default_port: int) -> dict[str, Any]:
 def sandbox_facts() -> dict[str, Any]:
     from zoo_runner import sandbox
 
-    facts: dict[str, Any] = {"mode": os.environ.get("ZOO_SANDBOX", "best_effort")}
+    facts: dict[str, Any] = {"mode": "best_effort"}
     try:
         facts["mode"] = sandbox.mode()
         uid, gid = sandbox.sandbox_ids()
         caps = sandbox.capabilities(uid, gid)
     except Exception as exc:  # a bad ZOO_SANDBOX* value: say so, keep going
         facts["error"] = str(exc)
+        if getattr(exc, "variable", None) == "ZOO_SANDBOX":  # the mode as it was set
+            facts["mode"] = exc.value  # type: ignore[attr-defined]
         return facts
     facts.update(
         sandbox_uid=uid,
@@ -106,7 +110,7 @@ def service_facts() -> dict[str, Any]:
     hub = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
     facts = {
         "database": _service(database_url(), 5432),
-        "broker": _service(os.environ.get("ZOO_BROKER_URL"), 6379),
+        "broker": _service(settings().broker_url, 6379),
         "hub": {
             "url": redact(hub),
             "offline": os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false"),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from workers import publish
 from zoo_runner.backends import BackendSpec, check_backend, load_plugins
 from zoo_runner.launcher import stage_listener
 from zoo_runner.request import ValidationRequest
+from zoo_runner.settings import settings
 
 from .progress import RunProgress
 
@@ -128,7 +128,7 @@ def main_job(
     say(f"backend {backend}; reading the catalog")
     source = catalog.ensure_catalog()
     snap_id, ids = pick_models(top)
-    broker = os.environ.get("ZOO_BROKER_URL")
+    broker = settings().broker_url
     where = (
         "enqueued to the workers"
         if broker

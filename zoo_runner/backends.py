@@ -266,7 +266,9 @@ def declared_precision(spec: BackendSpec) -> str | None:
 
 def load_plugins(names: str | None = None) -> list[str]:
     """Import the modules named in ``ZOO_PLUGINS`` (comma-separated). Returns their names."""
-    names = os.environ.get("ZOO_PLUGINS", "") if names is None else names
+    from .settings import settings  # pydantic: only where plugins are loaded, not on `import zoo_runner`
+
+    names = settings().plugins if names is None else names
     loaded = []
     for name in [n.strip() for n in names.split(",") if n.strip()]:
         try:

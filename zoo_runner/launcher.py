@@ -35,6 +35,7 @@ from . import reference_cache, sandbox
 from .exceptions import SandboxUnavailable
 from .request import ValidationRequest, empty_result, error_info
 from .result_schema import RESULT_MAX_BYTES, BadResult, read_json_file, read_stage, trusted_result
+from .settings import settings
 from .statuses import Status
 
 log = logging.getLogger(__name__)
@@ -206,8 +207,8 @@ def _run_spawned(
 
 
 def launcher_kind() -> str:
-    kind = os.environ.get("ZOO_LAUNCHER", "forkserver" if sys.platform.startswith("linux") else "spawn")
-    return kind if kind in ("forkserver", "spawn") else "forkserver"
+    """``ZOO_LAUNCHER``: forkserver (default on Linux; also for a value it does not know) or spawn."""
+    return settings().launcher
 
 
 def run_isolated(
@@ -223,7 +224,7 @@ def run_isolated(
         on_stage("start")
     t0 = time.perf_counter()
     if req.plugins is None:
-        req.plugins = os.environ.get("ZOO_PLUGINS", "")
+        req.plugins = settings().plugins
     if req.reference_cache is None:
         req.reference_cache = reference_cache.configured_dir() or ""
     mem = int(req.memory_gb * (1 << 30))

@@ -29,13 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .settings import DEFAULT_REFERENCE_CACHE_MB, settings
+
 if TYPE_CHECKING:  # torch is imported by the model process only; the parent needs just the directory
     import torch
 
 log = logging.getLogger(__name__)
 
 DISABLED = {"", "off", "0", "false", "no", "none"}
-DEFAULT_MAX_MB = 2048
+DEFAULT_MAX_MB = DEFAULT_REFERENCE_CACHE_MB
 
 
 def default_dir() -> str:
@@ -45,17 +47,14 @@ def default_dir() -> str:
 
 def configured_dir() -> str | None:
     """The cache directory the environment asks for, or None where caching is off."""
-    value = os.environ.get("ZOO_REFERENCE_CACHE")
+    value = settings().reference_cache
     if value is None:
         return default_dir()
     return None if value.strip().lower() in DISABLED else value
 
 
 def _max_bytes() -> int:
-    try:
-        return int(float(os.environ.get("ZOO_REFERENCE_CACHE_MB", DEFAULT_MAX_MB)) * (1 << 20))
-    except ValueError:
-        return DEFAULT_MAX_MB << 20
+    return int(settings().reference_cache_mb * (1 << 20))  # not a number: DEFAULT_MAX_MB
 
 
 def _tensor_bytes(t: torch.Tensor) -> memoryview:

@@ -40,11 +40,12 @@ from typing import Any
 
 from .exceptions import BadInput, SandboxUnavailable
 from .sandbox_linux import EXIT_REFUSED, PROTECTIONS, Plan
+from .settings import DEFAULT_SANDBOX_UID, SANDBOX_MODES, settings
 
 log = logging.getLogger(__name__)
 
-MODES = ("off", "best_effort", "strict")
-DEFAULT_UID = 65533  # Debian reserves 65000-65533 and allocates none of them to accounts
+MODES = SANDBOX_MODES
+DEFAULT_UID = DEFAULT_SANDBOX_UID
 SANDBOX_USER = "zoo-sandbox"
 
 # The model process's environment: exactly these names, and names with these prefixes, from
@@ -118,28 +119,14 @@ def warn_once(key: str, message: str) -> None:
 
 
 def mode() -> str:
-    value = os.environ.get("ZOO_SANDBOX", "best_effort").strip().lower().replace("-", "_") or "best_effort"
-    if value not in MODES:
-        raise BadInput(f"ZOO_SANDBOX must be one of {', '.join(MODES)}, not {value!r}")
-    return value
-
-
-def _env_int(name: str, default: int, low: int = 1) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadInput(f"{name} must be a whole number, not {raw!r}") from None
-    if value < low:
-        raise BadInput(f"{name} must be at least {low}, not {value}")
-    return value
+    """``ZOO_SANDBOX``: off, best_effort or strict (BadInput for anything else)."""
+    return settings().sandbox
 
 
 def sandbox_ids() -> tuple[int, int]:
-    uid = _env_int("ZOO_SANDBOX_UID", DEFAULT_UID)
-    gid = _env_int("ZOO_SANDBOX_GID", uid)
+    s = settings()
+    uid = s.sandbox_uid
+    gid = s.sandbox_gid if s.sandbox_gid is not None else uid
     if uid >= 2**32 - 1 or gid >= 2**32 - 1:
         raise BadInput("ZOO_SANDBOX_UID and ZOO_SANDBOX_GID must be below 4294967295")
     return uid, gid
@@ -157,7 +144,7 @@ def base_env() -> dict[str, str]:
         for k, v in os.environ.items()
         if (k in ALLOW_NAMES or k.startswith(ALLOW_PREFIXES)) and k not in CACHE_VARS and not is_secret_name(k)
     }
-    for name in (n.strip() for n in os.environ.get("ZOO_SANDBOX_ENV", "").split(",")):
+    for name in (n.strip() for n in settings().sandbox_env.split(",")):
         if not name or name not in os.environ:
             continue
         if is_secret_name(name):
@@ -178,7 +165,7 @@ def _cache_base() -> Path:
 
 def compile_cache_dir(uid: int | None) -> str:
     """Where backends' compile caches persist between model processes (one per sandbox uid)."""
-    configured = os.environ.get("ZOO_COMPILE_CACHE", "").strip()
+    configured = settings().compile_cache.strip()
     if configured:
         return configured
     return str(_cache_base() / (f"compile-{uid}" if uid is not None else "compile"))
@@ -207,9 +194,7 @@ def kept_dirs(python: str | None = None) -> list[str]:
     import zoo_runner
 
     paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *sys.path]
-    paths += os.environ.get("PYTHONPATH", "").split(os.pathsep) + os.environ.get("ZOO_SANDBOX_KEEP", "").split(
-        os.pathsep
-    )
+    paths += os.environ.get("PYTHONPATH", "").split(os.pathsep) + settings().sandbox_keep.split(os.pathsep)
     paths.append(os.path.dirname(os.path.dirname(os.path.abspath(zoo_runner.__file__))))
     if python:
         real = os.path.realpath(python)
@@ -492,11 +477,12 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
             setup["hf_home"] = f"staged ({n} files)"
 
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limits = settings()
     rlimits = {
         "as": int(memory_bytes),
         "cpu": int(req.timeout_s * max(1, cpus)) + 60,
-        "fsize": _env_int("ZOO_SANDBOX_FSIZE_MB", 8192) << 20,
-        "nproc": _env_int("ZOO_SANDBOX_NPROC", max(4096, 64 * cpus)),
+        "fsize": limits.sandbox_fsize_mb << 20,
+        "nproc": limits.sandbox_nproc if limits.sandbox_nproc is not None else max(4096, 64 * cpus),
     }
     plan = Plan(
         mode=m,
@@ -510,7 +496,7 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         ro_binds=ro_binds,
         hide=hidden_dirs() if mountns else [],
         keep=kept_dirs(python) if mountns else [],
-        shm_mb=_env_int("ZOO_SANDBOX_SHM_MB", 512),
+        shm_mb=limits.sandbox_shm_mb,
         rlimits=rlimits,
     )
     run = Run(root=root, work=work, plan=plan, uid=uid, setup=setup)

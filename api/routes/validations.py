@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials
 
@@ -11,6 +9,7 @@ from api.deps import SessionDep
 from api.schemas import ValidationAccepted, ValidationIn
 from api.security import api_key_header, bearer, require_api_key
 from db import repository
+from zoo_runner.settings import settings
 
 router = APIRouter(tags=["validations"])
 
@@ -43,7 +42,7 @@ def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAcc
     (`GET /models/{model_id}/results`). `precision` (default `auto`: the backend's declared compute
     precision) chooses what the backend is judged at."""
     ids = list(dict.fromkeys(body.model_ids))
-    broker = os.environ.get("ZOO_BROKER_URL")
+    broker = settings().broker_url
     run = repository.start_run(
         session, body.backend, body.tier, "celery" if broker else "api", len(ids), None, precision=body.precision
     )

@@ -22,13 +22,13 @@ Importing ``openvino.torch`` registers the backend with dynamo. What this plugin
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import warnings
 from typing import Any
 
 from ..backends import BackendSpec, CompilerPlugin, FallbackTracker, register_compiler
 from ..exceptions import UnknownBackend
+from ..settings import settings
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ _HINTS = {
 
 def requested_hint() -> str | None:
     """The inference precision ``ZOO_OPENVINO_INFERENCE_PRECISION_HINT`` asks OpenVINO for, or None."""
-    raw = os.environ.get(ENV, "").strip().lower()
+    raw = settings().openvino_inference_precision_hint.strip().lower()
     if not raw:
         return None
     if raw not in _HINTS:
