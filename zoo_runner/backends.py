@@ -356,6 +356,7 @@ def _torch_knows_device(device: str) -> bool:
 
 
 def compiler_available(compiler: str) -> tuple[bool, str]:
+    """(available, why-not) for a ``torch.compile`` backend name: whether dynamo's registry has it."""
     import torch._dynamo
 
     names = set(torch._dynamo.list_backends(exclude_tags=()))
@@ -410,6 +411,8 @@ def spec_problem(text: str) -> str | None:
 
 
 def resolve_auto() -> BackendSpec:
+    """What ``auto`` means on this machine: the first available device of :data:`AUTO_ORDER`, else
+    ``cpu+inductor`` (``ZOO_PLUGINS`` loaded first, so a plugin's device counts)."""
     load_plugins()
     for device in AUTO_ORDER:
         ok, _ = device_available(device)
@@ -469,6 +472,8 @@ def backend_package_versions(device: str | None, compiler: str | None = None) ->
 
 
 def backend_package_version(device: str) -> tuple[str, str] | None:
+    """(distribution, version) of the device plugin's ``package_dist``, from installed metadata (else
+    the imported package's ``__version__``); None without a plugin, a ``package_dist`` or a version."""
     plugin = device_plugin(device)
     if not plugin or not plugin.package_dist:
         return None
