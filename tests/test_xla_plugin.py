@@ -172,6 +172,18 @@ def test_the_tracker_reports_the_aten_counters_and_clears_them():
     assert metrics.cleared == 1 and tracker.collect() == [] and tracker.report() == {}
 
 
+def test_the_tracker_reports_the_persistent_compile_cache():
+    tracker = xla_plugin.XLAFallbacks(StubMetrics({"PersistentCacheMiss": 2, "xla::mm": 4}))
+    assert tracker.report() == {"xla_persistent_cache": {"miss": 2}} and tracker.compile_cache() == "miss"
+    tracker = xla_plugin.XLAFallbacks(StubMetrics({"PersistentCacheHit": 3}))
+    assert tracker.compile_cache() == "hit"
+    # a graph the cache held but could not read back (XLA's CPU client) was compiled again: a miss
+    tracker = xla_plugin.XLAFallbacks(StubMetrics({"PersistentCacheHit": 1, "PersistentCacheDeserializeFailure": 1}))
+    assert tracker.report()["xla_persistent_cache"] == {"hit": 1, "deserialize_failure": 1}
+    assert tracker.compile_cache() == "partial"
+    assert xla_plugin.XLAFallbacks(StubMetrics({"xla::mm": 4})).compile_cache() is None  # cache off
+
+
 def test_both_backends_use_the_counter_tracker(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch_xla.debug.metrics", StubMetrics({"aten::median": 1}))
     for compiler in (None, "openxla"):

@@ -148,6 +148,11 @@ class FallbackTracker:
         """Anything beyond the op names worth keeping on the row (``details.fallback_report``)."""
         return {}
 
+    def compile_cache(self) -> str | None:
+        """Optional: whether the backend's own persistent compile cache served this run's graphs
+        (``hit``, ``miss``, ``partial``) for ``details.compile_cache``; None where it does not say."""
+        return None
+
 
 class NeuronFallbackTracker(FallbackTracker):
     """TorchNeuron's documented op tracking: ``clear_op_tracking()`` then ``get_fallback_ops()``."""

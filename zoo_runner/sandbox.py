@@ -102,7 +102,12 @@ FIXED_ENV = {
 }
 # Compile caches a backend writes, set per run: under the sandbox's compile cache (never one Zoo's
 # own processes share: a model process could plant compiled code there), or Zoo's own when off.
-CACHE_VARS = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "NEURON_COMPILE_CACHE_URL": "neuron"}
+CACHE_VARS = {
+    "TORCHINDUCTOR_CACHE_DIR": "inductor",
+    "TRITON_CACHE_DIR": "triton",
+    "NEURON_COMPILE_CACHE_URL": "neuron",
+    "XLA_PERSISTENT_CACHE_PATH": "xla",  # torch_xla's persistent compilation cache (zoo_runner/plugins/xla.py)
+}
 # Directories the model process must not see: scratch space other processes share, sockets, homes.
 HIDE = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/root", "/home")
 

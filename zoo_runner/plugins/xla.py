@@ -28,6 +28,13 @@ line with that command.
   calls) is how torch_xla reads a scalar back to the host, through the same CPU path, with nothing
   to lower (torch_xla registers an XLA kernel for it, which calls that path). Its count is
   ``details.fallback_report.xla_host_reads`` (each one also ends the lazy graph there).
+- **Compile cache.** The sandbox points ``XLA_PERSISTENT_CACHE_PATH`` (torch_xla's persistent
+  compilation cache, read when its computation client starts) at ``xla/`` under the compile cache
+  (``ZOO_COMPILE_CACHE``), shared by a worker's model processes. torch_xla counts
+  ``PersistentCacheHit``, ``PersistentCacheMiss`` and ``PersistentCacheDeserializeFailure``; they are
+  ``details.fallback_report.xla_persistent_cache`` and give ``details.compile_cache``. XLA's PJRT CPU
+  client (torch-xla 2.9.0) writes the executables but cannot read them back ("Deserializing
+  serialized executable not supported"): on CPU every graph is a deserialize failure, so a miss.
 - **xla+openxla.** ``torch.compile(backend="openxla")``: torch's dynamo backend that hands each
   graph to torch_xla's dynamo bridge, which runs nodes XLA cannot lower outside the XLA graphs,
   eagerly (and they count as above). Only for the ``xla`` device.
@@ -48,6 +55,12 @@ INSTALL_HINT = "ZOO_VENV=.venv-xla bash scripts/setup.sh xla (torch-xla 2.9.0 ne
 _TRUE = ("1", "true", "yes", "on")
 # aten:: counters that are no missing lowering: scalar reads back to the host (.item())
 HOST_READS = frozenset({"aten::_local_scalar_dense"})
+# torch_xla's persistent compilation cache counters -> the names Zoo reports them under
+CACHE_COUNTERS = {
+    "PersistentCacheHit": "hit",
+    "PersistentCacheMiss": "miss",
+    "PersistentCacheDeserializeFailure": "deserialize_failure",
+}
 
 
 def default_pjrt_device(environ: Any = os.environ) -> str | None:
@@ -131,7 +144,24 @@ class XLAFallbacks(FallbackTracker):
         reads = sum(n for op, n in counts.items() if op in HOST_READS)
         if reads:
             out["xla_host_reads"] = reads
+        cache = self._cache_counts()
+        if cache:
+            out["xla_persistent_cache"] = cache
         return out
+
+    def _cache_counts(self) -> dict[str, int]:
+        names = set(self._metrics.counter_names())
+        counts = {key: int(self._metrics.counter_value(c) or 0) for c, key in CACHE_COUNTERS.items() if c in names}
+        return {k: n for k, n in counts.items() if n}
+
+    def compile_cache(self) -> str | None:
+        """``hit`` when every graph came from the persistent cache, ``miss`` when none did (a graph
+        the cache held but could not load is a miss), ``partial`` between; None when it is off."""
+        counts = self._cache_counts()
+        hits, misses = counts.get("hit", 0), counts.get("miss", 0) + counts.get("deserialize_failure", 0)
+        if not hits and not misses:
+            return None
+        return "hit" if not misses else "miss" if not hits else "partial"
 
 
 # -- torch.xla ------------------------------------------------------------------------------------
