@@ -1,7 +1,7 @@
 """One validation end to end: policy and files in this process, the model in a child, the row stored.
 
 The same functions serve ``zoo validate``, the in-process ``zoo run`` and the Celery task. A
-request that cannot be validated still leaves a row: :func:`failure_row` is that row, written once.
+request that cannot be validated still leaves a row: :func:`zoo_runner.result.failure_result`.
 """
 
 from __future__ import annotations
@@ -15,20 +15,11 @@ from zoo_runner.exceptions import DatabaseUnavailable, NotSupported, ZooError
 from zoo_runner.hub import prepare
 from zoo_runner.launcher import run_isolated
 from zoo_runner.planning import plan_fingerprint
-from zoo_runner.request import ValidationRequest, empty_result, error_info
-from zoo_runner.statuses import PREPARE_FAILED, Status
+from zoo_runner.request import ValidationRequest, error_info
+from zoo_runner.result import failure_result
+from zoo_runner.statuses import Reason, Status
 
 log = logging.getLogger(__name__)
-
-
-def failure_row(
-    req: ValidationRequest, exc: BaseException, status: Status = Status.REFERENCE_ERROR, reason: str | None = None
-) -> dict[str, Any]:
-    """The row of a request that failed before (or instead of) its model process: ``status``
-    (default ``reference_error``: Zoo could not produce a verdict) with ``exc`` as its error."""
-    row = empty_result(req)
-    row.update(status=status.value, reason=reason, error=error_info(exc), duration_s=0.0)
-    return row
 
 
 def store_row(result: dict[str, Any], run_id: int | None = None, task_id: str | None = None) -> None:
@@ -47,11 +38,11 @@ def prepared(req: ValidationRequest) -> tuple[ValidationRequest, dict[str, Any] 
     try:
         return prepare(req), None
     except NotSupported as exc:
-        return req, failure_row(req, exc, Status.UNSUPPORTED, exc.reason)
+        return req, failure_result(req, exc, Status.UNSUPPORTED, exc.reason).to_dict()
     except ZooError:
         raise
     except Exception as exc:  # RecursionError, TypeError on a config of the wrong shape, a bug of Zoo's
-        row = failure_row(req, exc, Status.REFERENCE_ERROR, PREPARE_FAILED)
+        row = failure_result(req, exc, Status.REFERENCE_ERROR, Reason.PREPARE_FAILED).to_dict()
         log.warning("%s: preparing it failed (%s); stored as reference_error", req.model_id, row["error"]["signature"])
         return req, row
 
@@ -88,7 +79,7 @@ def store_failure(
 ) -> dict[str, Any]:
     """Store and return the ``reference_error`` row of a request whose validation raised ``exc``
     (an unknown model, an unreachable Hub), so nobody waits for a row that never comes."""
-    row = failure_row(req, exc)
+    row = failure_result(req, exc).to_dict()
     store_row(row, run_id=run_id, task_id=task_id)
     return row
 
@@ -103,7 +94,7 @@ def validate_or_fail(req: ValidationRequest, run_id: int | None = None) -> dict[
     except DatabaseUnavailable:
         raise
     except Exception as exc:
-        row = failure_row(req, exc)
+        row = failure_result(req, exc).to_dict()
         if not isinstance(exc, ZooError):
             log.warning("%s: %s; stored as reference_error", req.model_id, row["error"]["signature"])
         try:

@@ -13,7 +13,8 @@ import logging
 from typing import Any
 
 from zoo_runner.exceptions import DatabaseUnavailable, ZooError
-from zoo_runner.request import ValidationRequest, empty_result, error_info
+from zoo_runner.request import ValidationRequest, error_info
+from zoo_runner.result import failure_result
 from zoo_runner.statuses import Status
 
 from .celery_app import HARD_TIME_LIMIT_S, MAX_ATTEMPTS, app
@@ -25,13 +26,12 @@ TASK_OVERHEAD_S = max(5, min(120, HARD_TIME_LIMIT_S // 5))
 
 
 def _failure_row(
-    req: ValidationRequest, status: str, type_: str, message: str, attempts: int, tb: str | None = None
+    req: ValidationRequest, status: Status, type_: str, message: str, attempts: int, tb: str | None = None
 ) -> dict[str, Any]:
     """A permanent failure: the task gave up after ``attempts`` deliveries."""
-    result = empty_result(req)
-    result.update(status=status, error=error_info(type_=type_, message=message, tb=tb), duration_s=0.0)
-    result["details"].update(permanent_failure=True, attempts=attempts)
-    return result
+    result = failure_result(req, None, status, error=error_info(type_=type_, message=message, tb=tb))
+    result.details.update(permanent_failure=True, attempts=attempts)
+    return result.to_dict()
 
 
 def _requests(request: dict, followers: list[str] | None) -> list[ValidationRequest]:
@@ -89,10 +89,10 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
         )
         log.error("task %s (%s): %s", task_id, reqs[0].model_id, msg)
         for r in todo:
-            validation.store_row(_failure_row(r, "crash", "WorkerLost", msg, attempts - 1), run_id, task_id)
+            validation.store_row(_failure_row(r, Status.CRASH, "WorkerLost", msg, attempts - 1), run_id, task_id)
         with session_scope() as s:
             repository.note_attempt_error(s, task_id, msg, gave_up=True)
-        return "crash"
+        return Status.CRASH.value
 
     status = done.get(reqs[0].model_id)
     for r in todo:
@@ -121,7 +121,7 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
                 raise self.retry(exc=exc, countdown=min(300, 10 * attempts)) from exc
             res = _failure_row(
                 r,
-                Status.REFERENCE_ERROR.value,
+                Status.REFERENCE_ERROR,
                 type(exc).__name__,
                 f"gave up after {attempts} attempts: {exc}",
                 attempts,

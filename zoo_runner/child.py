@@ -23,18 +23,18 @@ def main(argv: list[str]) -> int:
 
     from .engine import validate_here
     from .exceptions import ZooError
-    from .request import ValidationRequest, empty_result, error_info
+    from .request import ValidationRequest
+    from .result import failure_result
 
     req = ValidationRequest.from_dict(json.loads(open(req_path).read()))
     try:
         result = validate_here(req, stage)
     except MemoryError:
         raise
-    except ZooError as exc:
-        result = empty_result(req)
-        result["status"] = "reference_error"
-        result["error"] = error_info(exc)
-        result["details"]["zoo_error"] = type(exc).__name__
+    except ZooError as exc:  # an unknown model, say: Zoo's failure, a reference_error row
+        failed = failure_result(req, exc, duration_s=None)
+        failed.details["zoo_error"] = type(exc).__name__
+        result = failed.to_dict()
     with open(out_path + ".tmp", "w") as f:
         json.dump(result, f, default=str)
     import os

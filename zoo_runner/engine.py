@@ -23,8 +23,9 @@ from .builders import get_builder
 from .compare import Comparison, compare, pooled_reference_error
 from .exceptions import NonDeterministic, NotSupported, ReferenceError_, UnknownModel
 from .inputs import describe
-from .request import ValidationRequest, empty_result, error_info
-from .statuses import NONDETERMINISTIC, PASSING, Status
+from .request import ValidationRequest, error_info
+from .result import ValidationResult
+from .statuses import PASSING, Reason, Status
 
 log = logging.getLogger(__name__)
 TIMING_RUNS = 3
@@ -172,69 +173,119 @@ def _graph_breaks(top: int = 5) -> tuple[int, list[str]]:
     return count, [r for r, _ in sorted(merged.items(), key=lambda kv: -kv[1])[:top]]
 
 
+class _StageFailed(Exception):
+    """A stage of :func:`_validate` ended the validation: the result's ``status`` (and ``reason``),
+    ``exc`` as its error, and ``details`` to record beside it."""
+
+    def __init__(self, status: Status, exc: BaseException, reason: Reason | None = None, **details: Any) -> None:
+        super().__init__(f"{status.value}: {type(exc).__name__}: {exc}")
+        self.status, self.exc, self.reason, self.details = status, exc, reason, details
+
+
+def _zoos_failure(exc: BaseException, policy: bool = True, **details: Any) -> _StageFailed:
+    """``exc`` raised before the backend ran, or where Zoo compares: Zoo's failure, never the
+    backend's. ``unsupported`` (its reason) for a policy refusal where ``policy``, a
+    ``nondeterministic`` ``reference_error`` for a model whose CPU runs differ, else
+    ``reference_error``."""
+    if policy and isinstance(exc, NotSupported):
+        return _StageFailed(Status.UNSUPPORTED, exc, exc.reason)
+    if isinstance(exc, NonDeterministic):
+        return _StageFailed(Status.REFERENCE_ERROR, exc, Reason.NONDETERMINISTIC, **details)
+    return _StageFailed(Status.REFERENCE_ERROR, exc, **details)
+
+
 def validate_here(req: ValidationRequest, stage: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Run one validation in this process and return a SPEC result dict."""
     t_start = time.perf_counter()
-    result = empty_result(req)
+    result = ValidationResult.empty(req)
     try:
-        return _flag_known_failure(_validate(req, result, stage))
+        _validate(req, result, stage)
+    except _StageFailed as failed:
+        result.fail(failed.status, failed.exc, failed.reason)
+        result.details.update(failed.details)
     finally:
-        result["duration_s"] = round(time.perf_counter() - t_start, 3)
+        result.duration_s = round(time.perf_counter() - t_start, 3)
+    return _flag_known_failure(result).to_dict()
 
 
-def _flag_known_failure(result: dict[str, Any]) -> dict[str, Any]:
+def _flag_known_failure(result: ValidationResult) -> ValidationResult:
     """A failing result whose quirk row names it a known failure keeps its status and says so;
     a passing one says the row can go (``known_failure_fixed``)."""
-    known = result["details"].pop("quirk_known_failure", None)
+    known = result.details.pop("quirk_known_failure", None)
     if known:
-        result["details"]["known_failure_fixed" if result["status"] in PASSING else "known_failure"] = known
+        result.details["known_failure_fixed" if result.status in PASSING else "known_failure"] = known
     return result
 
 
-def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[str], None]) -> dict[str, Any]:
-    metrics = result["metrics"]
+def _validate(req: ValidationRequest, result: ValidationResult, stage: Callable[[str], None]) -> None:
+    """The pipeline: build → inputs → references → target → compare, each stage a function that
+    returns what the next needs or raises :class:`_StageFailed`; ``result`` is filled as it goes."""
     backends.load_plugins(req.plugins)
     spec = backends.BackendSpec.parse(req.backend)
-    result.update(device=spec.device, dtype=spec.dtype, backend=str(spec) if req.backend != "auto" else req.backend)
-    result["versions"] = versions(spec.device, spec.compiler)
-    judged_at, result["details"]["precision_source"] = precision.resolve(req.precision, spec)
-    result["precision"] = judged_at
+    result.device, result.dtype = spec.device, spec.dtype
+    result.backend = str(spec) if req.backend != "auto" else req.backend
+    result.versions = versions(spec.device, spec.compiler)
+    judged_at, result.details["precision_source"] = precision.resolve(req.precision, spec)
+    result.precision = judged_at
 
-    # 1. build (a failure here is Zoo's: reference_error, or unsupported by policy)
     stage("build")
-    library = req.library or "transformers"
+    plan, built = _build(req, result)
+    all_inputs = _inputs(req, built)
+    result.details["input_shapes"] = [describe(x) for x in all_inputs]
+    result.fingerprint = plan.fingerprint(built.library, req.tier)
+    result.details["parameters"] = sum(p.numel() for p in built.model.parameters())
+
+    stage("reference")
+    ref32, ref64, ref_at = _run_references(req, spec, built.model, all_inputs, result, judged_at)
+    if req.tier == "census":
+        result.status = Status.PASS_WITH_FALLBACK if _predicted_fallbacks(spec, result) else Status.PASS
+        return
+
+    stage("target")
+    outs = _run_target(req, spec, built.model, all_inputs, result)
+
+    stage("compare")
+    cmp = _compare(spec, built, outs, ref32, ref64, ref_at, result, judged_at)
+    _verdict(cmp, result)
+
+
+def _build(req: ValidationRequest, result: ValidationResult) -> tuple[Any, Any]:
+    """Stage 1: the builder's plan and the built model. A failure here is Zoo's (reference_error),
+    or unsupported by policy; an unknown model propagates."""
     try:
-        builder = get_builder(library)
+        builder = get_builder(req.library or "transformers")
         plan = builder.plan(req)
         quirk = getattr(plan, "quirk", None)
         if quirk is not None and quirk.known_failure is not None:
-            result["details"]["quirk_known_failure"] = quirk.known_failure.details()
+            result.details["quirk_known_failure"] = quirk.known_failure.details()
         built = builder.build(req, plan)
     except UnknownModel:
         raise
-    except NotSupported as exc:
-        result.update(status=Status.UNSUPPORTED.value, reason=exc.reason, error=error_info(exc))
-        return result
     except Exception as exc:
-        result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
-        return result
-    result.update(library=built.library, architecture=built.architecture, task=built.task)
-    result["details"]["config_source"] = built.config_source
-    try:
-        all_inputs = [built.make_inputs(shape, req.seed + i) for i, shape in enumerate(built.shapes)]
-    except NotSupported as exc:
-        result.update(status=Status.UNSUPPORTED.value, reason=exc.reason, error=error_info(exc))
-        return result
-    except Exception as exc:
-        result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
-        return result
-    result["details"]["input_shapes"] = [describe(x) for x in all_inputs]
-    result["fingerprint"] = plan.fingerprint(built.library, req.tier)
-    model = built.model
-    result["details"]["parameters"] = sum(p.numel() for p in model.parameters())
+        raise _zoos_failure(exc) from exc
+    result.library, result.architecture, result.task = built.library, built.architecture, built.task
+    result.details["config_source"] = built.config_source
+    return plan, built
 
-    # 2. CPU references: fp32 (with the op census) and fp64, from the reference cache when unchanged
-    stage("reference")
+
+def _inputs(req: ValidationRequest, built: Any) -> list[dict]:
+    """Stage 2: one input per shape of the built model, each from its own seed."""
+    try:
+        return [built.make_inputs(shape, req.seed + i) for i, shape in enumerate(built.shapes)]
+    except Exception as exc:
+        raise _zoos_failure(exc) from exc
+
+
+def _run_references(
+    req: ValidationRequest,
+    spec: backends.BackendSpec,
+    model: torch.nn.Module,
+    all_inputs: list[dict],
+    result: ValidationResult,
+    judged_at: str,
+) -> tuple[list[dict], list[dict], list[dict]]:
+    """Stage 3: the CPU references, fp32 (with the op census) and fp64, from the reference cache
+    when unchanged, and the one at the precision the backend is judged at (fp32's own at fp32)."""
     try:
         ref32, ref64 = _references(req, model, all_inputs, result)
         ref_at = (
@@ -242,25 +293,25 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
             if req.tier != "census" and spec.dtype == "float32"
             else ref32
         )
-    except NonDeterministic as exc:
-        result.update(status=Status.REFERENCE_ERROR.value, reason=NONDETERMINISTIC, error=error_info(exc))
-        return result
     except Exception as exc:
-        result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
-        return result
-    if req.tier == "census":
-        result.update(
-            status=Status.PASS.value if not _predicted_fallbacks(spec, result) else Status.PASS_WITH_FALLBACK.value
-        )
-        return result
+        raise _zoos_failure(exc, policy=False) from exc
+    return ref32, ref64, ref_at
 
-    # 3. the backend under test
-    stage("target")
+
+def _run_target(
+    req: ValidationRequest,
+    spec: backends.BackendSpec,
+    model: torch.nn.Module,
+    all_inputs: list[dict],
+    result: ValidationResult,
+) -> list[dict]:
+    """Stage 4: the backend under test, on every input (compiled first where it compiles); its
+    outputs on the CPU. A failure is the backend's: oom, compile_error or runtime_error."""
     try:
         backends.check_backend(spec)
     except Exception as exc:
-        result.update(status=Status.RUNTIME_ERROR.value, error=error_info(exc))
-        return result
+        raise _StageFailed(Status.RUNTIME_ERROR, exc) from exc
+    metrics = result.metrics
     dtype = getattr(torch, spec.dtype)
     device = torch.device(spec.device)
     tracker = backends.fallback_tracker(spec.device, spec.compiler)
@@ -290,7 +341,7 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
                 except Exception as exc:
                     # Which input failed: a failure on a later input shape only (the first compiled and
                     # ran) is how a backend without dynamic shapes shows, TorchNeuron's first release among them.
-                    result["details"]["failed_input"] = {"index": i, "shapes": describe(x)}
+                    result.details["failed_input"] = {"index": i, "shapes": describe(x)}
                     if not (spec.compiler and _is_compile_error(exc)):
                         phase = "runtime"
                     raise
@@ -305,14 +356,14 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
         if spec.compiler:
             metrics["graph_breaks"], reasons = _graph_breaks()
             if reasons:
-                result["details"]["graph_break_reasons"] = reasons
+                result.details["graph_break_reasons"] = reasons
             cache = _compile_cache()
             if cache:
-                result["details"]["compile_cache"] = cache
-        result["fallback_ops"] = tracker.collect() if tracker else []
+                result.details["compile_cache"] = cache
+        result.fallback_ops = tracker.collect() if tracker else []
         report = getattr(tracker, "report", dict)() if tracker else {}  # optional on a tracker
         if report:
-            result["details"]["fallback_report"] = report
+            result.details["fallback_report"] = report
     except Exception as exc:
         if _is_oom(exc):
             status = Status.OOM
@@ -320,13 +371,25 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
             status = Status.COMPILE_ERROR
         else:
             status = Status.RUNTIME_ERROR
-        result.update(status=status.value, error=error_info(exc))
-        return result
+        raise _StageFailed(status, exc) from exc
     finally:
         metrics["peak_mem_bytes"] = _peak_mem(spec.device)
+    return outs
 
-    # 4. compare
-    stage("compare")
+
+def _compare(
+    spec: backends.BackendSpec,
+    built: Any,
+    outs: list[dict],
+    ref32: list[dict],
+    ref64: list[dict],
+    ref_at: list[dict],
+    result: ValidationResult,
+    judged_at: str,
+) -> Comparison:
+    """Stage 5: the target's outputs against the reference at the judged precision (and, where
+    that is not fp32's, against fp32's too: ``details.strict_fp32``). A comparison Zoo cannot make
+    is Zoo's failure, never the backend's."""
     cmp, strict = Comparison(), Comparison()
     try:
         pooled = pooled_reference_error(ref_at, ref64) if ref_at is not ref32 else None
@@ -352,11 +415,15 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
                     result=strict,
                     label=f"input {i}",
                 )
-        result["details"]["strict_fp32"] = strict.ok if ref_at is not ref32 else cmp.ok
-    except Exception as exc:  # a comparison Zoo cannot make is Zoo's failure, never the backend's
-        result.update(status=Status.REFERENCE_ERROR.value, error=error_info(exc))
-        result["details"]["stage"] = "compare"
-        return result
+        result.details["strict_fp32"] = strict.ok if ref_at is not ref32 else cmp.ok
+    except Exception as exc:
+        raise _zoos_failure(exc, policy=False, stage="compare") from exc
+    return cmp
+
+
+def _verdict(cmp: Comparison, result: ValidationResult) -> None:
+    """The comparison's metrics and the status they make: mismatch, pass_with_fallback or pass."""
+    metrics = result.metrics
     metrics.update(
         max_abs_diff=cmp.max_abs_diff,
         max_rel_diff=cmp.max_rel_diff,
@@ -365,20 +432,18 @@ def _validate(req: ValidationRequest, result: dict[str, Any], stage: Callable[[s
     )
     nonfinite = finite_metrics(metrics)
     if nonfinite:
-        result["details"]["nonfinite_metrics"] = nonfinite
+        result.details["nonfinite_metrics"] = nonfinite
     if not cmp.ok:
-        result.update(
-            status=Status.MISMATCH.value, error=error_info(type_="Mismatch", message="; ".join(cmp.problems[:5]))
-        )
-    elif result["fallback_ops"]:
-        result["status"] = Status.PASS_WITH_FALLBACK.value
+        result.status = Status.MISMATCH
+        result.error = error_info(type_="Mismatch", message="; ".join(cmp.problems[:5]))
+    elif result.fallback_ops:
+        result.status = Status.PASS_WITH_FALLBACK
     else:
-        result["status"] = Status.PASS.value
-    return result
+        result.status = Status.PASS
 
 
 def _cache_and_key(
-    req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: dict[str, Any], at: str = "fp32"
+    req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: ValidationResult, at: str = "fp32"
 ) -> tuple[Any, str | None]:
     """The reference cache (None when off) and this model's key in it for a reference at precision ``at``."""
     from . import reference_cache as rc
@@ -392,8 +457,8 @@ def _cache_and_key(
         revision=req.revision,
         tier=req.tier,
         seed=req.seed,
-        fingerprint=result.get("fingerprint"),
-        versions=result["versions"],
+        fingerprint=result.fingerprint,
+        versions=result.versions,
         harness=HARNESS_VERSION,
         model=model,
         inputs=all_inputs,
@@ -403,7 +468,7 @@ def _cache_and_key(
 
 
 def _references(
-    req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: dict[str, Any]
+    req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: ValidationResult
 ) -> tuple[list[dict], list[dict]]:
     """The fp32 and fp64 CPU references; computed, or loaded from the reference cache."""
     from . import reference_cache as rc
@@ -412,11 +477,11 @@ def _references(
     if cache is not None:
         hit = cache.load(key) if key else None
         if hit is not None:
-            result["op_census"] = dict(sorted(hit.op_census.items()))
-            result["metrics"]["reference_ms"] = hit.reference_ms
+            result.op_census = dict(sorted(hit.op_census.items()))
+            result.metrics["reference_ms"] = hit.reference_ms
             if hit.reference64_note:
-                result["details"]["reference64"] = hit.reference64_note
-            result["details"]["reference_cache"] = "hit"
+                result.details["reference64"] = hit.reference64_note
+            result.details["reference_cache"] = "hit"
             return hit.ref32, hit.ref64
     census = OpCensus()
     ref32 = []
@@ -427,17 +492,17 @@ def _references(
                 ref32.append(_detach_cpu(model(**x)))
         reference_ms, runs = _timed_runs(model, all_inputs[0], req.seed)
         _check_deterministic(runs)
-        ref64 = _reference64(model, all_inputs, ref32, result, req.seed)
-    result["metrics"]["reference_ms"] = reference_ms
-    result["op_census"] = dict(sorted(census.counts.items()))
+        ref64 = _reference64(model, all_inputs, ref32, result.details, req.seed)
+    result.metrics["reference_ms"] = reference_ms
+    result.op_census = dict(sorted(census.counts.items()))
     if cache is None or key is None:
-        result["details"]["reference_cache"] = "off" if cache is None else "not cacheable"
+        result.details["reference_cache"] = "off" if cache is None else "not cacheable"
     else:
         stored = cache.store(
             key,
-            rc.CachedReference(ref32, ref64, result["op_census"], reference_ms, result["details"].get("reference64")),
+            rc.CachedReference(ref32, ref64, result.op_census, reference_ms, result.details.get("reference64")),
         )
-        result["details"]["reference_cache"] = "stored" if stored else "store failed"
+        result.details["reference_cache"] = "stored" if stored else "store failed"
     return ref32, ref64
 
 
@@ -484,7 +549,7 @@ def _precision_reference(
     req: ValidationRequest,
     model: torch.nn.Module,
     all_inputs: list[dict],
-    result: dict[str, Any],
+    result: ValidationResult,
     at: str,
     ref32: list[dict],
     ref64: list[dict],
@@ -498,7 +563,7 @@ def _precision_reference(
     cache, key = _cache_and_key(req, model, all_inputs, result, at=at)
     hit = cache.load(key) if cache is not None and key else None
     if hit is not None:
-        result["details"]["reference_precision_cache"] = "hit"
+        result.details["reference_precision_cache"] = "hit"
         refs = hit.ref32
     else:
         refs = []
@@ -508,7 +573,7 @@ def _precision_reference(
                 refs.append(_detach_cpu(model(**x)))
         if cache is not None and key:
             stored = cache.store(key, rc.CachedReference(refs, refs, {}, None, None))
-            result["details"]["reference_precision_cache"] = "stored" if stored else "store failed"
+            result.details["reference_precision_cache"] = "stored" if stored else "store failed"
     for outs, r64 in zip(refs, ref64):  # a budget needs a finite reference wherever fp64 is finite
         for name, t in outs.items():
             t64 = r64.get(name)
@@ -525,9 +590,10 @@ def _precision_reference(
 
 
 def _reference64(
-    model: torch.nn.Module, all_inputs: list[dict], ref32: list[dict], result: dict[str, Any], seed: int = 0
+    model: torch.nn.Module, all_inputs: list[dict], ref32: list[dict], details: dict[str, Any], seed: int = 0
 ) -> list[dict]:
-    """fp64 CPU outputs; where an op has no fp64 kernel, the fp32 reference stands in (recorded)."""
+    """fp64 CPU outputs; where an op has no fp64 kernel, the fp32 reference stands in (recorded in
+    ``details["reference64"]``)."""
     try:
         model64 = copy.deepcopy(model).to(torch.float64)
         outs = []
@@ -535,7 +601,7 @@ def _reference64(
             torch.manual_seed(seed + i)
             outs.append(_detach_cpu(model64(**_to(x, None, torch.float64))))
     except Exception as exc:
-        result["details"]["reference64"] = f"unavailable, fp32 reference used: {type(exc).__name__}: {str(exc)[:200]}"
+        details["reference64"] = f"unavailable, fp32 reference used: {type(exc).__name__}: {str(exc)[:200]}"
         return ref32
     for o64, o32 in zip(
         outs, ref32
@@ -547,23 +613,23 @@ def _reference64(
                 or t64.shape != t32.shape
                 or (t32.is_floating_point() and bool((~torch.isfinite(t64) & torch.isfinite(t32)).any()))
             ):
-                result["details"]["reference64"] = (
+                details["reference64"] = (
                     f"unusable ({k} is not finite or differs in shape in fp64), fp32 reference used"
                 )
                 return ref32
     return outs
 
 
-def _predicted_fallbacks(spec: backends.BackendSpec, result: dict[str, Any]) -> list[str]:
+def _predicted_fallbacks(spec: backends.BackendSpec, result: ValidationResult) -> list[str]:
     from .census import predict_fallbacks
 
     ok, why = backends.device_available(spec.device)
     if not ok:  # its kernels are not registered in this process: nothing to predict from
-        result["details"]["fallback_prediction"] = f"unavailable: {why}"
+        result.details["fallback_prediction"] = f"unavailable: {why}"
         return []
-    result["fallback_ops"] = predict_fallbacks(spec.device, result["op_census"])
-    result["details"]["fallback_prediction"] = "from dispatch registrations"
-    return result["fallback_ops"]
+    result.fallback_ops = predict_fallbacks(spec.device, result.op_census)
+    result.details["fallback_prediction"] = "from dispatch registrations"
+    return result.fallback_ops
 
 
 def _peak_mem(device: str) -> int | None:

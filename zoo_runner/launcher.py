@@ -33,7 +33,8 @@ from typing import Any
 
 from . import reference_cache, sandbox
 from .exceptions import SandboxUnavailable
-from .request import ValidationRequest, empty_result, error_info
+from .request import ValidationRequest, error_info
+from .result import failure_result
 from .result_schema import RESULT_MAX_BYTES, BadResult, read_json_file, read_stage, trusted_result
 from .settings import settings
 from .statuses import Status
@@ -285,24 +286,18 @@ def _tail(path: Any, size: int = STDERR_TAIL) -> str:
 def _bad_result(req: ValidationRequest, problem: str, stage: str, stderr_tail: str, elapsed: float) -> dict[str, Any]:
     """A result the parent will not store as written: a ``crash`` row saying why."""
     log.warning("%s (%s on %s): %s", req.model_id, req.tier, req.backend, problem)
-    result = empty_result(req)
-    result.update(
-        status=Status.CRASH.value,
-        duration_s=round(elapsed, 3),
-        error=error_info(
-            type_="BadResult", message=f"the model process wrote an invalid result: {problem}", tb=stderr_tail
-        ),
+    error = error_info(
+        type_="BadResult", message=f"the model process wrote an invalid result: {problem}", tb=stderr_tail
     )
-    result["details"]["stage"] = stage
-    return result
+    result = failure_result(req, None, Status.CRASH, error=error, duration_s=round(elapsed, 3))
+    result.details["stage"] = stage
+    return result.to_dict()
 
 
 def _failure_result(
     req: ValidationRequest, rc: int, timed_out: bool, stage: str, stderr_tail: str, elapsed: float
 ) -> dict[str, Any]:
-    result = empty_result(req)
-    result["duration_s"] = round(elapsed, 3)
-    result["details"]["stage"] = stage
+    details: dict[str, Any] = {"stage": stage}
     if timed_out:
         status, err = (
             Status.TIMEOUT,
@@ -313,7 +308,7 @@ def _failure_result(
             ),
         )
     elif rc == -signal.SIGXCPU:
-        result["details"]["signal"] = "SIGXCPU"
+        details["signal"] = "SIGXCPU"
         status, err = (
             Status.TIMEOUT,
             error_info(
@@ -324,7 +319,7 @@ def _failure_result(
         )
     elif rc < 0:
         sig = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(-rc)
-        result["details"]["signal"] = sig
+        details["signal"] = sig
         if -rc == signal.SIGKILL and _looks_oom(stderr_tail):
             status, err = (
                 Status.OOM,
@@ -351,11 +346,11 @@ def _failure_result(
         )
     if stage in REFERENCE_STAGES and status is not Status.OOM:
         # the model never reached the backend: Zoo's gap, not the backend's
-        result["details"]["reference_failure"] = status.value
+        details["reference_failure"] = status.value
         status = Status.REFERENCE_ERROR
-    result["status"] = status.value
-    result["error"] = err
-    return result
+    result = failure_result(req, None, status, error=err, duration_s=round(elapsed, 3))
+    result.details.update(details)
+    return result.to_dict()
 
 
 def _looks_oom(text: str) -> bool:

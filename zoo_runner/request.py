@@ -1,8 +1,7 @@
-"""What to validate (a request) and what came of it (a result, in the SPEC's shape)."""
+"""What to validate (a request); what came of it is :class:`zoo_runner.result.ValidationResult`."""
 
 from __future__ import annotations
 
-import datetime as _dt
 import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -14,6 +13,17 @@ HARNESS_VERSION = "4"
 
 @dataclass
 class ValidationRequest:
+    """One model to validate: which (``model_id``: a Hub repo id, or ``arch:<Class>`` for a builtin
+    architecture; ``revision``), on what (``backend``: a backend spec such as ``cpu+inductor``),
+    how far (``tier``: ``census``, ``tiny`` or ``full``), judged at which ``precision`` (``auto``:
+    the backend's declared one), with which ``seed`` and budgets (``timeout_s``, ``memory_gb``).
+
+    The fields after the budgets are filled by the parent (:func:`zoo_runner.hub.prepare`) before
+    the model process starts; the model process itself never touches the network.
+    :meth:`to_dict` / :meth:`from_dict` carry a request across the process boundary, and
+    :meth:`repro` is the shell command that reproduces its result.
+    """
+
     model_id: str
     backend: str = "cpu"
     tier: str = "tiny"
@@ -51,74 +61,11 @@ class ValidationRequest:
         return shlex.join(parts)
 
 
-def _versions(spec: Any = None) -> dict[str, str]:
-    """Package versions without importing the packages (cheap in the parent), the backend's too."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for dist in ("torch", "transformers"):
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            pass
-    from . import __version__
-
-    out["zoo"] = __version__
-    if spec is not None:
-        from .backends import backend_package_versions
-
-        out.update(backend_package_versions(spec.device, spec.compiler))
-    return out
-
-
-METRIC_KEYS = (
-    "max_abs_diff",
-    "max_rel_diff",
-    "rmse_ratio",
-    "cosine",
-    "compile_s",
-    "reference_ms",
-    "target_ms",
-    "peak_mem_bytes",
-    "graph_breaks",
-)
-
-
 def empty_result(req: ValidationRequest) -> dict[str, Any]:
-    from .backends import BackendSpec
+    """The SPEC result of ``req`` before anything ran, as a dict (:meth:`ValidationResult.empty`)."""
+    from .result import ValidationResult
 
-    try:
-        spec = BackendSpec.parse(req.backend) if req.backend != "auto" else None
-    except Exception:
-        spec = None
-    result = {
-        "model_id": req.model_id,
-        "revision": req.revision,
-        "tier": req.tier,
-        "backend": req.backend,
-        "device": spec.device if spec else None,
-        "dtype": spec.dtype if spec else None,
-        "status": None,
-        "reason": None,
-        "fingerprint": None,
-        "library": req.library,
-        "architecture": None,
-        "task": req.task,
-        "precision": None,
-        "metrics": {k: None for k in METRIC_KEYS},
-        "fallback_ops": [],
-        "op_census": {},
-        "error": None,
-        "versions": _versions(spec),
-        "repro": req.repro(),
-        "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "duration_s": None,
-        "details": {"seed": req.seed, "harness_version": HARNESS_VERSION},
-    }
-    if req.precision and req.precision != "auto":  # asked for: even a row that never got a verdict is at that precision
-        result["precision"] = req.precision
-        result["details"]["precision_source"] = "flag"
-    return result
+    return ValidationResult.empty(req).to_dict()
 
 
 def error_info(

@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from .precision import PRECISIONS, SOURCES
-from .request import HARNESS_VERSION, ValidationRequest, empty_result
-from .statuses import ALL_STATUSES, NONDETERMINISTIC, PREPARE_FAILED, Reason
+from .request import HARNESS_VERSION, ValidationRequest
+from .result import RESULT_KEYS, ValidationResult
+from .statuses import ALL_REASONS, ALL_STATUSES
 
 RESULT_MAX_BYTES = 8 << 20
 MAX_DEPTH = 24
 MAX_STR = 1 << 20
-REASONS = frozenset({r.value for r in Reason} | {NONDETERMINISTIC, PREPARE_FAILED})
+REASONS = frozenset(ALL_REASONS)
 STAGES = frozenset({"start", "build", "reference", "target", "compare", "census", "done"})
 OPTIONAL_STR = ("device", "dtype", "fingerprint", "library", "architecture", "task", "started_at")
 ERROR_STR = ("type", "message", "signature", "signature_hash", "traceback")
@@ -127,8 +128,9 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and (not isinstance(v, float) or math.isfinite(v))
 
 
-def check(raw: Any, allowed_keys: set[str]) -> dict[str, Any]:
-    """The child's result, validated against the SPEC's shape; raises BadResult naming the problem."""
+def check(raw: Any, allowed_keys: set[str] | frozenset[str] = frozenset(RESULT_KEYS)) -> dict[str, Any]:
+    """The child's result, validated against the SPEC's shape (:class:`ValidationResult`'s keys);
+    raises BadResult naming the problem."""
     if not isinstance(raw, dict):
         raise BadResult(f"the result is a {type(raw).__name__}, not an object")
     if not _depth_ok(raw):
@@ -173,7 +175,7 @@ def check(raw: Any, allowed_keys: set[str]) -> dict[str, Any]:
 
 def trusted_result(req: ValidationRequest, raw: Any) -> dict[str, Any]:
     """The row: the child's measurements and verdict, the parent's identity fields."""
-    base = empty_result(req)
+    base = ValidationResult.empty(req).to_dict()
     child = check(raw, set(base))
     result = {**base, **{k: v for k, v in child.items() if k in base}}
     result["metrics"] = {**base["metrics"], **child.get("metrics", {})}

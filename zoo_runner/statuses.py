@@ -5,7 +5,18 @@ from __future__ import annotations
 from enum import Enum
 
 
-class Status(str, Enum):
+class _Code(str, Enum):
+    """A SPEC code: compares, hashes, formats and serialises as its string."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+class Status(_Code):
+    """A result's ``status`` (the SPEC's table of statuses)."""
+
     PASS = "pass"
     PASS_WITH_FALLBACK = "pass_with_fallback"
     MISMATCH = "mismatch"
@@ -18,7 +29,10 @@ class Status(str, Enum):
     UNSUPPORTED = "unsupported"
 
 
-class Reason(str, Enum):
+class Reason(_Code):
+    """A result's ``reason``: why it is ``unsupported`` (the first seven), or what kind of
+    ``reference_error`` it is (the last two)."""
+
     REMOTE_CODE = "remote_code"
     PICKLE_ONLY = "pickle_only"
     NO_PYTORCH_WEIGHTS = "no_pytorch_weights"
@@ -26,13 +40,18 @@ class Reason(str, Enum):
     LIBRARY_UNSUPPORTED = "library_unsupported"
     TOO_LARGE = "too_large"
     NO_INPUTS = "no_inputs"
+    # A reference_error whose two CPU fp32 runs on the same inputs differ.
+    NONDETERMINISTIC = "nondeterministic"
+    # A reference_error whose model the parent could not prepare (its Hub metadata or config files
+    # broke Zoo's reading of them): one row, the run goes on.
+    PREPARE_FAILED = "prepare_failed"
 
 
-# The reason a reference_error carries when two CPU fp32 runs on the same inputs differ.
-NONDETERMINISTIC = "nondeterministic"
-# The reason a reference_error carries when the parent could not prepare the model (its Hub
-# metadata or config files broke Zoo's reading of them): one row, the run goes on.
-PREPARE_FAILED = "prepare_failed"
+# The reasons a reference_error carries (kept as names of their own for existing imports).
+NONDETERMINISTIC = Reason.NONDETERMINISTIC
+PREPARE_FAILED = Reason.PREPARE_FAILED
+UNSUPPORTED_REASONS = tuple(r for r in Reason if r not in (NONDETERMINISTIC, PREPARE_FAILED))
+ALL_REASONS = tuple(r.value for r in Reason)
 
 PASSING = frozenset({Status.PASS.value, Status.PASS_WITH_FALLBACK.value})
 # A valid reference: the CPU reference ran (anything but these).

@@ -1,0 +1,116 @@
+"""ValidationResult is the SPEC's result shape, defined once: its dict, the checker, the API's schema."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from zoo_runner.request import HARNESS_VERSION, ValidationRequest, empty_result
+from zoo_runner.result import METRIC_KEYS, RESULT_KEYS, ValidationResult, failure_result
+from zoo_runner.result_schema import BadResult, check, trusted_result
+from zoo_runner.statuses import ALL_REASONS, Reason, Status
+
+SPEC = Path(__file__).resolve().parent.parent / "docs" / "SPEC.md"
+# The SPEC's result, in its order; ``details`` is where the engine records everything else.
+SPEC_KEYS = (
+    "model_id",
+    "revision",
+    "tier",
+    "backend",
+    "device",
+    "dtype",
+    "status",
+    "reason",
+    "fingerprint",
+    "library",
+    "architecture",
+    "task",
+    "precision",
+    "metrics",
+    "fallback_ops",
+    "op_census",
+    "error",
+    "versions",
+    "repro",
+    "started_at",
+    "duration_s",
+    "details",
+)
+
+
+def _spec_section(title: str) -> str:
+    text = SPEC.read_text(encoding="utf-8")
+    start = text.index(f"## {title}")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_the_keys_are_the_specs_in_its_order():
+    assert RESULT_KEYS == SPEC_KEYS
+    names = re.findall(r"`([a-z_0-9]+)`", _spec_section("A result"))
+    top = [n for n in names if n in RESULT_KEYS]
+    assert top == [k for k in SPEC_KEYS if k != "details"]  # the SPEC names every other key, in this order
+    assert [n for n in names if n in METRIC_KEYS] == list(METRIC_KEYS)
+
+
+def test_the_reasons_are_the_specs():
+    statuses = _spec_section("Statuses")
+    assert set(ALL_REASONS) == set(re.findall(r"`([a-z_]+)`", statuses.split("| status | meaning |")[1])) - {
+        s.value for s in Status
+    } - {"fallback_ops", "reason"}
+
+
+def test_to_dict_has_exactly_the_spec_keys_and_plain_strings():
+    req = ValidationRequest("org/m", backend="cpu+inductor", precision="bf16", seed=3)
+    r = failure_result(req, ValueError("broken at 0x1f"), Status.UNSUPPORTED, Reason.NO_INPUTS)
+    d = r.to_dict()
+    assert list(d) == list(SPEC_KEYS) and list(d["metrics"]) == list(METRIC_KEYS)
+    assert type(d["status"]) is str and type(d["reason"]) is str
+    assert (d["status"], d["reason"], d["duration_s"]) == ("unsupported", "no_inputs", 0.0)
+    assert d["error"]["type"] == "ValueError" and d["error"]["signature"] == "ValueError: broken at N"
+    assert d["details"] == {"seed": 3, "harness_version": HARNESS_VERSION, "precision_source": "flag"}
+    assert (d["device"], d["dtype"], d["precision"]) == ("cpu", "float32", "bf16")
+    assert json.loads(json.dumps(d, allow_nan=False)) == d
+
+
+def test_a_result_round_trips_through_the_checker_and_from_dict():
+    req = ValidationRequest("org/m", backend="cpu+inductor")
+    r = ValidationResult.empty(req)
+    r.status, r.fingerprint, r.architecture = Status.PASS_WITH_FALLBACK, "ab12", "BertModel"
+    r.metrics.update(max_abs_diff=1e-6, cosine=1.0, graph_breaks=0)
+    r.fallback_ops, r.op_census, r.duration_s = ["aten::erf"], {"aten::mm": 4}, 1.5
+    d = json.loads(json.dumps(r.to_dict()))
+    assert check(d) == d
+    assert trusted_result(req, d) == d
+    back = ValidationResult.from_dict(d)
+    assert back == r and back.status is Status.PASS_WITH_FALLBACK
+    assert ValidationResult.from_dict({**d, "week": "2026-W48"}).to_dict() == d
+
+
+def test_the_checker_refuses_what_is_not_the_shape():
+    d = empty_result(ValidationRequest("org/m"))
+    with pytest.raises(BadResult, match="unknown keys"):
+        check({**d, "status": "pass", "verdict": "pass"})
+    with pytest.raises(BadResult, match="not one of the SPEC's statuses"):
+        check({**d, "status": "passed"})
+    with pytest.raises(BadResult, match="not one of the SPEC's reasons"):
+        check({**d, "status": "unsupported", "reason": "too_big"})
+    assert check({**d, "status": "reference_error", "reason": "prepare_failed"})["reason"] == "prepare_failed"
+
+
+def test_codes_format_as_their_strings():
+    assert f"{Status.REFERENCE_ERROR}" == str(Status.REFERENCE_ERROR) == "reference_error"
+    assert Reason.GATED == "gated" and Reason.GATED in {"gated"} and json.dumps(Reason.GATED) == '"gated"'
+
+
+def test_the_api_schema_is_the_result_shape():
+    from api.schemas import Metrics, ResultOut
+
+    assert [k for k in ResultOut.model_fields if k != "week"] == list(RESULT_KEYS)
+    assert list(Metrics.model_fields) == list(METRIC_KEYS)
+    d = failure_result(ValidationRequest("org/m"), RuntimeError("x")).to_dict()
+    assert ResultOut.model_validate(d).model_dump(include=set(RESULT_KEYS) - {"error", "metrics"}) == {
+        k: v for k, v in d.items() if k not in ("error", "metrics")
+    }
