@@ -33,6 +33,12 @@ def _validate(arch: str, backend: str = "cpu") -> dict:
         "VitPoseBackbone",
         "BitBackbone",
         "NemotronForSequenceClassification",
+        "LxmertForPreTraining",
+        "XmodForMaskedLM",
+        "BeitForSemanticSegmentation",
+        "LiltForQuestionAnswering",
+        "UdopForConditionalGeneration",
+        "ReformerForMaskedLM",
     ],
 )
 def test_long_tail_architectures_get_a_valid_reference_and_pass_on_cpu(arch):
@@ -113,3 +119,33 @@ def test_shrinking_spells_out_an_unset_key_value_head_count():
 
     cfg = shrink_dict({"hidden_size": 1024, "num_attention_heads": 16, "num_key_value_heads": None})
     assert cfg["num_key_value_heads"] == cfg["num_attention_heads"]
+
+
+def test_text_with_image_regions_gets_region_features_and_boxes():
+    r = _validate("LxmertModel")
+    assert r["status"] == "pass", r["error"]
+    shapes = r["details"]["input_shapes"][0]
+    assert shapes["visual_feats"] == [2, 8, 2048] and shapes["visual_pos"] == [2, 8, 4]
+
+
+def test_boxes_are_ordered_corners_in_either_convention():
+    import torch
+
+    from zoo_runner.inputs import GENERATORS, ConfigView
+
+    view, shape = ConfigView.of(object()), {"batch": 2, "seq": 16}
+    for name, high in (("unit_boxes", 1.0), ("bbox", 1000)):
+        boxes = GENERATORS[name](view, shape, torch.Generator().manual_seed(0))
+        assert boxes.shape == (2, 16, 4) and boxes.min() >= 0 and boxes.max() <= high
+        assert bool((boxes[..., 2] >= boxes[..., 0]).all() and (boxes[..., 3] >= boxes[..., 1]).all())
+
+
+def test_shrinking_keeps_width_parts_adding_up_to_the_width():
+    import copy
+
+    import transformers
+
+    from zoo_runner.shrink import shrink_dict
+
+    cfg = shrink_dict(copy.deepcopy(transformers.ReformerConfig().to_dict()))
+    assert sum(cfg["axial_pos_embds_dim"]) == cfg["hidden_size"]

@@ -18,6 +18,7 @@ DEFAULT_SHAPES = ({"batch": 2, "seq": 16}, {"batch": 1, "seq": 11})
 PATCH_GRID = (1, 4, 4)  # one image of 4x4 patches per row (a multiple of every spatial merge size in use)
 NAFLEX_GRID = (4, 4)  # a NaFlex image of 4x4 patches
 IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
+VISUAL_BOXES = 8  # detected regions a row, for text-and-regions models (LXMERT)
 
 
 @dataclass
@@ -49,6 +50,8 @@ class ConfigView:
     pixel_hw: tuple[int, int] = (224, 224)  # (height, width) of the model's own images: image_size, or its pair
     series_channels: int = 0  # multivariate forecasters (PatchTST): channels a step; 0 = one univariate series a row
     context_length: int = 0  # the context those forecasters insist on; 0 = any length
+    visual_feat_dim: int = 2048  # region features from an object detector (LXMERT): one vector a box
+    num_languages: int = 1  # per-language adapters or embeddings (X-MOD): rows pick one language each
 
     @classmethod
     def of(cls, config: Any) -> ConfigView:
@@ -97,6 +100,8 @@ class ConfigView:
             ),
             series_channels=first([config], ["num_input_channels"], 0),
             context_length=first([config], ["context_length"], 0),
+            visual_feat_dim=first([config], ["visual_feat_dim"], 2048),
+            num_languages=len(getattr(config, "languages", None) or ()) or first([config], ["num_languages"], 1),
         )
 
 
@@ -153,6 +158,13 @@ def _past_values(v: ConfigView, s: dict, g: torch.Generator) -> torch.Tensor:
         walks = random_walk(s["batch"] * v.series_channels, v.context_length, g)
         return walks.reshape(s["batch"], v.series_channels, v.context_length).transpose(1, 2).contiguous()
     return random_walk(s["batch"], 8 * s["seq"], g)
+
+
+def _unit_boxes(batch: int, n: int, gen: torch.Generator) -> torch.Tensor:
+    """(batch, n, 4) boxes as (x0, y0, x1, y1) in [0, 1], each corner above and left of the other."""
+    corners = torch.rand(batch, n, 2, 2, generator=gen)
+    low, high = corners.min(dim=-1).values, corners.max(dim=-1).values
+    return torch.cat([low, high], dim=-1)
 
 
 def _mask(view, shape, gen):
@@ -244,12 +256,20 @@ GENERATORS: dict[str, Gen] = {
     "rewards": lambda v, s, g: torch.randn(s["batch"], s["seq"], 1, generator=g),
     "returns_to_go": lambda v, s, g: random_walk(s["batch"], s["seq"], g).unsqueeze(-1),
     "timesteps": lambda v, s, g: torch.randint(0, v.max_timestep, (s["batch"], s["seq"]), generator=g),
+    # one layout box a token: LayoutLM's integer page coordinates (0-1000), or as fractions of the page (UDOP)
+    "bbox": lambda v, s, g: (_unit_boxes(s["batch"], s["seq"], g) * 1000).long(),
+    "unit_boxes": lambda v, s, g: _unit_boxes(s["batch"], s["seq"], g),
+    # text with detected image regions (LXMERT): each region's features and its box
+    "visual_feats": lambda v, s, g: torch.randn(s["batch"], VISUAL_BOXES, v.visual_feat_dim, generator=g),
+    "visual_pos": lambda v, s, g: _unit_boxes(s["batch"], VISUAL_BOXES, g),
+    # which language each row is in, for models with per-language adapters (X-MOD)
+    "lang_ids": lambda v, s, g: torch.randint(0, v.num_languages, (s["batch"],), generator=g),
 }
 
 # Inputs filled only when the forward needs them or they change the graph meaningfully.
-OPTIONAL_WANTED = ("attention_mask", "token_type_ids", "decoder_input_ids", "noise")
+OPTIONAL_WANTED = ("attention_mask", "token_type_ids", "decoder_input_ids", "noise", "visual_feats", "lang_ids")
 # Inputs that come with a main input: a model taking the first takes the others where it has them.
-CO_INPUTS = {"states": ("actions", "rewards", "returns_to_go", "timesteps")}
+CO_INPUTS = {"states": ("actions", "rewards", "returns_to_go", "timesteps"), "visual_feats": ("visual_pos",)}
 
 
 def forward_params(model: torch.nn.Module) -> list[inspect.Parameter]:

@@ -277,6 +277,29 @@ QUIRKS: dict[str, Quirk] = {
         },
     ),
     "big_bird": Quirk("block sparse attention needs whole blocks", config={"attention_type": "original_full"}),
+    # BEiT's default config exposes its last layer only; the UperNet segmentation head reads four
+    # (the published ADE20k checkpoints expose layers 3, 5, 7, 11 of 12).
+    "BeitForSemanticSegmentation": Quirk(
+        "the segmentation head takes four backbone layers; the default config exposes one",
+        config={
+            "num_hidden_layers": 4,
+            "out_indices": [1, 2, 3, 4],
+            "out_features": ["stage1", "stage2", "stage3", "stage4"],
+            "stage_names": ["stem", "stage1", "stage2", "stage3", "stage4"],
+        },
+    ),
+    # LiLT's layout stream concatenates six position embeddings of hidden_size // 6 each.
+    "lilt": Quirk(
+        "hidden_size must divide by 6 (six layout embeddings); the layout stream reads each token's box",
+        config={"hidden_size": 96},
+        extra_inputs=("bbox",),
+    ),
+    # UDOP's relative position biases read each token's box, as fractions of the page.
+    "udop": Quirk(
+        "bbox is required, as (x0, y0, x1, y1) fractions of the page",
+        input_kinds={"bbox": "unit_boxes"},
+        extra_inputs=("bbox",),
+    ),
 }
 
 

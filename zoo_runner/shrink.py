@@ -51,6 +51,7 @@ EXPERTS = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_expe
 EXPERTS_PER_TOKEN = {"num_experts_per_tok", "top_k", "moe_topk", "moe_k"}
 WIDTH_LISTS = {"hidden_sizes", "conv_dim", "embed_dims", "channels", "filter_sizes"}
 DEPTH_LISTS = {"depths", "layers_per_block", "num_blocks_per_stage"}
+WIDTH_PARTS = {"axial_pos_embds_dim"}  # parts concatenated to the width (Reformer's axial position embeddings)
 
 TINY_WIDTH = 64
 TINY_HEADS = 4
@@ -282,6 +283,12 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
             if key in cfg and cfg[key] is None:
                 cfg[key] = cfg[heads_key]
     _fix_group_norm(cfg)
+    for key in WIDTH_PARTS:  # the parts keep their proportions and add up to the shrunk width
+        parts = cfg.get(key)
+        if width_key and _int_list(parts) and sum(parts) != cfg[width_key] and cfg[width_key] >= len(parts):
+            scaled = [max(cfg[width_key] * p // sum(parts), 1) for p in parts]
+            scaled[-1] += cfg[width_key] - sum(scaled)
+            cfg[key] = scaled
     # rotary sections (mrope) must sum to half the head dim
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
     if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
