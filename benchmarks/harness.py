@@ -191,12 +191,36 @@ def render(rows, wall: float, args) -> str:
         f"dedup: {ran} model processes for {ran + deduped} validated "
         f"models (factor {(ran + deduped) / max(ran, 1):.2f})"
     )
+    out += breakdown(rows)
     out += ["", "slowest builders:"] + [
         f"  {dt:6.1f}s {mid} ({arch})" for dt, mid, arch in sorted(slow, reverse=True)[:8]
     ]
     if errors:
         out += ["", "top reference errors (Zoo's gaps):"] + [f"  {v:3d} × {k}" for k, v in errors.most_common(12)]
     return "\n".join(out) + "\n"
+
+
+def breakdown(rows) -> list[str]:
+    """Where the time of the model processes that ran goes, summed over them: the parent's part
+    (Hub files, policy, plan, dedup, storing the row), starting the model process (fork or spawn,
+    the sandbox, imports), and each stage the engine timed in it (``details.stage_s``)."""
+    parts: collections.Counter[str] = collections.Counter()
+    for _e, r, dt in rows:
+        details = r.get("details") or {}
+        stages = details.get("stage_s")
+        if details.get("deduplicated_from") or not isinstance(stages, dict) or r.get("duration_s") is None:
+            continue
+        in_child = sum(float(v) for v in stages.values())
+        parts["parent: prepare, dedup, store"] += max(0.0, dt - float(r["duration_s"]))
+        parts["model process start"] += max(0.0, float(r["duration_s"]) - in_child)
+        for name, seconds in stages.items():
+            parts[f"stage {name}"] += float(seconds)
+    total = sum(parts.values())
+    if not total:
+        return []
+    out = ["", "where the time goes (model processes that ran, summed; jobs run in parallel):"]
+    out += [f"  {name:<32} {sec:8.1f}s {100 * sec / total:5.1f}%" for name, sec in parts.most_common()]
+    return out
 
 
 if __name__ == "__main__":

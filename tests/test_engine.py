@@ -73,6 +73,20 @@ def test_result_carries_fingerprint_versions_and_repro():
     assert r["repro"] == "zoo validate arch:BertModel --backend cpu --tier tiny --json"
 
 
+def test_every_row_says_where_its_time_went():
+    heard = []
+    r = validate_here(ValidationRequest("arch:BertModel", backend="cpu"), stage=heard.append)
+    stages = r["details"]["stage_s"]
+    assert heard == ["build", "reference", "target", "compare"]  # the callback still hears every stage
+    assert list(stages) == ["setup", *heard] and all(v >= 0 for v in stages.values())
+    assert stages["reference"] > 0 and sum(stages.values()) <= r["duration_s"] + 1e-3
+    census = validate_here(ValidationRequest("arch:BertModel", backend="cpu", tier="census"))["details"]["stage_s"]
+    assert list(census) == ["setup", "build", "reference"]  # no target run at the census tier
+    failed = validate_here(ValidationRequest("arch:BertModel", backend="cpu", library="no-such-library"))
+    assert failed["status"] == "unsupported"
+    assert list(failed["details"]["stage_s"]) == ["setup", "build"]  # a row that stopped early says where
+
+
 def test_fingerprint_is_deterministic_and_graph_specific():
     a = validate_here(ValidationRequest("arch:BertModel", backend="cpu"))["fingerprint"]
     b = validate_here(ValidationRequest("arch:BertModel", backend="cpu"))["fingerprint"]

@@ -194,17 +194,44 @@ def _zoos_failure(exc: BaseException, policy: bool = True, **details: Any) -> _S
     return _StageFailed(Status.REFERENCE_ERROR, exc, **details)
 
 
+class StageTimer:
+    """The ``stage`` callback of :func:`validate_here`, timed: passes each stage on and keeps the
+    seconds spent in each (``setup`` before the first: plugins, versions, precision), for
+    ``details.stage_s`` and the harness benchmark's breakdown of where a model's time goes."""
+
+    def __init__(self, stage: Callable[[str], None]) -> None:
+        self._stage, self._current, self._since = stage, "setup", time.perf_counter()
+        self._seconds: dict[str, float] = {}
+
+    def __call__(self, name: str) -> None:
+        self._close()
+        self._current = name
+        self._stage(name)
+
+    def _close(self) -> None:
+        now = time.perf_counter()
+        self._seconds[self._current] = self._seconds.get(self._current, 0.0) + now - self._since
+        self._since = now
+
+    def durations(self) -> dict[str, float]:
+        """Seconds per stage reached so far, in the order reached (the current one closed now)."""
+        self._close()
+        return {k: round(v, 3) for k, v in self._seconds.items()}
+
+
 def validate_here(req: ValidationRequest, stage: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
     """Run one validation in this process and return a SPEC result dict."""
     t_start = time.perf_counter()
     result = ValidationResult.empty(req)
+    timer = StageTimer(stage)
     try:
-        _validate(req, result, stage)
+        _validate(req, result, timer)
     except _StageFailed as failed:
         result.fail(failed.status, failed.exc, failed.reason)
         result.details.update(failed.details)
     finally:
         result.duration_s = round(time.perf_counter() - t_start, 3)
+        result.details["stage_s"] = timer.durations()
     return _flag_known_failure(result).to_dict()
 
 
@@ -360,6 +387,9 @@ def _run_target(
             cache = _compile_cache()
             if cache:
                 result.details["compile_cache"] = cache
+        device_cache = tracker.compile_cache() if tracker and hasattr(tracker, "compile_cache") else None
+        if device_cache and "compile_cache" not in result.details:  # a device's own cache (XLA's persistent one)
+            result.details["compile_cache"] = device_cache
         result.fallback_ops = tracker.collect() if tracker else []
         report = getattr(tracker, "report", dict)() if tracker else {}  # optional on a tracker
         if report:
