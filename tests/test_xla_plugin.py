@@ -293,3 +293,22 @@ def test_the_cli_validates_on_xla(zoo):
     assert r["status"] == "pass", _explain(r)
     assert r["versions"]["torch-xla"] and r["fallback_ops"] == []
     assert "Defaulting to PJRT_DEVICE" not in out.stderr
+
+
+def test_the_persistent_compile_cache_is_shared_by_model_processes(tmp_path, monkeypatch):
+    """torch_xla's persistent cache lives under ZOO_COMPILE_CACHE/xla for every model process. The
+    second process finds each graph there: a hit where the PJRT client can load executables back,
+    a deserialize failure (so a miss) where it cannot, which XLA's CPU client in torch-xla 2.9.0 is."""
+    pytest.importorskip("torch_xla")
+    from zoo_runner.launcher import run_isolated
+
+    monkeypatch.setenv("ZOO_COMPILE_CACHE", str(tmp_path / "compile"))
+    req = ValidationRequest("arch:BertModel", backend="xla", timeout_s=600, reference_cache="")
+    first, second = run_isolated(req), run_isolated(req)
+    assert first["status"] == second["status"] == "pass", (_explain(first), _explain(second))
+    cold = first["details"]["fallback_report"]["xla_persistent_cache"]
+    warm = second["details"]["fallback_report"]["xla_persistent_cache"]
+    assert cold.get("miss", 0) > 0 and not cold.get("hit") and first["details"]["compile_cache"] == "miss"
+    assert any((tmp_path / "compile" / "xla").iterdir()), "no executable was written under ZOO_COMPILE_CACHE/xla"
+    assert warm.get("hit", 0) + warm.get("deserialize_failure", 0) >= cold["miss"], warm  # found, all of them
+    assert second["details"]["compile_cache"] == ("hit" if not warm.get("deserialize_failure") else "miss")
