@@ -25,6 +25,7 @@ from db.models import Model, Result, Snapshot, SnapshotEntry, utcnow
 from db.session import get_engine, session_scope
 from db.weeks import iso_week
 from zoo_runner.request import HARNESS_VERSION
+from zoo_runner.statuses import NO_VALID_REFERENCE, PASSING, Status
 
 TASKS = [
     ("feature-extraction", "bert", "BertModel"),
@@ -129,7 +130,7 @@ REASONS = {"unsupported": ["remote_code", "pickle_only", "no_pytorch_weights", "
 # What each kind of backend declares (zoo_runner.backends.declared_precision): TorchNeuron casts
 # matmuls to bf16, CUDA runs TF32 matmuls, the rest computes in fp32.
 DECLARED_PRECISION = {"neuron": ("bf16", "plugin"), "cuda": ("tf32", "plugin")}
-NO_VERDICT_PRECISION = ("unsupported", "reference_error")  # refused or failed before a precision applied
+NO_VERDICT_PRECISION = NO_VALID_REFERENCE  # refused or failed before a precision applied
 TORCH_RELEASES = ["2.9.1", "2.10.0", "2.11.0", "2.12.0", "2.13.0", "2.14.0", "2.15.0"]
 
 
@@ -324,8 +325,8 @@ def seed(
                         "signature": f"{etype}: {msg}"[:300],
                         "traceback": f"Traceback (most recent call last):\n  ...\n{etype}: {msg}",
                     }
-                reason = rng.choice(REASONS["unsupported"]) if status == "unsupported" else None
-                ran = status not in ("unsupported", "reference_error")
+                reason = rng.choice(REASONS["unsupported"]) if status == Status.UNSUPPORTED else None
+                ran = status not in NO_VALID_REFERENCE
                 metrics = {
                     "max_abs_diff": round(rng.random() * (1e-2 if status == "mismatch" else 1e-5), 8) if ran else None,
                     "max_rel_diff": round(rng.random() * (1e-1 if status == "mismatch" else 1e-4), 8) if ran else None,
@@ -343,9 +344,7 @@ def seed(
                 details: dict[str, Any] = {"seeded": True}
                 if judged:
                     details["precision_source"] = source
-                    details["strict_fp32"] = status in ("pass", "pass_with_fallback") and (
-                        declared == "fp32" or strict_rng.random() < 0.6
-                    )
+                    details["strict_fp32"] = status in PASSING and (declared == "fp32" or strict_rng.random() < 0.6)
                 rows.append(
                     dict(
                         model_id=mid,

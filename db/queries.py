@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from zoo_runner.exceptions import BadInput
 from zoo_runner.settings import settings as _settings
-from zoo_runner.statuses import ALL_STATUSES, NO_VALID_REFERENCE, PASSING
+from zoo_runner.statuses import ALL_STATUSES, NO_VALID_REFERENCE, PASSING, Status
 
 from .models import Model, Report, Result, Snapshot, SnapshotEntry
 from .rows import judged_precision as judged_precision  # re-exported: a read
@@ -262,7 +262,7 @@ def model_with_latest(session: Session, limit: int = 200) -> list[tuple[Model, d
 # ---------------------------------------------------------------------------------------------
 GROUP_COLUMNS = {"task": Result.task, "library": Result.library, "architecture": Result.architecture}
 ATEN_OP = _re.compile(r"\baten(?:::|\.)([A-Za-z0-9_]+)")
-SINGLE_OP_ERROR_STATUSES = ("compile_error", "runtime_error")
+SINGLE_OP_ERROR_STATUSES = (Status.COMPILE_ERROR.value, Status.RUNTIME_ERROR.value)
 
 _CACHE: _OrderedDict[tuple, tuple[float, tuple, Any]] = _OrderedDict()
 _CACHE_LOCK = _threading.Lock()
@@ -345,7 +345,7 @@ def _accumulate(cov: Coverage, status: str, n: int, dl: int) -> None:
     if status in PASSING:
         cov.passing += n
         cov.passing_downloads += dl
-    if status == "pass":
+    if status == Status.PASS:
         cov.strict += n
         cov.strict_downloads += dl
 
@@ -504,7 +504,7 @@ def blocking_op(status: str, fallback_ops: list[str] | None, error: dict | None)
       exactly one distinct ATen op (``aten::name`` or ``aten.name``) — supporting it would let the
       model run.
     Ops are compared without their overload name. Anything else: None (no single blocker)."""
-    if status == "pass_with_fallback":
+    if status == Status.PASS_WITH_FALLBACK:
         ops = {normalize_op(o) for o in (fallback_ops or [])}
         if len(ops) == 1:
             return ops.pop(), "strict"
@@ -567,7 +567,7 @@ def op_gaps(
             SnapshotEntry,
             (SnapshotEntry.model_id == ranked.c.mid) & (SnapshotEntry.snapshot_id == (snapshot.id if snapshot else -1)),
         )
-        .where(ranked.c.rn == 1, ranked.c.status.in_(("pass_with_fallback", *SINGLE_OP_ERROR_STATUSES)))
+        .where(ranked.c.rn == 1, ranked.c.status.in_((Status.PASS_WITH_FALLBACK.value, *SINGLE_OP_ERROR_STATUSES)))
         .add_columns(SnapshotEntry.downloads)
     ).all()
     ops: dict[str, dict[str, Any]] = {}
@@ -575,7 +575,7 @@ def op_gaps(
         dl = int(dl or 0)
         named = (
             {normalize_op(o) for o in (fallback or [])}
-            if status == "pass_with_fallback"
+            if status == Status.PASS_WITH_FALLBACK
             else {f"aten::{m}" for m in ATEN_OP.findall(str((error or {}).get("message") or ""))}
         )
         for op in named:

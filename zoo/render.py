@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from db.queries import Coverage
+from zoo_runner.statuses import PASSING
 
 
 def pct(x: float | None) -> str:
@@ -60,6 +61,6 @@ def result_line(res: dict[str, Any]) -> str:
         bits.append(f"compile={m['compile_s']:.1f}s")
     if res.get("fallback_ops"):
         bits.append(f"fallback={','.join(res['fallback_ops'][:5])}")
-    if res.get("error") and res["status"] not in ("pass", "pass_with_fallback"):
+    if res.get("error") and res["status"] not in PASSING:
         bits.append(f"error={res['error'].get('message', '')[:160]!r}")
     return " ".join(bits)

@@ -40,6 +40,10 @@ def flatten(obj: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
 
 @dataclass
 class Comparison:
+    """The verdict of :func:`compare` over one or more outputs: ``ok`` unless one is over its
+    budget (each such output one line in ``problems``); the worst ``max_abs_diff``,
+    ``max_rel_diff``, ``rmse_ratio`` (the target's RMSE over the reference's own) and ``cosine``."""
+
     ok: bool = True
     max_abs_diff: float = 0.0
     max_rel_diff: float = 0.0
@@ -99,7 +103,19 @@ def compare(
 ) -> Comparison:
     """Judge ``target`` against ``ref32`` (the CPU reference at the precision the backend is judged
     at: fp32, or a bf16/fp16/tf32 one) with fp64 as the truth. The budget is the factor for that
-    precision times the reference's own error against fp64 (RMSE, max abs, cosine loss)."""
+    precision times the reference's own error against fp64 (RMSE, max abs, cosine loss).
+
+    ``target``, ``ref32`` and ``ref64`` are model outputs (tensors, or dicts/lists/tuples of them,
+    matched by their :func:`flatten` path names). ``dtype`` is the dtype the backend ran in (its
+    :data:`BUDGETS` row); ``precision`` what a float32 run is judged at; ``tolerance_factor`` (a
+    quirk row's) widens every budget; ``pooled`` (:func:`pooled_reference_error`) is the
+    reference's error pooled over all inputs, used below fp32. Integer and boolean outputs must
+    match exactly, NaN and Inf sit where fp64 has them.
+
+    Accumulates into ``result`` (a fresh :class:`Comparison` if None) and returns it, so several
+    inputs (named by ``label`` in its problems) make one verdict: ``ok``, the worst metrics over
+    every output, and one problem line per output over its budget. Never raises for a mismatch.
+    """
     from .precision import factor as precision_factor
 
     res = result or Comparison()

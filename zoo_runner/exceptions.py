@@ -5,6 +5,8 @@ The CLI turns any ``ZooError`` into one clear line and a non-zero exit; anything
 
 from __future__ import annotations
 
+from .statuses import Reason
+
 
 class ZooError(Exception):
     """Base of every error Zoo raises on purpose."""
@@ -47,7 +49,7 @@ class BrokerUnavailable(ZooError):
 class NotSupported(ZooError):
     """Refused by policy; carries the SPEC's ``reason`` code."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: Reason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
 
@@ -65,14 +67,14 @@ class UntrustedFile(NotSupported):
     read: over the size or depth limits, not UTF-8, not valid JSON/YAML, or not the expected shape.
     Over the size limit is ``too_large``; anything else ``library_unsupported``."""
 
-    def __init__(self, name: str, problem: str, reason: str = "library_unsupported") -> None:
+    def __init__(self, name: str, problem: str, reason: Reason = Reason.LIBRARY_UNSUPPORTED) -> None:
         super().__init__(reason, f"{name} {problem}")
         self.name, self.problem = name, problem
 
 
 class NoInputs(NotSupported):
     def __init__(self, message: str) -> None:
-        super().__init__("no_inputs", message)
+        super().__init__(Reason.NO_INPUTS, message)
 
 
 class SandboxUnavailable(ZooError):

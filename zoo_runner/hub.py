@@ -13,6 +13,7 @@ from typing import Any
 
 from .exceptions import HubUnreachable, NotSupported, UnknownModel, UntrustedFile
 from .request import ValidationRequest
+from .statuses import Reason
 from .untrusted import load_json, load_mapping
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def model_facts(model_id: str, revision: str | None = None) -> HubFacts:
     except errors.RevisionNotFoundError as exc:
         raise UnknownModel(f"unknown revision {revision!r} of {model_id!r}") from exc
     except errors.GatedRepoError as exc:
-        raise NotSupported("gated", f"{model_id} is gated") from exc
+        raise NotSupported(Reason.GATED, f"{model_id} is gated") from exc
     except errors.OfflineModeIsEnabled as exc:  # type: ignore[attr-defined]
         raise HubUnreachable(f"{model_id}: HF_HUB_OFFLINE is set and the model is not a builtin arch: id") from exc
     except errors.HfHubHTTPError as exc:
@@ -110,22 +111,23 @@ def check_policy(facts: HubFacts, tier: str, allow_remote_code: bool = False) ->
     """Raise NotSupported with the SPEC's reason code, from metadata alone."""
     if "custom_code" in facts.tags and not allow_remote_code:
         raise NotSupported(
-            "remote_code", f"{facts.model_id} needs remote code (custom_code); Zoo never runs it by default"
+            Reason.REMOTE_CODE, f"{facts.model_id} needs remote code (custom_code); Zoo never runs it by default"
         )
     if facts.gated:
-        raise NotSupported("gated", f"{facts.model_id} is gated")
+        raise NotSupported(Reason.GATED, f"{facts.model_id} is gated")
     formats = weight_formats(facts.files)
     if "safetensors" not in formats:
         if "pickle" in formats and tier == "full":
             raise NotSupported(
-                "pickle_only", f"{facts.model_id} has only pickle weights (.bin/.pt); Zoo loads safetensors only"
+                Reason.PICKLE_ONLY, f"{facts.model_id} has only pickle weights (.bin/.pt); Zoo loads safetensors only"
             )
         if formats and formats <= {"gguf", "onnx", "mlx"}:
             raise NotSupported(
-                "no_pytorch_weights", f"{facts.model_id} has no PyTorch weights ({', '.join(sorted(formats))} only)"
+                Reason.NO_PYTORCH_WEIGHTS,
+                f"{facts.model_id} has no PyTorch weights ({', '.join(sorted(formats))} only)",
             )
     if "config.json" not in facts.files and facts.library in ("transformers", None):
-        raise NotSupported("library_unsupported", f"{facts.model_id} has no config.json")
+        raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{facts.model_id} has no config.json")
 
 
 def load_config(path: str) -> dict[str, Any]:
@@ -226,7 +228,7 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         req.config_source = f"default:{cls.config_class.model_type}"
         if req.tier == "full":
             raise NotSupported(
-                "no_pytorch_weights",
+                Reason.NO_PYTORCH_WEIGHTS,
                 f"{req.model_id} is a builtin architecture: it has no real weights for the full tier",
             )
         return req
@@ -266,10 +268,10 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         ):
             req.extras[f"{repo}/{name}"] = _other_repo_config(repo, revision, name, errors)
     except (errors.EntryNotFoundError, FileNotFoundError) as exc:
-        raise NotSupported("library_unsupported", f"{req.model_id} has no {config_file}") from exc
+        raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{req.model_id} has no {config_file}") from exc
     except ValueError as exc:  # JSON or YAML that does not parse to a mapping
         raise NotSupported(
-            "library_unsupported", f"{req.model_id}: {config_file} is not a valid config ({exc})"
+            Reason.LIBRARY_UNSUPPORTED, f"{req.model_id}: {config_file} is not a valid config ({exc})"
         ) from exc
     except (OSError, errors.HfHubHTTPError) as exc:
         raise HubUnreachable(

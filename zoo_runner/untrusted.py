@@ -20,6 +20,7 @@ from itertools import accumulate
 from typing import Any
 
 from .exceptions import UntrustedFile
+from .statuses import Reason
 
 MAX_BYTES = 5 * 1024 * 1024  # the largest real configs (id2label of ImageNet-21k) are about 1 MB
 MAX_YAML_BYTES = 1024 * 1024  # pyannote's config.yaml is about 1 KB; the pure-Python scan is slow
@@ -41,7 +42,7 @@ def read_limited(path: str | os.PathLike[str], max_bytes: int = MAX_BYTES, name:
         raise UntrustedFile(
             name,
             f"is {size / 2**20:.1f} MB, over Zoo's limit of {max_bytes / 2**20:g} MB for a repo's config files",
-            reason="too_large",
+            reason=Reason.TOO_LARGE,
         )
     return data
 
@@ -51,7 +52,7 @@ def _text(data: bytes | str, name: str, max_bytes: int) -> str:
         raise UntrustedFile(
             name,
             f"is {len(data) / 2**20:.1f} MB, over Zoo's limit of {max_bytes / 2**20:g} MB for a repo's config files",
-            reason="too_large",
+            reason=Reason.TOO_LARGE,
         )
     if isinstance(data, str):
         return data

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import torch
 
 from ..exceptions import NotSupported
+from ..statuses import Reason
 
 
 @dataclass
@@ -25,8 +26,6 @@ class Built:
     """What a builder hands the engine: the model, how to make its inputs, and what it is.
 
     - ``model``: the module in eval mode, with seeded weights (tiny/census) or the repo's (full).
-    - ``config`` / ``config_dict``: the library's config object and the plain dict it was made
-      from (the dict is what the fingerprint and the result record).
     - ``library``, ``architecture``, ``task``: the result's fields of the same names.
     - ``config_source``: where the config came from (``hub:<repo>@<rev>``, ``default:<type>``).
     - ``make_inputs(shape, seed)``: one forward's keyword inputs for one entry of ``shapes``;
@@ -38,8 +37,6 @@ class Built:
     """
 
     model: torch.nn.Module
-    config: Any
-    config_dict: dict[str, Any]
     library: str
     architecture: str
     task: str | None
@@ -147,14 +144,15 @@ def get_builder(library: str) -> Builder:
     target = _REGISTRY.get(library)
     if target is None:
         raise NotSupported(
-            "library_unsupported", f"no builder for library {library!r} (have: {', '.join(registered_libraries())})"
+            Reason.LIBRARY_UNSUPPORTED,
+            f"no builder for library {library!r} (have: {', '.join(registered_libraries())})",
         )
     module, _, cls = target.partition(":")
     try:
         builder = getattr(importlib.import_module(module), cls)()
     except ImportError as exc:
         raise NotSupported(
-            "library_unsupported", f"library {library!r} needs an extra that is not installed: {exc}"
+            Reason.LIBRARY_UNSUPPORTED, f"library {library!r} needs an extra that is not installed: {exc}"
         ) from exc
     _INSTANCES[library] = builder
     return builder

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import NotSupported
+from ..statuses import Reason
 from .base import Built, ConfigPlan
 
 # The pipeline class a config names → the model class that runs it (data, not a branch per model).
@@ -46,7 +47,7 @@ class ChronosBuilder:
         cfg = copy.deepcopy(dict(request.config or {}))
         if not claims(cfg):
             raise NotSupported(
-                "library_unsupported",
+                Reason.LIBRARY_UNSUPPORTED,
                 f"{request.model_id}: config.json is not a Chronos-Bolt "
                 "config (chronos_config and chronos_pipeline_class)",
             )
@@ -74,7 +75,7 @@ class ChronosBuilder:
             cls = getattr(importlib.import_module(module), name)
         except ImportError as exc:
             raise NotSupported(
-                "library_unsupported", f"Chronos models need the chronos extra (pip install 'zoo[chronos]'): {exc}"
+                Reason.LIBRARY_UNSUPPORTED, f"Chronos models need the chronos extra (pip install 'zoo[chronos]'): {exc}"
             ) from exc
         import torch
         from transformers import T5Config
@@ -97,8 +98,6 @@ class ChronosBuilder:
 
         return Built(
             model=model,
-            config=config,
-            config_dict=plan.config,
             library=self.library,
             architecture=plan.architecture,
             task=request.task or "time-series-forecasting",

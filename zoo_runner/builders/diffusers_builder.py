@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from ..exceptions import NotSupported
+from ..statuses import Reason
 from .base import Built
 
 DENOISERS = ("unet", "transformer")  # model_index.json component names, in order of preference
@@ -181,11 +182,13 @@ class DiffusersBuilder:
             return self._plan_component(request, index)
         if name is None:
             raise NotSupported(
-                "library_unsupported", f"{request.model_id}: model_index.json names no unet or transformer"
+                Reason.LIBRARY_UNSUPPORTED, f"{request.model_id}: model_index.json names no unet or transformer"
             )
         lib, cls = (index[name] + [None, None])[:2]
         if lib != "diffusers" or not isinstance(cls, str):
-            raise NotSupported("remote_code", f"{request.model_id}: its {name} is {lib}.{cls}, not a diffusers class")
+            raise NotSupported(
+                Reason.REMOTE_CODE, f"{request.model_id}: its {name} is {lib}.{cls}, not a diffusers class"
+            )
         dec = index.get(DECODER)
         dec_cls = dec[1] if isinstance(dec, list) and len(dec) == 2 and dec[0] == "diffusers" else None
         den_cfg = _with_defaults(cls, extras.get(f"{name}/config.json") or {})
@@ -226,14 +229,16 @@ class DiffusersBuilder:
             import diffusers
         except ImportError as exc:
             raise NotSupported(
-                "library_unsupported",
+                Reason.LIBRARY_UNSUPPORTED,
                 f"diffusers pipelines need the diffusers extra (pip install 'zoo[diffusers]'): {exc}",
             ) from exc
         plan = plan or self.plan(request)
         den_cls = getattr(diffusers, plan.denoiser_class, None) if plan.denoiser_class else None
         dec_cls = getattr(diffusers, plan.decoder_class, None) if plan.decoder_class else None
         if (plan.denoiser_class and den_cls is None) or (plan.decoder_class and dec_cls is None):
-            raise NotSupported("library_unsupported", f"diffusers {diffusers.__version__} has no {plan.architecture}")
+            raise NotSupported(
+                Reason.LIBRARY_UNSUPPORTED, f"diffusers {diffusers.__version__} has no {plan.architecture}"
+            )
         if request.tier == "full":
             root = request.files_dir or ""
             denoiser = (
@@ -265,8 +270,6 @@ class DiffusersBuilder:
 
         return Built(
             model=model,
-            config={"denoiser": den_config, "decoder": dec_config},
-            config_dict={"denoiser": den_config, "decoder": dec_config},
             library=self.library,
             architecture=plan.architecture,
             task=request.task or "text-to-image",

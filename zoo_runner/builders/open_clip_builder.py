@@ -21,6 +21,7 @@ import tempfile
 from typing import Any
 
 from ..exceptions import NotSupported
+from ..statuses import Reason
 from .base import Built, ConfigPlan
 
 CONFIG_FILE = "open_clip_config.json"
@@ -86,11 +87,11 @@ class OpenClipBuilder:
         cfg = copy.deepcopy(dict(request.config or {}))
         model_cfg = cfg.get("model_cfg")
         if not isinstance(model_cfg, dict):
-            raise NotSupported("library_unsupported", f"{request.model_id}: {CONFIG_FILE} has no model_cfg")
+            raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{request.model_id}: {CONFIG_FILE} has no model_cfg")
         hf_text = model_cfg.get("text_cfg", {}).get("hf_model_name")
         if hf_text:
             raise NotSupported(
-                "library_unsupported",
+                Reason.LIBRARY_UNSUPPORTED,
                 f"{request.model_id}: its text tower is the transformers "
                 f"model {hf_text!r}, whose config Zoo does not fetch yet",
             )
@@ -115,7 +116,8 @@ class OpenClipBuilder:
             import open_clip
         except ImportError as exc:
             raise NotSupported(
-                "library_unsupported", f"OpenCLIP models need the open_clip extra (pip install 'zoo[open_clip]'): {exc}"
+                Reason.LIBRARY_UNSUPPORTED,
+                f"OpenCLIP models need the open_clip extra (pip install 'zoo[open_clip]'): {exc}",
             ) from exc
         import torch
 
@@ -156,8 +158,6 @@ class OpenClipBuilder:
 
         return Built(
             model=model,
-            config=plan.config,
-            config_dict=plan.config,
             library=self.library,
             architecture=plan.architecture,
             task=request.task or "zero-shot-image-classification",

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from ..exceptions import NotSupported
+from ..statuses import Reason
 from .base import Built, ConfigPlan
 
 CONFIG_FILE = "config.yaml"
@@ -84,7 +85,7 @@ def specifications_kwargs(task: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     row = TASKS.get(task["_target_"])
     if row is None:
-        raise NotSupported("library_unsupported", f"pyannote task {task['_target_']!r} is not known to Zoo")
+        raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"pyannote task {task['_target_']!r} is not known to Zoo")
     classes = row["classes"]
     if isinstance(classes, str):
         n = int(task.get(row["speakers"]) or DEFAULT_SPEAKERS)
@@ -143,7 +144,7 @@ class PyannoteBuilder:
         cfg = dict(request.config or {})
         if request.tier == "full":
             raise NotSupported(
-                "pickle_only",
+                Reason.PICKLE_ONLY,
                 f"{request.model_id}: pyannote weights are pickled Lightning checkpoints; Zoo loads safetensors only",
             )
         if isinstance(cfg.get("pipeline"), dict):
@@ -157,7 +158,7 @@ class PyannoteBuilder:
         channels = {int(p.model_config.get("num_channels", 1)) for p in parts.values()}
         if len(rates) > 1 or len(channels) > 1:
             raise NotSupported(
-                "library_unsupported",
+                Reason.LIBRARY_UNSUPPORTED,
                 f"{request.model_id}: its models disagree on sample "
                 f"rate or channels ({sorted(rates)}, {sorted(channels)})",
             )
@@ -176,7 +177,7 @@ class PyannoteBuilder:
         repos = pipeline_model_repos(cfg)
         if not repos:
             raise NotSupported(
-                "library_unsupported",
+                Reason.LIBRARY_UNSUPPORTED,
                 f"{request.model_id}: its pipeline names no model repos ({', '.join(PIPELINE_MODELS)})",
             )
         extras = request.extras or {}
@@ -185,7 +186,7 @@ class PyannoteBuilder:
             sub = extras.get(f"{repo}/{CONFIG_FILE}")
             if not isinstance(sub, dict):
                 raise NotSupported(
-                    "library_unsupported",
+                    Reason.LIBRARY_UNSUPPORTED,
                     f"{request.model_id}: its {role} model {repo} has no pyannote "
                     f"{CONFIG_FILE} (a model of another library, or not reachable)",
                 )
@@ -195,11 +196,13 @@ class PyannoteBuilder:
     def _part(self, model_id: str, cfg: dict[str, Any], tier: str) -> Part:
         model_cfg = cfg.get("model")
         if not isinstance(model_cfg, dict) or not isinstance(model_cfg.get("_target_"), str):
-            raise NotSupported("library_unsupported", f"{model_id}: {CONFIG_FILE} has no model block naming a class")
+            raise NotSupported(
+                Reason.LIBRARY_UNSUPPORTED, f"{model_id}: {CONFIG_FILE} has no model block naming a class"
+            )
         target = model_cfg["_target_"]
         if not target.startswith(ALLOWED_PREFIX):
             raise NotSupported(
-                "library_unsupported",
+                Reason.LIBRARY_UNSUPPORTED,
                 f"{model_id}: its model is {target}, outside {ALLOWED_PREFIX[:-1]}; "
                 "Zoo imports only pyannote.audio's own models",
             )
@@ -214,7 +217,8 @@ class PyannoteBuilder:
             from pyannote.audio.core.task import Problem, Resolution, Specifications
         except ImportError as exc:
             raise NotSupported(
-                "library_unsupported", f"pyannote models need the pyannote extra (pip install 'zoo[pyannote]'): {exc}"
+                Reason.LIBRARY_UNSUPPORTED,
+                f"pyannote models need the pyannote extra (pip install 'zoo[pyannote]'): {exc}",
             ) from exc
         import torch
 
@@ -225,7 +229,7 @@ class PyannoteBuilder:
             try:
                 cls = getattr(importlib.import_module(module), name)
             except (ImportError, AttributeError) as exc:
-                raise NotSupported("library_unsupported", f"pyannote.audio has no model {part.target}") from exc
+                raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"pyannote.audio has no model {part.target}") from exc
             model = cls(**part.model_config)
             if part.specifications is not None:
                 spec = dict(part.specifications)
@@ -246,8 +250,6 @@ class PyannoteBuilder:
 
         return Built(
             model=model,
-            config=plan.config,
-            config_dict=plan.config,
             library=self.library,
             architecture=plan.architecture,
             task=request.task

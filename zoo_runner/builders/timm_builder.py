@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import NotSupported
+from ..statuses import Reason
 from .base import Built
 
 TINY_SIZES = (64, 96)
@@ -65,7 +66,9 @@ class TimmBuilder:
         cfg = dict(request.config or {})
         arch = cfg.get("architecture") or cfg.get("model_name")
         if not isinstance(arch, str) or not arch:
-            raise NotSupported("library_unsupported", f"{request.model_id}: timm config.json names no architecture")
+            raise NotSupported(
+                Reason.LIBRARY_UNSUPPORTED, f"{request.model_id}: timm config.json names no architecture"
+            )
         pre = cfg.get("pretrained_cfg") or {}
         size = pre.get("input_size") or [3, 224, 224]
         num_classes = int(cfg.get("num_classes", pre.get("num_classes", 1000)) or 0)
@@ -89,21 +92,21 @@ class TimmBuilder:
             import timm
         except ImportError as exc:
             raise NotSupported(
-                "library_unsupported", f"timm models need the timm extra (pip install 'zoo[timm]'): {exc}"
+                Reason.LIBRARY_UNSUPPORTED, f"timm models need the timm extra (pip install 'zoo[timm]'): {exc}"
             ) from exc
         import torch
 
         plan = plan or self.plan(request)
         if not timm.is_model(plan.architecture):
             raise NotSupported(
-                "library_unsupported", f"timm {timm.__version__} has no architecture {plan.architecture!r}"
+                Reason.LIBRARY_UNSUPPORTED, f"timm {timm.__version__} has no architecture {plan.architecture!r}"
             )
         fixed = plan.fixed_input_size
         kwargs: dict[str, Any] = {"num_classes": plan.num_classes, "in_chans": plan.in_chans}
         if request.tier == "full":
             weights = os.path.join(request.files_dir or "", "model.safetensors")
             if not os.path.isfile(weights):
-                raise NotSupported("pickle_only", f"{request.model_id} has no model.safetensors")
+                raise NotSupported(Reason.PICKLE_ONLY, f"{request.model_id} has no model.safetensors")
             model = timm.create_model(
                 plan.architecture, pretrained=True, pretrained_cfg_overlay={"file": weights}, **kwargs
             )
@@ -122,8 +125,6 @@ class TimmBuilder:
 
         return Built(
             model=model,
-            config=plan.config,
-            config_dict=plan.config,
             library=self.library,
             architecture=plan.architecture,
             task=request.task or "image-classification",

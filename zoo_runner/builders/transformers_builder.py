@@ -14,6 +14,7 @@ from .. import inputs as inputs_mod
 from ..exceptions import NotSupported, UnknownModel
 from ..quirks import quirk_for
 from ..shrink import apply_overrides, shrink_dict
+from ..statuses import Reason
 from ..weights import init_weights
 from .base import Built
 
@@ -136,7 +137,7 @@ def _class_for_config(config_class: type, task: str | None):
         ):
             candidates.append(obj)
     if not candidates:
-        raise NotSupported("library_unsupported", f"transformers has no model class for {config_class.__name__}")
+        raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"transformers has no model class for {config_class.__name__}")
     rank = {suffix: i for i, (suffix, _) in enumerate(TASK_BY_SUFFIX)}
 
     def key(cls: type) -> tuple[int, int, str]:
@@ -189,15 +190,15 @@ class TransformersBuilder:
             source = f"default:{config.model_type}"
         else:
             if not request.config:
-                raise NotSupported("library_unsupported", f"{model_id}: no config.json was fetched")
+                raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{model_id}: no config.json was fetched")
             cfg = dict(request.config)
             if "model_type" not in cfg:
-                raise NotSupported("library_unsupported", f"{model_id}: config.json has no model_type")
+                raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{model_id}: config.json has no model_type")
             try:
                 auto_config = transformers.AutoConfig.for_model(**cfg)
             except (ValueError, KeyError) as exc:
                 raise NotSupported(
-                    "library_unsupported",
+                    Reason.LIBRARY_UNSUPPORTED,
                     f"{model_id}: transformers {transformers.__version__} "
                     f"does not know model_type {cfg['model_type']!r}",
                 ) from exc
@@ -257,7 +258,7 @@ class TransformersBuilder:
                     model, config, shape, seed, is_enc_dec, kinds, quirk.extra_inputs if quirk else ()
                 )
             except KeyError as exc:
-                raise NotSupported("no_inputs", f"{architecture}: {exc.args[0]}") from exc
+                raise NotSupported(Reason.NO_INPUTS, f"{architecture}: {exc.args[0]}") from exc
             if task_for(architecture) == "multiple-choice":
                 inputs = _as_choices(inputs)
             if tokenizer is not None and "input_ids" in inputs:
@@ -270,8 +271,6 @@ class TransformersBuilder:
 
         return Built(
             model=model,
-            config=config,
-            config_dict=config.to_dict(),
             library=self.library,
             architecture=architecture,
             task=request.task or task_for(architecture),
