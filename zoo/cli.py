@@ -15,7 +15,8 @@ from zoo_runner.statuses import PASSING, TIERS
 log = logging.getLogger("zoo")
 
 EPILOG = """Configuration: ZOO_DATABASE_URL (default sqlite:///./zoo.db), ZOO_BROKER_URL (unset: run in-process),
-ZOO_API_KEYS, ZOO_PLUGINS, HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, ZOO_SANDBOX (off, best_effort, strict)."""
+ZOO_API_KEYS, ZOO_PLUGINS, HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE, ZOO_SANDBOX (off, best_effort, strict).
+Every ZOO_* variable, its default and meaning: README "Configuration", or python -m zoo_runner.settings."""
 
 
 def _positive_int(text: str) -> int:
