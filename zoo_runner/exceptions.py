@@ -26,6 +26,10 @@ class UnknownBackend(BadInput):
     """A backend spec that does not parse, or names a device/compiler/dtype that does not exist."""
 
 
+class ConfigError(BadInput):
+    """A ``ZOO_*`` environment variable with a value Zoo cannot use (:mod:`zoo_runner.settings`)."""
+
+
 class BackendUnavailable(ZooError):
     """A well-formed backend that this machine cannot run (no device, package missing)."""
 

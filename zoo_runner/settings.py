@@ -29,17 +29,13 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .exceptions import BadInput, ZooError
+from .exceptions import ConfigError, ZooError
 
 SANDBOX_MODES = ("off", "best_effort", "strict")
 DEFAULT_SANDBOX_UID = 65533  # Debian reserves 65000-65533 and allocates none of them to accounts
 DEFAULT_REFERENCE_CACHE_MB = 2048
 DEFAULT_API_MAX_BODY = 1 << 20  # 1 MiB: POST /validations with 1,000 ids of the longest allowed length is 260 KB
 LAUNCHERS = ("forkserver", "spawn")
-
-
-class ConfigError(BadInput):
-    """A ``ZOO_*`` environment variable with a value Zoo cannot use."""
 
 
 class _Bad(ValueError):
