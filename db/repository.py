@@ -14,6 +14,7 @@ from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.orm import Session
 
 from zoo_runner.request import HARNESS_VERSION
+from zoo_runner.result import ValidationResult
 
 from .models import Model, Result, Run, Snapshot, SnapshotEntry, utcnow
 from .rows import result_dict
@@ -213,16 +214,19 @@ RESULT_KEY = ("model_id", "revision", "backend", "tier", "harness_version", "wee
 
 def store_result(
     session: Session,
-    result: dict[str, Any],
+    result: dict[str, Any] | ValidationResult,
     run_id: int | None = None,
     task_id: str | None = None,
     model_id: str | None = None,
 ) -> Result:
-    """Upsert one SPEC result on (model, revision, backend, tier, harness version, week, precision).
+    """Upsert one SPEC result (a :class:`ValidationResult` or its dict) on (model, revision,
+    backend, tier, harness version, week, precision).
 
     On PostgreSQL and SQLite one ``INSERT .. ON CONFLICT (uq_result_key) DO UPDATE``: a concurrent
     writer of the same key waits for the other's commit, then updates its row, so no result is lost
     and ``attempts`` counts both. Returns the stored row."""
+    if isinstance(result, ValidationResult):
+        result = result.to_dict()
     started = _parse_time(result.get("started_at"))
     precision, source = result_precision(result)
     error = result.get("error")

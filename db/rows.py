@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from zoo_runner.result import ValidationResult
+
 from .models import Result
 
 
@@ -15,29 +17,29 @@ def judged_precision(r: Result) -> str | None:
 
 
 def result_dict(r: Result) -> dict[str, Any]:
-    """The stored row ``r`` as a SPEC result (plus its ``week``)."""
-    return {
-        "model_id": r.model_id,
-        "revision": r.revision or None,
-        "tier": r.tier,
-        "backend": r.backend,
-        "device": r.device,
-        "dtype": r.dtype,
-        "status": r.status,
-        "reason": r.reason,
-        "fingerprint": r.fingerprint,
-        "library": r.library,
-        "architecture": r.architecture,
-        "task": r.task,
-        "precision": judged_precision(r),
-        "metrics": r.metrics or {},
-        "fallback_ops": r.fallback_ops or [],
-        "op_census": r.op_census or {},
-        "error": r.error,
-        "versions": r.versions or {},
-        "repro": r.repro,
-        "started_at": r.started_at.isoformat() if r.started_at else None,
-        "duration_s": r.duration_s,
-        "details": r.details or {},
-        "week": r.week,
-    }
+    """The stored row ``r`` as a SPEC result (:meth:`ValidationResult.to_dict`), plus its ``week``."""
+    result = ValidationResult(
+        model_id=r.model_id,
+        revision=r.revision or None,
+        tier=r.tier,
+        backend=r.backend,
+        device=r.device,
+        dtype=r.dtype,
+        status=r.status,
+        reason=r.reason,
+        fingerprint=r.fingerprint,
+        library=r.library,
+        architecture=r.architecture,
+        task=r.task,
+        precision=judged_precision(r),
+        metrics=r.metrics or {},
+        fallback_ops=r.fallback_ops or [],
+        op_census=r.op_census or {},
+        error=r.error,
+        versions=r.versions or {},
+        repro=r.repro,
+        started_at=r.started_at.isoformat() if r.started_at else None,
+        duration_s=r.duration_s,
+        details=r.details or {},
+    )
+    return {**result.to_dict(), "week": r.week}

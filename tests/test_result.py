@@ -114,3 +114,21 @@ def test_the_api_schema_is_the_result_shape():
     assert ResultOut.model_validate(d).model_dump(include=set(RESULT_KEYS) - {"error", "metrics"}) == {
         k: v for k, v in d.items() if k not in ("error", "metrics")
     }
+
+
+def test_a_stored_result_reads_back_as_the_same_result(database_url):
+    from db import queries, repository
+    from db.models import Result
+    from db.session import session_scope
+
+    req = ValidationRequest("org/stored", backend="cpu+inductor", precision="bf16")
+    r = failure_result(req, RuntimeError("boom"), Status.UNSUPPORTED, Reason.GATED)
+    r.metrics["reference_ms"], r.op_census = 2.5, {"aten::mm": 1}
+    with session_scope() as s:
+        repository.store_result(s, r)  # a ValidationResult, as well as its dict
+    with session_scope() as s:
+        back = queries.result_dict(s.query(Result).filter_by(model_id="org/stored").one())
+    week, started = back.pop("week"), back.pop("started_at")
+    expected = json.loads(json.dumps(r.to_dict()))
+    assert week and started[:19] == expected.pop("started_at")[:19]  # SQLite keeps no time zone
+    assert back == expected and list(back) == [k for k in RESULT_KEYS if k != "started_at"]

@@ -110,6 +110,7 @@ def _status(command: str) -> Callable[[str], None]:
 def cmd_validate(args: argparse.Namespace) -> int:
     from services.validation import run_validation, store_row
     from zoo_runner.request import ValidationRequest
+    from zoo_runner.result import ValidationResult
 
     from . import jobs, render
 
@@ -130,8 +131,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     result = run_validation(req)
     if not args.no_store:
         store_row(result)
-    if args.json:
-        print(json.dumps(result, indent=2, default=str, allow_nan=False))
+    if args.json:  # the SPEC result, exactly its keys
+        print(json.dumps(ValidationResult.from_dict(result).to_dict(), indent=2, default=str, allow_nan=False))
     else:
         print(render.result_line(result))
         print(f"repro: {result['repro']}")
