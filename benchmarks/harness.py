@@ -21,6 +21,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from zoo_runner.statuses import NO_VALID_REFERENCE, Reason, Status
+
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_CSV = ROOT / "data" / "hub-top1000-2025-03.csv"  # the Hub snapshot kept in the repository (data/README.md)
 NO_PYTORCH = {"gguf", "onnx", "mlx"}
@@ -63,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from services.validation import validate_and_store
     from zoo_runner.exceptions import ZooError
     from zoo_runner.request import ValidationRequest
+    from zoo_runner.result import failure_result
 
     entries = list(catalog.from_file(args.csv))[: args.top]
     rows = []
@@ -73,14 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         try:
             r = validate_and_store(req)
-        except ZooError as exc:
-            r = {
-                "status": "reference_error",
-                "reason": None,
-                "error": {"message": str(exc)},
-                "details": {},
-                "architecture": None,
-            }
+        except ZooError as exc:  # an unknown model, an unreachable Hub: Zoo's, a reference_error row
+            r = failure_result(req, exc).to_dict()
         return e, r, time.perf_counter() - t0
 
     with (
@@ -100,14 +97,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _lib(e, r) -> str:
-    if r.get("reason") == "no_pytorch_weights":  # decided from the repo's files, whatever its tags
+    if r.get("reason") == Reason.NO_PYTORCH_WEIGHTS:  # decided from the repo's files, whatever its tags
         return "gguf/onnx/mlx-only"
     if e.library:  # the library the snapshot's tags name
         return e.library
     # no library tag: the library Zoo recognised from the repo's config, where it has a builder for it
     from zoo_runner.builders import registered_libraries
 
-    if r.get("library") in registered_libraries() and r.get("reason") != "library_unsupported":
+    if r.get("library") in registered_libraries() and r.get("reason") != Reason.LIBRARY_UNSUPPORTED:
         return f"{r['library']} (from its config)"
     return "other"
 
@@ -142,8 +139,8 @@ def render(rows, wall: float, args) -> str:
         statuses[r["status"]] += 1
         if r.get("reason"):
             reasons[r["reason"]] += 1
-        valid = r["status"] not in ("reference_error", "unsupported")
-        if not valid and r["status"] == "reference_error":
+        valid = r["status"] not in NO_VALID_REFERENCE
+        if not valid and r["status"] == Status.REFERENCE_ERROR:
             errors[((r.get("error") or {}).get("message") or "")[:90]] += 1
         lib = _lib(e, r)
         tagged_transformers = (
@@ -162,7 +159,7 @@ def render(rows, wall: float, args) -> str:
                 b[3] += e.downloads
         if (r.get("details") or {}).get("deduplicated_from"):
             deduped += 1
-        elif r["status"] != "unsupported":
+        elif r["status"] != Status.UNSUPPORTED:
             ran += 1
             durations.append(dt)
             slow.append((dt, e.model_id, r.get("architecture")))
