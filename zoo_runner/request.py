@@ -71,6 +71,10 @@ def empty_result(req: ValidationRequest) -> dict[str, Any]:
 def error_info(
     exc: BaseException | None = None, *, type_: str | None = None, message: str = "", tb: str | None = None
 ) -> dict[str, Any]:
+    """A result's ``error`` object for ``exc`` (or for ``type_``/``message``/``tb`` given as such):
+    ``type``, ``message`` and ``traceback`` (capped), and a ``signature`` (the type and first line
+    without numbers, ids or quoted names) with its ``signature_hash``, which group one failure
+    across models."""
     import hashlib
     import re
     import traceback
