@@ -1,4 +1,9 @@
-"""The SPEC's statuses and unsupported reasons — exactly these."""
+"""The SPEC's statuses and reasons (why ``unsupported``, which ``reference_error``) — exactly these.
+
+Code names a status or a reason by its :class:`Status` / :class:`Reason` member, not by a string
+literal: each member equals, hashes and formats as its string, so the strings of rows read back
+from JSON or the database compare equal to the members.
+"""
 
 from __future__ import annotations
 
