@@ -39,6 +39,15 @@ def _validate(arch: str, backend: str = "cpu") -> dict:
         "LiltForQuestionAnswering",
         "UdopForConditionalGeneration",
         "ReformerForMaskedLM",
+        "DeepseekV2ForSequenceClassification",
+        "Mistral4ForCausalLM",
+        "KimiLinearForCausalLM",
+        "TextNetBackbone",
+        "Wav2Vec2BertForXVector",
+        "InstructBlipForConditionalGeneration",
+        "ShieldGemma2ForImageClassification",
+        "PerceiverForMaskedLM",
+        "HGNetV2ForImageClassification",
     ],
 )
 def test_long_tail_architectures_get_a_valid_reference_and_pass_on_cpu(arch):
@@ -149,3 +158,49 @@ def test_shrinking_keeps_width_parts_adding_up_to_the_width():
 
     cfg = shrink_dict(copy.deepcopy(transformers.ReformerConfig().to_dict()))
     assert sum(cfg["axial_pos_embds_dim"]) == cfg["hidden_size"]
+
+
+@pytest.mark.parametrize("config_class", ["DeepseekV2Config", "Mistral4Config"])
+def test_shrinking_keeps_latent_attention_consistent(config_class):
+    """Latent attention: one kv head per query head, head dims shrunk together, head_dim what it was of them."""
+    import copy
+
+    import transformers
+
+    from zoo_runner.shrink import shrink_dict
+
+    before = getattr(transformers, config_class)().to_dict()
+    cfg = shrink_dict(copy.deepcopy(before))
+    nope, rope = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"]
+    assert cfg["num_key_value_heads"] == cfg["num_attention_heads"]
+    assert cfg["kv_lora_rank"] <= 32 and nope <= 16 and rope <= 16 and cfg["qk_head_dim"] == nope + rope
+    whole = before["head_dim"] == before["qk_nope_head_dim"] + before["qk_rope_head_dim"]
+    assert cfg["head_dim"] == (nope + rope if whole else rope)
+
+
+def test_shrinking_routes_over_one_group_of_the_shrunk_experts():
+    from zoo_runner.shrink import shrink_dict
+
+    cfg = shrink_dict(
+        {"hidden_size": 1024, "num_attention_heads": 16, "n_routed_experts": 256, "n_group": 8, "topk_group": 4}
+        | {"num_experts_per_tok": None, "num_experts_per_token": 8}
+    )
+    assert cfg["n_group"] == cfg["topk_group"] == 1
+    assert cfg["num_experts_per_tok"] == 2 and cfg["num_experts_per_token"] <= cfg["n_routed_experts"]
+
+
+def test_a_stem_width_follows_the_first_stage_it_feeds():
+    import copy
+
+    import transformers
+
+    from zoo_runner.shrink import shrink_dict
+
+    cfg = shrink_dict(copy.deepcopy(transformers.TextNetConfig().to_dict()))
+    assert cfg["stem_out_channels"] == cfg["hidden_sizes"][0]
+
+
+def test_stacked_frame_speech_encoders_get_frames_of_their_width():
+    r = _validate("Wav2Vec2BertModel")
+    assert r["status"] == "pass", r["error"]
+    assert r["details"]["input_shapes"][0]["input_features"] == [2, 64, 160]  # (batch, frames, stacked features)

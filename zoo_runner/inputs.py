@@ -52,6 +52,8 @@ class ConfigView:
     context_length: int = 0  # the context those forecasters insist on; 0 = any length
     visual_feat_dim: int = 2048  # region features from an object detector (LXMERT): one vector a box
     num_languages: int = 1  # per-language adapters or embeddings (X-MOD): rows pick one language each
+    frame_features: int = 0  # speech encoders fed stacked filter-bank frames (w2v-BERT: 160 a frame); 0 = mel bins
+    qformer_vocab_size: int = 30522  # the query transformer's own text vocabulary (InstructBLIP)
 
     @classmethod
     def of(cls, config: Any) -> ConfigView:
@@ -102,6 +104,8 @@ class ConfigView:
             context_length=first([config], ["context_length"], 0),
             visual_feat_dim=first([config], ["visual_feat_dim"], 2048),
             num_languages=len(getattr(config, "languages", None) or ()) or first([config], ["num_languages"], 1),
+            frame_features=first([config], ["feature_projection_input_dim"], 0),
+            qformer_vocab_size=first([getattr(config, "qformer_config", None)], ["vocab_size"], 30522),
         )
 
 
@@ -165,6 +169,14 @@ def _unit_boxes(batch: int, n: int, gen: torch.Generator) -> torch.Tensor:
     corners = torch.rand(batch, n, 2, 2, generator=gen)
     low, high = corners.min(dim=-1).values, corners.max(dim=-1).values
     return torch.cat([low, high], dim=-1)
+
+
+def _input_features(v: ConfigView, s: dict, g: torch.Generator) -> torch.Tensor:
+    """Speech features: (batch, mel bins, frames) as Whisper reads them, or (batch, frames, features)
+    for encoders whose config gives the width of a stacked frame (w2v-BERT, SeamlessM4T)."""
+    if v.frame_features:
+        return torch.randn(s["batch"], 4 * s["seq"], v.frame_features, generator=g)
+    return torch.randn(s["batch"], v.num_mel_bins, v.audio_frames, generator=g)
 
 
 def _mask(view, shape, gen):
@@ -232,7 +244,7 @@ GENERATORS: dict[str, Gen] = {
         torch.zeros(s["batch"], 1, dtype=torch.long), v.max_num_tiles
     ),
     "input_values": lambda v, s, g: torch.randn(s["batch"], 400 * s["seq"], generator=g),
-    "input_features": lambda v, s, g: torch.randn(s["batch"], v.num_mel_bins, v.audio_frames, generator=g),
+    "input_features": _input_features,
     "spectrogram": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], v.num_mel_bins, generator=g),
     # Qwen2-VL-style vision towers take images as rows of flattened patches plus a (t, h, w) grid per image
     "flat_patches": lambda v, s, g: torch.randn(
@@ -264,12 +276,19 @@ GENERATORS: dict[str, Gen] = {
     "visual_pos": lambda v, s, g: _unit_boxes(s["batch"], VISUAL_BOXES, g),
     # which language each row is in, for models with per-language adapters (X-MOD)
     "lang_ids": lambda v, s, g: torch.randint(0, v.num_languages, (s["batch"],), generator=g),
+    # the instruction as the query transformer reads it (InstructBLIP), in its own vocabulary
+    "qformer_input_ids": lambda v, s, g: _ids(v.qformer_vocab_size, (s["batch"], s["seq"]), g),
+    "qformer_attention_mask": lambda v, s, g: torch.ones(s["batch"], s["seq"], dtype=torch.long),
 }
 
 # Inputs filled only when the forward needs them or they change the graph meaningfully.
 OPTIONAL_WANTED = ("attention_mask", "token_type_ids", "decoder_input_ids", "noise", "visual_feats", "lang_ids")
 # Inputs that come with a main input: a model taking the first takes the others where it has them.
-CO_INPUTS = {"states": ("actions", "rewards", "returns_to_go", "timesteps"), "visual_feats": ("visual_pos",)}
+CO_INPUTS = {
+    "states": ("actions", "rewards", "returns_to_go", "timesteps"),
+    "visual_feats": ("visual_pos",),
+    "qformer_input_ids": ("qformer_attention_mask",),
+}
 
 
 def forward_params(model: torch.nn.Module) -> list[inspect.Parameter]:
@@ -340,6 +359,15 @@ def _image_features_need(model: torch.nn.Module, name: str) -> bool:
     return p is not None and p.default is inspect.Parameter.empty
 
 
+def _image_features_fn(model: torch.nn.Module) -> Callable | None:
+    """The model's vision path, or that of the VLM it wraps (ShieldGemma 2 wraps Gemma 3 as ``model``)."""
+    for obj in (model, getattr(model, "model", None)):
+        fn = getattr(obj, "get_image_features", None)
+        if callable(fn):
+            return fn
+    return None
+
+
 def _image_token_id(config: Any) -> int | None:
     for key in IMAGE_TOKEN_KEYS:
         v = getattr(config, key, None)
@@ -384,16 +412,17 @@ def _insert_image_tokens(
         tok is None
         or ids is None
         or "pixel_values" not in out
-        or not hasattr(model, "get_image_features")
+        or _image_features_fn(model) is None
         or bool((ids == tok).any())
     ):
         return
-    image_params = inspect.signature(model.get_image_features).parameters
+    image_features = _image_features_fn(model)
+    image_params = inspect.signature(image_features).parameters
     kwargs = {
         k: v for k, v in out.items() if k in image_params and k not in ("input_ids", "attention_mask", "token_type_ids")
     }
     with torch.no_grad():
-        feats = model.get_image_features(**kwargs)
+        feats = image_features(**kwargs)
     counts = _features_per_image(feats, ids.shape[0])
     if not counts or len(set(counts)) != 1:
         return

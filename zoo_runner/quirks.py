@@ -288,6 +288,30 @@ QUIRKS: dict[str, Quirk] = {
             "stage_names": ["stem", "stage1", "stage2", "stage3", "stage4"],
         },
     ),
+    # InstructBLIP's default config, like BLIP-2's, has no image token (its OPT text model's vocabulary holds 50265).
+    "instructblip": Quirk(
+        "the default config has no image_token_index; without one no query embedding reaches the language model",
+        config={"image_token_index": 50265},
+    ),
+    # ShieldGemma 2 is Gemma 3 underneath: its pooled image tokens per side must divide the patches per side.
+    "shieldgemma2": Quirk(
+        "image tokens per side must divide the vision patches per side (224 px / 16 = 14)",
+        config={"mm_tokens_per_image": 49},
+    ),
+    # Perceiver's text heads read token ids under the name ``inputs`` (its image heads read pixels there).
+    "PerceiverForMaskedLM": Quirk("inputs are token ids", input_kinds={"inputs": "input_ids"}),
+    "PerceiverForSequenceClassification": Quirk("inputs are token ids", input_kinds={"inputs": "input_ids"}),
+    # HGNetV2 sizes its stages by their own in/mid/out channel lists; the classifier reads hidden_sizes.
+    "hgnet_v2": Quirk(
+        "stage channel lists chain (stem out = first stage in, stage out = next in); hidden_sizes repeats the outputs",
+        config={
+            "stem_channels": [3, 16, 16],
+            "stage_in_channels": [16, 32, 64, 128],
+            "stage_mid_channels": [16, 24, 32, 48],
+            "stage_out_channels": [32, 64, 128, 256],
+            "hidden_sizes": [32, 64, 128, 256],
+        },
+    ),
     # LiLT's layout stream concatenates six position embeddings of hidden_size // 6 each.
     "lilt": Quirk(
         "hidden_size must divide by 6 (six layout embeddings); the layout stream reads each token's box",

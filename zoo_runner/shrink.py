@@ -48,7 +48,7 @@ FFN = {
     "shared_expert_intermediate_size",
 }
 EXPERTS = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"}
-EXPERTS_PER_TOKEN = {"num_experts_per_tok", "top_k", "moe_topk", "moe_k"}
+EXPERTS_PER_TOKEN = {"num_experts_per_tok", "num_experts_per_token", "top_k", "moe_topk", "moe_k"}
 WIDTH_LISTS = {"hidden_sizes", "conv_dim", "embed_dims", "channels", "filter_sizes"}
 DEPTH_LISTS = {"depths", "layers_per_block", "num_blocks_per_stage"}
 WIDTH_PARTS = {"axial_pos_embds_dim"}  # parts concatenated to the width (Reformer's axial position embeddings)
@@ -80,6 +80,7 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     layers_before = next((cfg[k] for k in LAYERS if _is_int(cfg.get(k)) and cfg[k] > 0), None)
     # stage-list backbones (ResNet, Swin: ``depths``) count stages, not layers, in num_layers
     stage_based = any(isinstance(cfg.get(k), list) for k in DEPTH_LISTS)
+    tied = _tied_to_first_stage(cfg)
     for key, value in list(cfg.items()):
         if isinstance(value, dict) and (
             "model_type" in value or key.endswith("_config") or key in ("encoder", "decoder")
@@ -112,11 +113,25 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
             if _is_per_layer(key, value, layers_before):
                 value = value[:layers_after]
                 cfg[key] = [min(v, TINY_FFN) for v in value] if key in FFN and all(_is_int(v) for v in value) else value
+    for key, stages in tied.items():  # still the first stage's width, now shrunk
+        cfg[key] = cfg[stages][0]
     if not stage_based:
         _keep_backbone_outputs(cfg, layers_before)
     _fix_constraints(cfg)
     _fix_vision_language(cfg)
     return cfg
+
+
+def _tied_to_first_stage(cfg: dict[str, Any]) -> dict[str, str]:
+    """Widths that are the first stage's width of a stage-width list (a stem's output channels:
+    TextNet): key -> the list they follow."""
+    tied = {}
+    for stages in WIDTH_LISTS:
+        first = cfg[stages][0] if _int_list(cfg.get(stages)) else None
+        for key, value in cfg.items():
+            if first and value == first and _is_int(value) and (key in WIDTH or key.endswith("_channels")):
+                tied.setdefault(key, stages)
+    return tied
 
 
 SPECIAL_TOKENS = (
@@ -208,6 +223,7 @@ def _largest_divisor_at_most(n: int, cap: int) -> int:
 
 
 def _fix_constraints(cfg: dict[str, Any]) -> None:
+    head_dim_before = cfg.get("head_dim")
     # hierarchical (Swin-style) stages double the width each stage: stage heads must divide it
     stage_heads = cfg.get("num_heads")
     if (
@@ -247,10 +263,16 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
         for key in KV_HEADS:
             if _is_int(cfg.get(key)) and heads % cfg[key]:
                 cfg[key] = math.gcd(heads, cfg[key])
+    experts = next((cfg[k] for k in EXPERTS if _is_int(cfg.get(k))), None)
     for key in EXPERTS_PER_TOKEN:
-        experts = next((cfg[k] for k in EXPERTS if _is_int(cfg.get(k))), None)
         if experts and _is_int(cfg.get(key)):
             cfg[key] = min(cfg[key], experts)
+    if experts and "num_experts_per_tok" in cfg and cfg["num_experts_per_tok"] is None:
+        cfg["num_experts_per_tok"] = min(2, experts)  # left unset by a default config (DeepSeek-V2): route to two
+    # expert groups: a token's experts come from its best groups; with the experts shrunk, one group of them all
+    for key in EXPERT_GROUPS:
+        if experts and _is_int(cfg.get(key)) and cfg[key] > 1:
+            cfg[key] = 1
     layers = next((cfg[k] for k in ("num_hidden_layers", "num_layers", "n_layer") if _is_int(cfg.get(k))), None)
     if layers and isinstance(cfg.get("layer_types"), list):
         cfg["layer_types"] = cfg["layer_types"][:layers]
@@ -283,6 +305,7 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
             if key in cfg and cfg[key] is None:
                 cfg[key] = cfg[heads_key]
     _fix_group_norm(cfg)
+    _fix_latent_attention(cfg, heads_key, head_dim_before)
     for key in WIDTH_PARTS:  # the parts keep their proportions and add up to the shrunk width
         parts = cfg.get(key)
         if width_key and _int_list(parts) and sum(parts) != cfg[width_key] and cfg[width_key] >= len(parts):
@@ -299,6 +322,37 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
             base = [half // n] * n
             base[0] += half - sum(base)
             rope["mrope_section"] = base
+
+
+EXPERT_GROUPS = ("n_group", "num_expert_group", "topk_group")
+LATENT_SIZES = {"kv_lora_rank": 32, "q_lora_rank": 32, "qk_rope_head_dim": 16, "qk_nope_head_dim": 16, "v_head_dim": 16}
+
+
+def _fix_latent_attention(cfg: dict[str, Any], heads_key: str | None, head_dim_before: Any) -> None:
+    """Multi-head latent attention (DeepSeek-V2/V3 and their kin: ``kv_lora_rank``) sizes its own
+    ranks and head dims: shrink them, keep one key/value head per query head, the query/key head
+    dim the sum of its parts, and ``head_dim`` what it was of them: the rotary part (DeepSeek) or
+    the whole query/key head (Mistral 4, whose rotary share of it stays as it was)."""
+    if not _is_int(cfg.get("kv_lora_rank")):
+        return
+    nope, rope = cfg.get("qk_nope_head_dim"), cfg.get("qk_rope_head_dim")
+    whole_head = _is_int(nope) and _is_int(rope) and head_dim_before == nope + rope
+    for key, cap in LATENT_SIZES.items():
+        if _is_int(cfg.get(key)) and cfg[key] > 0:
+            cfg[key] = min(cfg[key], cap)
+    if heads_key:
+        for key in KV_HEADS:
+            if _is_int(cfg.get(key)):
+                cfg[key] = cfg[heads_key]
+    nope, rope = cfg.get("qk_nope_head_dim"), cfg.get("qk_rope_head_dim")
+    if _is_int(nope) and _is_int(rope):
+        if _is_int(cfg.get("qk_head_dim")):
+            cfg["qk_head_dim"] = nope + rope
+        if _is_int(cfg.get("head_dim")):
+            cfg["head_dim"] = nope + rope if whole_head else rope
+        rope_params = cfg.get("rope_parameters") or cfg.get("rope_scaling")
+        if whole_head and isinstance(rope_params, dict) and "partial_rotary_factor" in rope_params:
+            rope_params["partial_rotary_factor"] = rope / (nope + rope)
 
 
 def _fix_group_norm(cfg: dict[str, Any]) -> None:
