@@ -312,6 +312,29 @@ QUIRKS: dict[str, Quirk] = {
             "hidden_sizes": [32, 64, 128, 256],
         },
     ),
+    # SAM 2's Hiera backbone: hidden_size is the first stage's width, global attention blocks are indices
+    # into all the stages' blocks, and 1024 px images make a tiny model slow.
+    "sam2_hiera_det_model": Quirk(
+        "hidden_size must equal the first stage width; global-attention block indices must exist after shrinking",
+        config={
+            "hidden_size": 16,
+            "embed_dim_per_stage": [16, 32, 64, 128],
+            "blocks_per_stage": [1, 1, 2, 1],
+            "global_attention_blocks": [3],
+            "image_size": [256, 256],
+        },
+    ),
+    # InstructBLIP Video puts num_query_tokens embeddings per frame where its video tokens are.
+    "instructblipvideo": Quirk(
+        "pixel_values is a video clip (batch, frames, channels, size, size), with video placeholder tokens",
+        input_kinds={"pixel_values": "pixel_values_videos"},
+        known_failure=KnownFailure(
+            "the default config has no video_token_index, and inputs get image placeholders only (one per query"
+            " token per frame would be needed), so no video embedding reaches the language model",
+            "https://huggingface.co/docs/transformers/model_doc/instructblipvideo",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
     # LiLT's layout stream concatenates six position embeddings of hidden_size // 6 each.
     "lilt": Quirk(
         "hidden_size must divide by 6 (six layout embeddings); the layout stream reads each token's box",
