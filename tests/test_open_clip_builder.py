@@ -32,7 +32,7 @@ def test_shrinking_keeps_the_layout():  # pure Python: runs without the extra
     assert t["context_length"] == full["text_cfg"]["context_length"] and t["width"] % t["heads"] == 0
     assert tiny["embed_dim"] <= 64
     timm_tower = shrink_model_cfg(_config("laion/CLIP-convnext_base_w-laion2B-s13B-b82K-augreg")["model_cfg"])
-    assert timm_tower["vision_cfg"]["timm_model_name"] == "convnext_base"  # timm towers are built whole
+    assert timm_tower["vision_cfg"]["timm_model_name"] == "convnext_base"  # shrunk by timm_shrink, not here
 
 
 needs_open_clip = pytest.mark.skipif(
@@ -69,3 +69,45 @@ def test_a_backend_bug_in_a_clip_tower_is_a_mismatch(monkeypatch):
 def test_an_open_clip_repo_through_the_stand_in(zoo, snapshot_hub, tmp_path):
     r = validate_through(zoo, snapshot_hub, tmp_path, VIT_B_32)
     assert r["status"] == "pass" and r["library"] == "open_clip", r["error"]
+
+
+CONVNEXT_W = "laion/CLIP-convnext_base_w-laion2B-s13B-b82K-augreg"
+
+
+@needs_open_clip
+@pytest.mark.parametrize("tier", ["tiny", "census"])
+def test_a_timm_vision_tower_is_shrunk_and_passes_on_cpu(tier):
+    import timm
+    import torch
+
+    with torch.device("meta"):
+        whole_tower = sum(p.numel() for p in timm.create_model("convnext_base").parameters())
+    r = validate_here(_req(CONVNEXT_W, tier=tier))
+    assert r["status"] == "pass", r["error"]
+    assert r["architecture"] == "CLIP[convnext_base]"
+    shrink = r["details"]["timm_shrink"]
+    assert shrink["built"] == "shrunk" and shrink["overrides"]["depths"] == [1, 1, 1, 1], shrink
+    assert r["details"]["parameters"] * 50 < whole_tower
+
+
+@needs_open_clip
+def test_the_timm_tower_shrink_is_in_the_fingerprint_and_not_at_full():
+    from zoo_runner.builders import get_builder
+
+    plan = get_builder("open_clip").plan(_req(CONVNEXT_W, tier="census"))
+    assert plan.timm_shrink
+    shrunk = plan.fingerprint("open_clip", "census")
+    plan.timm_shrink = None
+    assert plan.fingerprint("open_clip", "census") != shrunk
+    assert get_builder("open_clip").plan(_req(CONVNEXT_W, tier="full")).timm_shrink is None
+    assert get_builder("open_clip").plan(_req(VIT_B_32, tier="census")).timm_shrink is None  # OpenCLIP's own tower
+
+
+@needs_open_clip
+def test_a_timm_tower_whose_shrunk_build_raises_is_built_whole(monkeypatch):
+    from zoo_runner.builders import open_clip_builder
+
+    monkeypatch.setattr(open_clip_builder, "plan_shrink", lambda name, **kw: {"depths": (1, 1)})  # 4 stages: raises
+    r = validate_here(_req("timm/ViT-B-16-SigLIP-i18n-256", tier="census"))
+    assert r["status"] == "pass", r["error"]
+    assert r["details"]["timm_shrink"]["built"] == "whole" and "raised" in r["details"]["timm_shrink"]["why"]

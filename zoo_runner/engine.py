@@ -292,6 +292,7 @@ def _build(req: ValidationRequest, result: ValidationResult) -> tuple[Any, Any]:
         raise _zoos_failure(exc) from exc
     result.library, result.architecture, result.task = built.library, built.architecture, built.task
     result.details["config_source"] = built.config_source
+    result.details.update(built.details)
     return plan, built
 
 

@@ -34,6 +34,8 @@ class Built:
       multiple of the patch size).
     - ``tolerance_factor``: multiplies the comparison's error budget (1.0 unless a quirk row
       says the architecture's outputs are legitimately noisy).
+    - ``details``: facts about how it was built that go into the row's details (``timm_shrink``:
+      whether a timm model or tower was shrunk, with which overrides, or built whole and why).
     """
 
     model: torch.nn.Module
@@ -44,6 +46,7 @@ class Built:
     make_inputs: Callable[[dict, int], dict[str, torch.Tensor]]
     shapes: list[dict] = field(default_factory=list)
     tolerance_factor: float = 1.0
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -4,9 +4,11 @@
 An OpenCLIP repo's config holds ``model_cfg`` (embedding width, ``vision_cfg``, ``text_cfg`` and,
 for CoCa, ``multimodal_cfg``). For the tiny and census tiers the towers OpenCLIP builds itself
 are shrunk (depth, width, heads) with their layout kept (patch size, pooling, context length,
-quick-GELU, ...); a vision tower that OpenCLIP takes from timm (``timm_model_name``) is built
-whole, as the timm builder does, at its configured image size. OpenCLIP builds the model from the
-shrunk config written to a private folder (its ``local-dir:`` schema), so the choice of CLIP,
+quick-GELU, ...); a vision tower that OpenCLIP takes from timm (``timm_model_name``) is shrunk as
+the timm builder shrinks a timm model (:mod:`.timm_shrink`: smaller constructor arguments given to
+the ``timm.create_model`` call OpenCLIP makes, the whole tower where that build raises;
+``details.timm_shrink`` says which), at its configured image size. OpenCLIP builds the model from
+the shrunk config written to a private folder (its ``local-dir:`` schema), so the choice of CLIP,
 CustomTextCLIP or CoCa is OpenCLIP's own. Text towers taken from transformers (``hf_model_name``)
 need that model's config from the Hub and are not built yet. The full tier loads the repo's
 safetensors weights. open_clip is imported only in the model process.
@@ -18,11 +20,15 @@ import copy
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import NotSupported
 from ..statuses import Reason
 from .base import Built, ConfigPlan
+from .timm_shrink import build_shrunk, plan_shrink
 
 CONFIG_FILE = "open_clip_config.json"
 TINY_WIDTH, TINY_HEAD_WIDTH, TINY_LAYERS, TINY_EMBED, TINY_VOCAB = 64, 32, 2, 64, 4096
@@ -76,7 +82,37 @@ def _image_size(model_cfg: dict[str, Any]) -> tuple[int, int]:
     return (int(size[0]), int(size[1])) if isinstance(size, (list, tuple)) else (int(size), int(size))
 
 
-OpenClipPlan = ConfigPlan
+@dataclass
+class OpenClipPlan(ConfigPlan):
+    timm_shrink: dict[str, Any] | None = None  # tiny/census: the timm vision tower's overrides (timm_shrink)
+
+    def fingerprint(self, library: str, tier: str) -> str:
+        from ..fingerprint import fingerprint
+
+        graph = self.config if self.timm_shrink is None else {**self.config, "timm_shrink": self.timm_shrink}
+        return fingerprint(library, self.architecture, graph, tier, self.shapes)
+
+
+@contextmanager
+def _timm_tower_overrides(extra: dict[str, Any]) -> Iterator[None]:
+    """While open_clip builds: its ``timm.create_model`` calls get ``extra`` too (theirs win)."""
+    from open_clip import timm_model
+
+    real = timm_model.timm
+
+    class _Timm:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        @staticmethod
+        def create_model(*args: Any, **kwargs: Any) -> Any:
+            return real.create_model(*args, **{**extra, **kwargs})
+
+    timm_model.timm = _Timm()
+    try:
+        yield
+    finally:
+        timm_model.timm = real
 
 
 class OpenClipBuilder:
@@ -104,11 +140,13 @@ class OpenClipBuilder:
         vision = model_cfg.get("vision_cfg", {})
         arch = "CoCa" if "multimodal_cfg" in model_cfg else "CLIP"
         arch += f"[{vision['timm_model_name']}]" if vision.get("timm_model_name") else ""
+        tower = vision.get("timm_model_name") if request.tier in ("tiny", "census") else None
         return OpenClipPlan(
             architecture=arch,
             config=cfg,
             config_source=request.config_source or f"hub:{request.model_id}",
             shapes=shapes,
+            timm_shrink=plan_shrink(tower) if isinstance(tower, str) and tower else None,
         )
 
     def build(self, request: Any, plan: OpenClipPlan | None = None) -> Built:
@@ -124,6 +162,7 @@ class OpenClipBuilder:
         plan = plan or self.plan(request)
         model_cfg = plan.config["model_cfg"]
         torch.manual_seed(request.seed)
+        details: dict[str, Any] = {}
         if request.tier == "full":
             model = open_clip.create_model(
                 f"local-dir:{request.files_dir}",
@@ -135,16 +174,30 @@ class OpenClipBuilder:
         else:
             from ..weights import init_weights
 
+            h, w = _image_size(model_cfg)
+
+            def probe(model: torch.nn.Module) -> None:  # the timm tower runs at its image size
+                with torch.no_grad():
+                    model.eval().visual(torch.zeros(1, 3, h, w))
+
             with tempfile.TemporaryDirectory(prefix="zoo-open-clip-") as folder:
                 with open(os.path.join(folder, CONFIG_FILE), "w") as f:
                     json.dump(plan.config, f)
-                model = open_clip.create_model(
-                    f"local-dir:{folder}",
-                    load_weights=False,
-                    pretrained_image=False,
-                    pretrained_text=False,
-                    output_dict=True,
-                )
+
+                def create(extra: dict[str, Any]) -> torch.nn.Module:
+                    with _timm_tower_overrides(extra):
+                        return open_clip.create_model(
+                            f"local-dir:{folder}",
+                            load_weights=False,
+                            pretrained_image=False,
+                            pretrained_text=False,
+                            output_dict=True,
+                        )
+
+                if plan.timm_shrink is None:
+                    model = create({})
+                else:
+                    model, details["timm_shrink"] = build_shrunk(create, plan.timm_shrink, probe)
             init_weights(model, request.seed)
         model.eval()
         text_cfg = model_cfg.get("text_cfg", {})
@@ -164,4 +217,5 @@ class OpenClipBuilder:
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,
+            details=details,
         )

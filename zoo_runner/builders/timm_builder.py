@@ -1,12 +1,14 @@
 """timm models (the ``timm`` extra): ``timm.create_model`` from the repo's ``config.json``.
 
 A timm repo's config names the architecture (``"architecture": "resnet50"``), the classifier
-width and a ``pretrained_cfg`` with the input size. timm has no config to shrink generically, so
-the tiny and census tiers build the real architecture with seeded weights and run it on small
+width and a ``pretrained_cfg`` with the input size. timm has no config to shrink, so the tiny and
+census tiers give the architecture's constructor smaller arguments (:mod:`.timm_shrink`: depth,
+blocks per stage, widths and heads, the parameters its class takes; the whole model where that
+build raises, ``details.timm_shrink`` saying which), with seeded weights, and run it on small
 images (64 and 96 px); architectures with a fixed input size (ViT-style position embeddings) are
 built for 64 px through timm's ``img_size`` argument and run at two batch sizes. The full tier
-loads the repo's ``model.safetensors`` at the pretrained input size. timm itself is imported only
-in the model process.
+loads the repo's ``model.safetensors`` at the pretrained input size, whole. timm itself is imported
+only in the model process (and where a plan asks it for the shrink).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from ..exceptions import NotSupported
 from ..statuses import Reason
 from .base import Built
+from .timm_shrink import plan_shrink
 
 TINY_SIZES = (64, 96)
 FIXED_TINY_SIZE = 64
@@ -33,12 +36,22 @@ class TimmPlan:
     config_source: str
     shapes: list[dict] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
+    shrink: dict[str, Any] | None = None  # tiny/census: the constructor overrides (timm_shrink); None: whole
 
     def fingerprint(self, library: str, tier: str) -> str:
         from ..fingerprint import fingerprint
 
         graph = {"num_classes": self.num_classes, "in_chans": self.in_chans, "fixed_input_size": self.fixed_input_size}
+        if self.shrink is not None:
+            graph["shrink"] = self.shrink
         return fingerprint(library, self.architecture, graph, tier, self.shapes)
+
+    def create_kwargs(self, tier: str) -> dict[str, Any]:
+        """What ``timm.create_model`` gets besides the name (and the shrink overrides)."""
+        kwargs: dict[str, Any] = {"num_classes": self.num_classes, "in_chans": self.in_chans}
+        if tier != "full" and self.fixed_input_size:
+            kwargs["img_size"] = FIXED_TINY_SIZE
+        return kwargs
 
 
 def _shapes(tier: str, fixed: bool | None, input_size: int) -> list[dict]:
@@ -85,6 +98,8 @@ class TimmBuilder:
             config=cfg,
         )
         plan.shapes = _shapes(request.tier, plan.fixed_input_size, plan.input_size)
+        if request.tier != "full":
+            plan.shrink = plan_shrink(arch, **plan.create_kwargs(request.tier))
         return plan
 
     def build(self, request: Any, plan: TimmPlan | None = None) -> Built:
@@ -101,8 +116,8 @@ class TimmBuilder:
             raise NotSupported(
                 Reason.LIBRARY_UNSUPPORTED, f"timm {timm.__version__} has no architecture {plan.architecture!r}"
             )
-        fixed = plan.fixed_input_size
-        kwargs: dict[str, Any] = {"num_classes": plan.num_classes, "in_chans": plan.in_chans}
+        kwargs = plan.create_kwargs(request.tier)
+        details: dict[str, Any] = {}
         if request.tier == "full":
             weights = os.path.join(request.files_dir or "", "model.safetensors")
             if not os.path.isfile(weights):
@@ -112,10 +127,19 @@ class TimmBuilder:
             )
         else:
             from ..weights import init_weights
+            from .timm_shrink import build_shrunk
 
-            if fixed:
-                kwargs["img_size"] = FIXED_TINY_SIZE
-            model = timm.create_model(plan.architecture, pretrained=False, **kwargs)
+            size = plan.shapes[0]["size"]
+
+            def probe(model: torch.nn.Module) -> None:
+                with torch.no_grad():
+                    model.eval()(torch.zeros(1, plan.in_chans, size, size))
+
+            model, details["timm_shrink"] = build_shrunk(
+                lambda extra: timm.create_model(plan.architecture, pretrained=False, **kwargs, **extra),
+                plan.shrink or {},
+                probe,
+            )
             init_weights(model, request.seed)
         model.eval()
 
@@ -131,4 +155,5 @@ class TimmBuilder:
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,
+            details=details,
         )
