@@ -49,6 +49,8 @@ def _validate(arch: str, backend: str = "cpu") -> dict:
         "PerceiverForMaskedLM",
         "HGNetV2ForImageClassification",
         "Sam2HieraDetModel",
+        "MimiModel",
+        "CsmForConditionalGeneration",
     ],
 )
 def test_long_tail_architectures_get_a_valid_reference_and_pass_on_cpu(arch):
@@ -211,3 +213,14 @@ def test_a_video_vlm_without_video_tokens_is_a_known_failure_with_its_clip():
     r = _validate("InstructBlipVideoModel")
     assert r["details"]["input_shapes"][0]["pixel_values"] == [2, 4, 3, 224, 224]  # a clip, not an image
     assert r["status"] != "pass" and r["details"]["known_failure"]["expired"] is False
+
+
+def test_depthwise_groups_follow_the_shrunk_width():
+    import copy
+
+    import transformers
+
+    from zoo_runner.shrink import shrink_dict
+
+    cfg = shrink_dict(copy.deepcopy(transformers.MimiConfig().to_dict()))
+    assert cfg["upsample_groups"] == cfg["hidden_size"] < transformers.MimiConfig().hidden_size

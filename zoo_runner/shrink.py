@@ -81,6 +81,11 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     # stage-list backbones (ResNet, Swin: ``depths``) count stages, not layers, in num_layers
     stage_based = any(isinstance(cfg.get(k), list) for k in DEPTH_LISTS)
     tied = _tied_to_first_stage(cfg)
+    width_key = next((k for k in WIDTH if _is_int(cfg.get(k)) and cfg[k] > 0), None)
+    # depthwise convolutions (Mimi's upsampler): as many groups as channels, whatever the width becomes
+    depthwise = [
+        k for k, v in cfg.items() if width_key and k.endswith("_groups") and _is_int(v) and v == cfg[width_key]
+    ]
     for key, value in list(cfg.items()):
         if isinstance(value, dict) and (
             "model_type" in value or key.endswith("_config") or key in ("encoder", "decoder")
@@ -115,6 +120,8 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
                 cfg[key] = [min(v, TINY_FFN) for v in value] if key in FFN and all(_is_int(v) for v in value) else value
     for key, stages in tied.items():  # still the first stage's width, now shrunk
         cfg[key] = cfg[stages][0]
+    for key in depthwise:
+        cfg[key] = cfg[width_key]
     if not stage_based:
         _keep_backbone_outputs(cfg, layers_before)
     _fix_constraints(cfg)
