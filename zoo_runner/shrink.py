@@ -81,11 +81,14 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     # stage-list backbones (ResNet, Swin: ``depths``) count stages, not layers, in num_layers
     stage_based = any(isinstance(cfg.get(k), list) for k in DEPTH_LISTS)
     tied = _tied_to_first_stage(cfg)
-    width_key = next((k for k in WIDTH if _is_int(cfg.get(k)) and cfg[k] > 0), None)
     # depthwise convolutions (Mimi's upsampler): as many groups as channels, whatever the width becomes
-    depthwise = [
-        k for k, v in cfg.items() if width_key and k.endswith("_groups") and _is_int(v) and v == cfg[width_key]
-    ]
+    depthwise = {
+        k: w
+        for k, v in cfg.items()
+        if k.endswith("_groups") and _is_int(v)
+        for w in sorted(WIDTH)
+        if _is_int(cfg.get(w)) and cfg[w] == v
+    }
     for key, value in list(cfg.items()):
         if isinstance(value, dict) and (
             "model_type" in value or key.endswith("_config") or key in ("encoder", "decoder")
@@ -120,8 +123,8 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
                 cfg[key] = [min(v, TINY_FFN) for v in value] if key in FFN and all(_is_int(v) for v in value) else value
     for key, stages in tied.items():  # still the first stage's width, now shrunk
         cfg[key] = cfg[stages][0]
-    for key in depthwise:
-        cfg[key] = cfg[width_key]
+    for key, width in depthwise.items():
+        cfg[key] = cfg[width]
     if not stage_based:
         _keep_backbone_outputs(cfg, layers_before)
     _fix_constraints(cfg)
@@ -133,7 +136,7 @@ def _tied_to_first_stage(cfg: dict[str, Any]) -> dict[str, str]:
     """Widths that are the first stage's width of a stage-width list (a stem's output channels:
     TextNet): key -> the list they follow."""
     tied = {}
-    for stages in WIDTH_LISTS:
+    for stages in sorted(WIDTH_LISTS):
         first = cfg[stages][0] if _int_list(cfg.get(stages)) else None
         for key, value in cfg.items():
             if first and value == first and _is_int(value) and (key in WIDTH or key.endswith("_channels")):
