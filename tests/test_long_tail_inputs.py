@@ -51,6 +51,9 @@ def _validate(arch: str, backend: str = "cpu") -> dict:
         "Sam2HieraDetModel",
         "MimiModel",
         "CsmForConditionalGeneration",
+        "Lfm2VlForConditionalGeneration",
+        "Lfm3VlModel",
+        "MiniMaxM3VLModel",
     ],
 )
 def test_long_tail_architectures_get_a_valid_reference_and_pass_on_cpu(arch):

@@ -66,6 +66,16 @@ _IMAGE_ROWS_VLM = Quirk(
     config={"vision_config.image_size": 128},
     input_kinds={"pixel_values": "image_rows"},
 )
+_FLAT_PATCH_IMAGES = Quirk(
+    "images as rows of flattened patches with their (t, h, w) grid, which the vision path requires",
+    input_kinds={"pixel_values": "flat_patches"},
+    extra_inputs=("image_grid_thw",),
+)
+_NAFLEX_IMAGES = Quirk(
+    "NaFlex images: flattened patches, their (rows, cols) grid and a patch mask",
+    input_kinds={"pixel_values": "naflex_patches"},
+    extra_inputs=("spatial_shapes", "pixel_attention_mask"),
+)
 _CODEC_INPUT = {"input_values": "waveform_channels"}
 _PER_CODEBOOK_DECODER = Quirk(
     "decoder input ids are (batch * num_codebooks, length)", input_kinds={"decoder_input_ids": "codebook_ids"}
@@ -335,6 +345,11 @@ QUIRKS: dict[str, Quirk] = {
             _dt.date(2027, 3, 1),
         ),
     ),
+    # VLMs over NaFlex (LFM2-VL: a SigLIP 2 tower) or flat-patch towers (LFM3-VL, MiniMax-M3-VL) take their images
+    # the way their towers do; their vision paths require the grid (and mask) with the pixels.
+    "lfm2_vl": _NAFLEX_IMAGES,
+    "lfm3_vl": _FLAT_PATCH_IMAGES,
+    "minimax_m3_vl": _FLAT_PATCH_IMAGES,
     # LiLT's layout stream concatenates six position embeddings of hidden_size // 6 each.
     "lilt": Quirk(
         "hidden_size must divide by 6 (six layout embeddings); the layout stream reads each token's box",
