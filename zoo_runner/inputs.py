@@ -279,6 +279,10 @@ GENERATORS: dict[str, Gen] = {
     # the instruction as the query transformer reads it (InstructBLIP), in its own vocabulary
     "qformer_input_ids": lambda v, s, g: _ids(v.qformer_vocab_size, (s["batch"], s["seq"]), g),
     "qformer_attention_mask": lambda v, s, g: torch.ones(s["batch"], s["seq"], dtype=torch.long),
+    # which speech frames are real (AudioFlamingo 3's encoder counts them): every frame of the generated features
+    "input_features_mask": lambda v, s, g: torch.ones(
+        s["batch"], 4 * s["seq"] if v.frame_features else v.audio_frames, dtype=torch.long
+    ),
 }
 
 # Inputs filled only when the forward needs them or they change the graph meaningfully.
@@ -288,6 +292,7 @@ CO_INPUTS = {
     "states": ("actions", "rewards", "returns_to_go", "timesteps"),
     "visual_feats": ("visual_pos",),
     "qformer_input_ids": ("qformer_attention_mask",),
+    "input_features": ("input_features_mask",),
 }
 
 

@@ -167,6 +167,8 @@ QUIRKS: dict[str, Quirk] = {
     "qwen2_5_vl": _FLAT_PATCH_VLM,
     "qwen3_vl": _FLAT_PATCH_VLM,
     "glm4v": _FLAT_PATCH_VLM,
+    "qwen3_5": _FLAT_PATCH_VLM,
+    "qwen3_5_moe": _FLAT_PATCH_VLM,
     # Pixtral's vision tower takes any size up to 1540 px; at 1540 px the text would hold 12,100 image tokens.
     "mistral3": Quirk(
         "default image size 1540 px makes thousands of image tokens", config={"vision_config.image_size": 112}
