@@ -12,6 +12,7 @@ COPY zoo_runner ./zoo_runner
 COPY workers ./workers
 COPY api ./api
 COPY db ./db
+COPY services ./services
 COPY dashboards ./dashboards
 RUN pip install --no-cache-dir . && useradd --create-home zoo && mkdir -p /home/zoo/.cache/huggingface /home/zoo/.cache/zoo/references /home/zoo/.cache/zoo/compile && chown -R zoo /home/zoo/.cache
 # Model processes run sandboxed, and strictly: a worker runs as root (this image's user), and each

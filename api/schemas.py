@@ -28,6 +28,7 @@ class ErrorInfo(BaseModel):
     type: str | None = None
     message: str | None = None
     signature: str | None = None
+    signature_hash: str | None = Field(None, description="a short key of `signature`: the same failure across models")
     traceback: str | None = None
 
 

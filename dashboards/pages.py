@@ -16,7 +16,7 @@ from db.session import get_session
 from db.weeks import WEEK_PATTERN, check_week
 from services import model_list, reports
 from services.reports import api_url as api
-from zoo_runner.statuses import ALL_STATUSES, PASSING
+from zoo_runner.statuses import ALL_STATUSES, PASSING, Status
 
 from .format import p100
 from .templating import PALETTE, STATUS_COLORS, report_context, templates
@@ -269,12 +269,12 @@ def ops_page(
                 {
                     "label": "strict: only fallback op",
                     "data": [e["strict_downloads"] for e in top],
-                    "backgroundColor": STATUS_COLORS["pass_with_fallback"],
+                    "backgroundColor": STATUS_COLORS[Status.PASS_WITH_FALLBACK],
                 },
                 {
                     "label": "functional: only op in the error",
                     "data": [e["functional_downloads"] for e in top],
-                    "backgroundColor": STATUS_COLORS["compile_error"],
+                    "backgroundColor": STATUS_COLORS[Status.COMPILE_ERROR],
                 },
             ],
         },

@@ -14,6 +14,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from db import queries
 from services.reports import api_url as api
+from zoo_runner.statuses import Status
 
 from .format import delta, num, p100, pct, versions
 
@@ -22,16 +23,16 @@ STATIC = HERE / "static"
 CHART_JS = "chart-4.5.1.umd.min.js"
 templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
 STATUS_COLORS = {
-    "pass": "#2e9e6a",
-    "pass_with_fallback": "#9cc94a",
-    "mismatch": "#e0524a",
-    "compile_error": "#f08c2e",
-    "runtime_error": "#f5b041",
-    "crash": "#b04aa8",
-    "timeout": "#8e6bbf",
-    "oom": "#d17fc7",
-    "reference_error": "#9aa3ad",
-    "unsupported": "#c5cbd3",
+    Status.PASS: "#2e9e6a",
+    Status.PASS_WITH_FALLBACK: "#9cc94a",
+    Status.MISMATCH: "#e0524a",
+    Status.COMPILE_ERROR: "#f08c2e",
+    Status.RUNTIME_ERROR: "#f5b041",
+    Status.CRASH: "#b04aa8",
+    Status.TIMEOUT: "#8e6bbf",
+    Status.OOM: "#d17fc7",
+    Status.REFERENCE_ERROR: "#9aa3ad",
+    Status.UNSUPPORTED: "#c5cbd3",
 }
 PALETTE = ["#1f6fb2", "#e07b39", "#2e9e6a", "#b04aa8", "#c9a227", "#4aa3b0", "#7a7a7a", "#d1495b"]
 
@@ -90,7 +91,7 @@ def report_context(rep: dict[str, Any]) -> dict[str, Any]:
                 {
                     "label": "downloads unlocked",
                     "data": [e["unlocked_downloads"] for e in gaps],
-                    "backgroundColor": STATUS_COLORS["compile_error"],
+                    "backgroundColor": STATUS_COLORS[Status.COMPILE_ERROR],
                 }
             ],
         },

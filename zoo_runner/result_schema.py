@@ -20,7 +20,7 @@ from typing import Any
 
 from .precision import PRECISIONS, SOURCES
 from .request import HARNESS_VERSION, ValidationRequest
-from .result import RESULT_KEYS, ValidationResult
+from .result import ERROR_KEYS, RESULT_KEYS, ValidationResult
 from .statuses import ALL_REASONS, ALL_STATUSES
 
 RESULT_MAX_BYTES = 8 << 20
@@ -29,7 +29,6 @@ MAX_STR = 1 << 20
 REASONS = frozenset(ALL_REASONS)
 STAGES = frozenset({"start", "build", "reference", "target", "compare", "census", "done"})
 OPTIONAL_STR = ("device", "dtype", "fingerprint", "library", "architecture", "task", "started_at")
-ERROR_STR = ("type", "message", "signature", "signature_hash", "traceback")
 
 
 class BadResult(ValueError):
@@ -165,7 +164,7 @@ def check(raw: Any, allowed_keys: set[str] | frozenset[str] = frozenset(RESULT_K
         raise BadResult("versions must map names to strings")
     error = raw.get("error")
     if error is not None and (
-        not isinstance(error, dict) or not all(error.get(k) is None or isinstance(error[k], str) for k in ERROR_STR)
+        not isinstance(error, dict) or not all(error.get(k) is None or isinstance(error[k], str) for k in ERROR_KEYS)
     ):
         raise BadResult("error must be null or an object of strings")
     if not isinstance(raw.get("details", {}), dict):
