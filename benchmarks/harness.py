@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from benchmarks.precision import machine
 from zoo_runner.statuses import NO_VALID_REFERENCE, Reason, Status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         help="reuse CPU references from DIR (default off: every reference is computed, so times are real)",
     )
     args = p.parse_args(argv)
+    args.machine = machine()  # cores, CPU and the load as the run starts: every time below is this machine's
     os.environ["ZOO_REFERENCE_CACHE"] = args.reference_cache
 
     work = Path(tempfile.mkdtemp(prefix="zoo-harness-"))
@@ -167,6 +169,7 @@ def render(rows, wall: float, args) -> str:
     out = [
         f"Harness benchmark — tier {args.tier}, backend {args.backend}, {n} "
         f"models from {Path(args.csv).name}, {args.jobs} jobs, wall {wall:.0f}s",
+        getattr(args, "machine", machine()),
         _versions(),
         "",
     ]
