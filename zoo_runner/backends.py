@@ -131,6 +131,14 @@ class CompilerPlugin:
     backend: Callable[..., Callable] | None = None
 
 
+def cache_verdict(hits: int, misses: int) -> str | None:
+    """``details.compile_cache`` from a compile cache's counts: ``hit`` when every graph came from
+    the cache, ``miss`` when none did, ``partial`` between; None when it counted nothing (off)."""
+    if not hits and not misses:
+        return None
+    return "hit" if not misses else "miss" if not hits else "partial"
+
+
 class FallbackTracker:
     """What a plugin's ``fallback_tracker`` returns: the ops of one run that did not run on the
     backend. The engine calls ``clear()`` before the backend's forward and ``collect()`` after it;

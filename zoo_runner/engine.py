@@ -152,10 +152,7 @@ def _compile_cache() -> str | None:
     from torch._dynamo.utils import counters
 
     inductor = counters.get("inductor") or {}
-    hits, misses = int(inductor.get("fxgraph_cache_hit", 0)), int(inductor.get("fxgraph_cache_miss", 0))
-    if not hits and not misses:
-        return None
-    return "hit" if not misses else "miss" if not hits else "partial"
+    return backends.cache_verdict(int(inductor.get("fxgraph_cache_hit", 0)), int(inductor.get("fxgraph_cache_miss", 0)))
 
 
 def _graph_breaks(top: int = 5) -> tuple[int, list[str]]:

@@ -48,7 +48,15 @@ import os
 import types
 from typing import Any
 
-from ..backends import BackendSpec, CompilerPlugin, DevicePlugin, FallbackTracker, register_compiler, register_device
+from ..backends import (
+    BackendSpec,
+    CompilerPlugin,
+    DevicePlugin,
+    FallbackTracker,
+    cache_verdict,
+    register_compiler,
+    register_device,
+)
 from ..exceptions import UnknownBackend
 
 INSTALL_HINT = "ZOO_VENV=.venv-xla bash scripts/setup.sh xla (torch-xla 2.9.0 needs torch==2.9.0: a venv of its own)"
@@ -158,10 +166,7 @@ class XLAFallbacks(FallbackTracker):
         """``hit`` when every graph came from the persistent cache, ``miss`` when none did (a graph
         the cache held but could not load is a miss), ``partial`` between; None when it is off."""
         counts = self._cache_counts()
-        hits, misses = counts.get("hit", 0), counts.get("miss", 0) + counts.get("deserialize_failure", 0)
-        if not hits and not misses:
-            return None
-        return "hit" if not misses else "miss" if not hits else "partial"
+        return cache_verdict(counts.get("hit", 0), counts.get("miss", 0) + counts.get("deserialize_failure", 0))
 
 
 # -- torch.xla ------------------------------------------------------------------------------------
