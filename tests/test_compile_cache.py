@@ -14,3 +14,6 @@ def test_the_second_compile_of_a_model_hits_the_cache(tmp_path, monkeypatch):
     assert first["status"] == second["status"] == "pass", (first["error"], second["error"])
     assert (first["details"]["compile_cache"], second["details"]["compile_cache"]) == ("miss", "hit")
     assert any((tmp_path / "compile").rglob("*")), "nothing was written under ZOO_COMPILE_CACHE"
+    # inductor's precompiled headers too: left in each model process's own TMPDIR, every process
+    # rebuilt them on a cache hit (most of a warm compile)
+    assert list((tmp_path / "compile").rglob("precompiled_headers/*.gch")), "precompiled headers not in the cache"

@@ -10,6 +10,7 @@ import contextlib
 import copy
 import logging
 import math
+import os
 import statistics
 import time
 from collections import Counter
@@ -153,6 +154,27 @@ def _compile_cache() -> str | None:
 
     inductor = counters.get("inductor") or {}
     return backends.cache_verdict(int(inductor.get("fxgraph_cache_hit", 0)), int(inductor.get("fxgraph_cache_miss", 0)))
+
+
+def _keep_inductor_headers() -> str | None:
+    """Point inductor's precompiled C++ headers into its compile cache; returns their directory.
+
+    Inductor keeps them in ``$TMPDIR/torchinductor_<user>/precompiled_headers``, not under
+    ``TORCHINDUCTOR_CACHE_DIR``, and each model process has a TMPDIR of its own: every process
+    rebuilt them, even on an FX graph cache hit (11 s of a 14 s warm compile of tiny BERT on 2 EPYC
+    cores). Beside the FX graphs they are shared like them. None where the cache is not set, or
+    where this torch keeps its headers elsewhere (then nothing changes)."""
+    root = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not root:
+        return None
+    from torch._inductor import codecache
+
+    if not hasattr(codecache, "_HEADER_DIR"):
+        return None
+    headers = os.path.join(root, "precompiled_headers")
+    codecache._HEADER_DIR = headers
+    codecache._HEADER_LOCK_DIR = os.path.join(headers, "locks")
+    return headers
 
 
 def _graph_breaks(top: int = 5) -> tuple[int, list[str]]:
@@ -352,6 +374,8 @@ def _run_target(
 
             dynamo.reset()
             counters.clear()
+            if spec.compiler == "inductor":
+                _keep_inductor_headers()
             runner = torch.compile(target, backend=spec.compiler, options=backends.compile_options(spec))
         if tracker:
             tracker.clear()
