@@ -7,7 +7,8 @@
 Runs the real path (Hub client against the local stand-in of the Hub API over
 ``data/hub-top1000-2025-03.csv`` → policy → fingerprint dedup → one model process each → the
 database). ``--plan`` lists the runs in order: ``BACKEND[@PRECISION][:TOP][xPASSES]``; a second
-pass re-validates the same slice with the compile cache (``ZOO_COMPILE_CACHE`` when set) and the
+pass re-validates the same slice with the compile cache (``ZOO_COMPILE_CACHE``; default: a fresh one in the
+work directory, so the first pass starts cold) and the
 reference cache warm, and fingerprint dedup does the same work as in the first pass. The wall
 times go beside the database (``<db>.walls.json``), so runs from several venvs (torch-xla pins
 its own torch: run ``--plan xla:1000`` from ``.venv-xla``) add up in one database and one report.
@@ -25,6 +26,7 @@ import os
 import re
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,8 +41,13 @@ def _pct(x: float | None) -> str:
     return f"{x:.1%}" if x is not None else "n/a"
 
 
-def run_backend(ids: list[str], backend: str, precision: str, jobs: int, timeout: float) -> float:
+def run_backend(ids: list[str], backend: str, precision: str, jobs: int, timeout: float) -> dict:
+    """One pass over ``ids``: its wall time, the load average at its start, and how the compile
+    cache answered its model processes (``details.compile_cache`` counted over the pass's rows)."""
+    from sqlalchemy import select
+
     from db import queries, repository
+    from db.models import Result
     from db.session import session_scope
     from zoo import jobs as zjobs
 
@@ -49,11 +56,17 @@ def run_backend(ids: list[str], backend: str, precision: str, jobs: int, timeout
         run_id = repository.start_run(
             s, backend, "tiny", "inprocess", len(ids), snap.id if snap else None, precision=precision
         ).id
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     zjobs.run_inprocess(ids, backend, "tiny", run_id, timeout, jobs=jobs, precision=precision)
+    wall = time.perf_counter() - t0
     with session_scope() as s:
         repository.finish_run(s, run_id)
-    return time.perf_counter() - t0
+        caches = Counter(
+            str((details or {}).get("compile_cache") or "not reported")
+            for details in s.scalars(select(Result.details).where(Result.run_id == run_id))
+        )
+    return {"wall_s": round(wall, 1), "load": round(load, 2), "compile_cache": dict(sorted(caches.items()))}
 
 
 def _judged_precision(backend: str, requested: str | None) -> str:
@@ -80,14 +93,19 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
         f"models, {run.get('jobs', '?')} jobs; {run.get('machine', '')}"
     ]
     walls = run["walls_s"]
-    out.append(
-        f"  wall: first run {walls[0]:.0f}s"
-        + (
-            f", second run (warm caches) {walls[1]:.0f}s, {walls[0] / max(walls[1], 1e-9):.1f}x faster"
-            if len(walls) > 1
-            else ""
-        )
-    )
+    passes = run.get("passes") or [{} for _ in walls]  # older walls files kept the times only
+    for i, (wall, p) in enumerate(zip(walls, passes)):
+        name = "first run (cold caches)" if i == 0 else "second run (warm caches)" if i == 1 else f"run {i + 1}"
+        line = f"  wall: {name} {wall:.0f}s"
+        if i:
+            line += f", {walls[0] / max(wall, 1e-9):.1f}x faster than the first"
+        if "load" in p:
+            line += f"; load {p['load']:.2f} at its start"
+        if p.get("compile_cache"):
+            line += "; compile cache: " + ", ".join(f"{k} {v}" for k, v in p["compile_cache"].items())
+        out.append(line)
+    if run.get("timeout_s"):
+        out.append(f"  time budget per model process: {run['timeout_s']:.0f}s")
     rows = (
         ("functional", "passing", "valid_reference", cov["functional"], cov["functional_weighted"]),
         ("strict", "strict", "valid_reference", cov["strict_rate"], cov["strict_weighted"]),
@@ -134,6 +152,8 @@ def _standin(args: argparse.Namespace, work: Path) -> Callable[[], None]:
     base, stop = start_standin(args.csv)
     os.environ.update(HF_ENDPOINT=base, HF_HUB_OFFLINE="0", HF_HUB_CACHE=str(work / "hf"), ZOO_DATABASE_URL=args.db)
     os.environ.setdefault("ZOO_REFERENCE_CACHE", str(work / "references"))
+    # the first pass starts cold: not the machine's default compile cache, which earlier runs warmed
+    os.environ.setdefault("ZOO_COMPILE_CACHE", str(work / "compile"))
     import huggingface_hub.constants as c
 
     c.ENDPOINT, c.HF_HUB_OFFLINE, c.HF_HUB_CACHE = base, False, str(work / "hf")
@@ -198,11 +218,13 @@ def main(argv: list[str] | None = None) -> int:
                     log.warning("%s: not run here: %s", backend, exc)
                     continue
                 _, ids = zjobs.pick_models(top)
-                times = [run_backend(ids, backend, precision or "auto", args.jobs, args.timeout) for _ in range(passes)]
+                runs = [run_backend(ids, backend, precision or "auto", args.jobs, args.timeout) for _ in range(passes)]
                 judged = _judged_precision(backend, precision)
                 mine[f"{backend}@{precision or 'declared'}"] = {
                     "top": len(ids),
-                    "walls_s": times,
+                    "walls_s": [r["wall_s"] for r in runs],
+                    "passes": runs,
+                    "timeout_s": args.timeout,
                     "jobs": args.jobs,
                     "precision": judged,
                     "machine": machine(),
