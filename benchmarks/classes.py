@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     from zoo_runner.launcher import run_isolated
-    from zoo_runner.request import ValidationRequest
+    from zoo_runner.request import ValidationRequest, share_of_cores
 
     census = class_census()
     names = sorted(census)[:: args.every][: args.limit]
@@ -77,7 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(args.jobs) as pool:
         futures = {
             pool.submit(
-                run_isolated, ValidationRequest(f"arch:{n}", backend="cpu", timeout_s=args.timeout, reference_cache="")
+                run_isolated, ValidationRequest(
+                    f"arch:{n}",
+                    backend="cpu",
+                    timeout_s=args.timeout,
+                    reference_cache="",
+                    threads=share_of_cores(args.jobs),
+                )
             ): n
             for n in names
         }

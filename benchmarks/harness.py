@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     from services import catalog
     from services.validation import validate_and_store
     from zoo_runner.exceptions import ZooError
-    from zoo_runner.request import ValidationRequest
+    from zoo_runner.request import ValidationRequest, share_of_cores
     from zoo_runner.result import failure_result
 
     entries = list(catalog.from_file(args.csv))[: args.top]
@@ -74,7 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
 
     def one(e):
-        req = ValidationRequest(e.model_id, backend=args.backend, tier=args.tier, timeout_s=args.timeout, library=None)
+        req = ValidationRequest(
+            e.model_id,
+            backend=args.backend,
+            tier=args.tier,
+            timeout_s=args.timeout,
+            library=None,
+            threads=share_of_cores(args.jobs),
+        )
         t0 = time.perf_counter()
         try:
             r = validate_and_store(req)

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from zoo_runner.exceptions import DatabaseUnavailable, ZooError
-from zoo_runner.request import ValidationRequest, error_info
+from zoo_runner.request import ValidationRequest, error_info, share_of_cores
 from zoo_runner.result import failure_result
 from zoo_runner.statuses import Status
 
@@ -37,6 +37,8 @@ def _failure_row(
 def _requests(request: dict, followers: list[str] | None) -> list[ValidationRequest]:
     lead = ValidationRequest.from_dict(request)
     lead.timeout_s = min(lead.timeout_s, max(1.0, HARD_TIME_LIMIT_S - TASK_OVERHEAD_S))
+    if lead.threads is None:  # this worker's share of the cores (zoo worker --concurrency)
+        lead.threads = share_of_cores(int(app.conf.get("zoo_concurrency") or 1))
     out = [lead]
     for mid in followers or []:
         out.append(
@@ -48,6 +50,7 @@ def _requests(request: dict, followers: list[str] | None) -> list[ValidationRequ
                 timeout_s=lead.timeout_s,
                 memory_gb=lead.memory_gb,
                 precision=lead.precision,
+                threads=lead.threads,
             )
         )
     return out

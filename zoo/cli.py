@@ -173,6 +173,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if problem:
         raise ZooError(problem)
     _check_sandbox()
+    app.conf.zoo_concurrency = args.concurrency  # each task's model process gets its share of the cores
     argv = [
         "worker",
         "--loglevel",

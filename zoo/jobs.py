@@ -17,7 +17,7 @@ from services import catalog
 from workers import publish
 from zoo_runner.backends import BackendSpec, check_backend, load_plugins
 from zoo_runner.launcher import stage_listener
-from zoo_runner.request import ValidationRequest
+from zoo_runner.request import ValidationRequest, share_of_cores
 from zoo_runner.settings import settings
 
 from .progress import RunProgress
@@ -40,8 +40,17 @@ def pick_models(top: int) -> tuple[int | None, list[str]]:
         return snap.id, [m.id for m, _ in queries.snapshot_models(s, snap, top)]
 
 
-def _request(model_id: str, backend: str, tier: str, timeout: float, precision: str = "auto") -> ValidationRequest:
-    return ValidationRequest(model_id=model_id, backend=backend, tier=tier, timeout_s=timeout, precision=precision)
+def _request(
+    model_id: str, backend: str, tier: str, timeout: float, precision: str = "auto", jobs: int = 1
+) -> ValidationRequest:
+    return ValidationRequest(
+        model_id=model_id,
+        backend=backend,
+        tier=tier,
+        timeout_s=timeout,
+        precision=precision,
+        threads=share_of_cores(jobs),
+    )
 
 
 def run_inprocess(
@@ -66,7 +75,7 @@ def run_inprocess(
             stage_listener.reset(token)
 
     def validate(mid: str) -> dict[str, Any]:
-        return validation.validate_or_fail(_request(mid, backend, tier, timeout, precision), run_id=run_id)
+        return validation.validate_or_fail(_request(mid, backend, tier, timeout, precision, jobs), run_id=run_id)
 
     with (
         tqdm(total=len(model_ids), desc=f"validate {backend}", unit="model", file=sys.stderr) as bar,

@@ -243,6 +243,9 @@ def validate_here(req: ValidationRequest, stage: Callable[[str], None] = lambda 
     t_start = time.perf_counter()
     result = ValidationResult.empty(req)
     timer = StageTimer(stage)
+    if req.threads:  # this process's share of the cores, when several run at once (request.share_of_cores)
+        torch.set_num_threads(req.threads)
+    result.details["threads"] = torch.get_num_threads()
     try:
         _validate(req, result, timer)
     except _StageFailed as failed:

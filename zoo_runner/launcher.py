@@ -228,6 +228,8 @@ def run_isolated(
         req.plugins = settings().plugins
     if req.reference_cache is None:
         req.reference_cache = reference_cache.configured_dir() or ""
+    if req.threads is None:
+        req.threads = settings().model_threads
     mem = int(req.memory_gb * (1 << 30))
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp:
         run, _ = sandbox.prepare_run(req, tmp, mem, python)

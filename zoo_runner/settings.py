@@ -171,6 +171,11 @@ class Settings(BaseSettings):
         "ZOO_SANDBOX_NPROC", "process limit of a model process; unset: 64 per CPU, at least 4096"
     )
     sandbox_shm_mb: int = _var("ZOO_SANDBOX_SHM_MB", "megabytes of /dev/shm a model process gets", 512)
+    model_threads: int | None = _var(
+        "ZOO_MODEL_THREADS",
+        "CPU threads of each model process's torch; unset: the cores shared out among the model processes "
+        "run at once (--jobs, a worker's --concurrency), else torch's default",
+    )
     openvino_inference_precision_hint: str = _var(
         "ZOO_OPENVINO_INFERENCE_PRECISION_HINT",
         "inference precision asked of OpenVINO: f32, bf16 or f16; empty: OpenVINO's own choice",
@@ -200,7 +205,15 @@ class Settings(BaseSettings):
     def _launcher(cls, value: Any) -> Any:
         return value if value in LAUNCHERS else "forkserver"
 
-    @field_validator("sandbox_uid", "sandbox_gid", "sandbox_fsize_mb", "sandbox_nproc", "sandbox_shm_mb", mode="before")
+    @field_validator(
+        "sandbox_uid",
+        "sandbox_gid",
+        "sandbox_fsize_mb",
+        "sandbox_nproc",
+        "sandbox_shm_mb",
+        "model_threads",
+        mode="before",
+    )
     @classmethod
     def _sandbox_int(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, str):

@@ -51,6 +51,11 @@ EXPERTS = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_expe
 EXPERTS_PER_TOKEN = {"num_experts_per_tok", "num_experts_per_token", "top_k", "moe_topk", "moe_k"}
 WIDTH_LISTS = {"hidden_sizes", "conv_dim", "embed_dims", "channels", "filter_sizes"}
 DEPTH_LISTS = {"depths", "layers_per_block", "num_blocks_per_stage"}
+# EfficientNet-style compound scaling (ALIGN's and EfficientNet's towers): B7's depth coefficient
+# 3.1 repeats every stage's blocks; 0.5 keeps each stage, one block of each kind. The width
+# coefficient stays: ALIGN's image embedding is the last stage's width, tied to projection_dim.
+SCALING = {"depth_coefficient"}
+TINY_SCALING = 0.5
 WIDTH_PARTS = {"axial_pos_embds_dim"}  # parts concatenated to the width (Reformer's axial position embeddings)
 
 TINY_WIDTH = 64
@@ -108,6 +113,8 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
                 cfg[key] = min(value, TINY_FFN)
             elif key in EXPERTS:
                 cfg[key] = min(value, TINY_EXPERTS)
+        elif key in SCALING and isinstance(value, float) and value > TINY_SCALING:
+            cfg[key] = TINY_SCALING
         elif isinstance(value, list) and value and all(_is_int(v) for v in value):
             if key in WIDTH_LISTS:
                 cfg[key] = _shrink_list(value, 16)
