@@ -77,13 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(args.jobs) as pool:
         futures = {
             pool.submit(
-                run_isolated, ValidationRequest(
+                run_isolated,
+                ValidationRequest(
                     f"arch:{n}",
                     backend="cpu",
                     timeout_s=args.timeout,
                     reference_cache="",
                     threads=share_of_cores(args.jobs),
-                )
+                ),
             ): n
             for n in names
         }
@@ -125,10 +126,16 @@ def report(rows: dict[str, dict], census: dict[str, set[str]], wall: float, head
         if n not in valid:
             sig = (r.get("error") or {}).get("signature") or f"{r['status']} ({r.get('reason')})"
             clusters[f"{r['status']}: {sig}"[:160]].append(n)
+    failed = [n for n in attempted if n not in valid]
+    known = {n for n in failed if (attempted[n].get("details") or {}).get("known_failure")}
+    out.append(
+        f"known failures: {len(known)} of the {len(failed)} failures have a known-failure row (marked *; the reason "
+        f"and expiry are in zoo_runner/quirks.py), {len(failed) - len(known)} have none"
+    )
     out.append("failure clusters (largest first):")
     for sig, ns in sorted(clusters.items(), key=lambda kv: -len(kv[1])):
         out.append(f"  {len(ns):>3}  {sig}")
-        out.append(f"       {', '.join(sorted(ns))}")
+        out.append(f"       {', '.join(n + '*' if n in known else n for n in sorted(ns))}")
     if skipped:
         out += ["", "skipped (a package Zoo does not install):"]
         out += [f"  {n}: {why}" for n, why in sorted(skipped.items())]
