@@ -68,13 +68,25 @@ def test_an_unreadable_cache_file_is_recomputed_and_replaced(tmp_path):
     assert rc.ReferenceCache(tmp_path).load(path.stem) is not None
 
 
-def test_a_new_seed_or_tier_is_a_new_reference(tmp_path):
+def test_a_new_seed_is_a_new_reference_and_the_census_shares_the_tiny_one(tmp_path):
     validate_here(_req(tmp_path))
     assert validate_here(_req(tmp_path, seed=1))["details"]["reference_cache"] == "stored"
+    census = validate_here(_req(tmp_path, tier="census"))  # the same build as tiny: its entry
+    assert census["details"]["reference_cache"] == "hit" and census["op_census"]
+    assert len(list(tmp_path.glob("*/*.safetensors"))) == 2
+
+
+def test_a_tiny_run_after_the_census_adds_only_the_fp64_reference(tmp_path):
     census = validate_here(_req(tmp_path, tier="census"))
-    assert census["details"]["reference_cache"] == "stored" and census["op_census"]
-    assert validate_here(_req(tmp_path, tier="census"))["details"]["reference_cache"] == "hit"
-    assert len(list(tmp_path.glob("*/*.safetensors"))) == 3
+    assert census["details"]["reference_cache"] == "stored"
+    tiny = validate_here(_req(tmp_path))
+    assert tiny["details"]["reference_cache"] == "hit (fp32), fp64 added", tiny["details"]
+    assert tiny["status"] == "pass" and "reference64" not in tiny["details"]  # a real fp64 reference
+    assert tiny["op_census"] == census["op_census"]
+    fresh = validate_here(_req(tmp_path / "fresh"))  # the same verdict and numbers as computing it all
+    assert tiny["metrics"]["rmse_ratio"] == fresh["metrics"]["rmse_ratio"]
+    assert validate_here(_req(tmp_path))["details"]["reference_cache"] == "hit"
+    assert len(list(tmp_path.glob("*/*.safetensors"))) == 1
 
 
 def _key(model, inputs, **over):

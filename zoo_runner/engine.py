@@ -30,6 +30,10 @@ from .statuses import PASSING, Reason, Status
 
 log = logging.getLogger(__name__)
 TIMING_RUNS = 3
+# Tiers that build the very model another tier builds (the census stops after the references):
+# their CPU references are one reference-cache entry, so a census then a tiny run computes the
+# fp32 reference, its op census and its timing once, and the tiny run adds only the fp64 one.
+SAME_BUILD_AS = {"census": "tiny"}
 
 
 def versions(device: str | None, compiler: str | None = None) -> dict[str, str]:
@@ -283,9 +287,11 @@ def _validate(req: ValidationRequest, result: ValidationResult, stage: Callable[
     result.details["input_shapes"] = [describe(x) for x in all_inputs]
     result.fingerprint = plan.fingerprint(built.library, req.tier)
     result.details["parameters"] = sum(p.numel() for p in built.model.parameters())
+    build_tier = SAME_BUILD_AS.get(req.tier, req.tier)
+    build_fp = plan.fingerprint(built.library, build_tier) if build_tier != req.tier else result.fingerprint
 
     stage("reference")
-    ref32, ref64, ref_at = _run_references(req, spec, built.model, all_inputs, result, judged_at)
+    ref32, ref64, ref_at = _run_references(req, spec, built.model, all_inputs, result, judged_at, build_fp)
     if req.tier == "census":
         result.status = Status.PASS_WITH_FALLBACK if _predicted_fallbacks(spec, result) else Status.PASS
         return
@@ -333,13 +339,14 @@ def _run_references(
     all_inputs: list[dict],
     result: ValidationResult,
     judged_at: str,
+    build_fp: str | None,
 ) -> tuple[list[dict], list[dict], list[dict]]:
     """Stage 3: the CPU references, fp32 (with the op census) and fp64, from the reference cache
     when unchanged, and the one at the precision the backend is judged at (fp32's own at fp32)."""
     try:
-        ref32, ref64 = _references(req, model, all_inputs, result)
+        ref32, ref64 = _references(req, model, all_inputs, result, build_fp)
         ref_at = (
-            _precision_reference(req, model, all_inputs, result, judged_at, ref32, ref64)
+            _precision_reference(req, model, all_inputs, result, judged_at, ref32, ref64, build_fp)
             if req.tier != "census" and spec.dtype == "float32"
             else ref32
         )
@@ -498,9 +505,15 @@ def _verdict(cmp: Comparison, result: ValidationResult) -> None:
 
 
 def _cache_and_key(
-    req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: ValidationResult, at: str = "fp32"
+    req: ValidationRequest,
+    model: torch.nn.Module,
+    all_inputs: list[dict],
+    result: ValidationResult,
+    build_fp: str | None,
+    at: str = "fp32",
 ) -> tuple[Any, str | None]:
-    """The reference cache (None when off) and this model's key in it for a reference at precision ``at``."""
+    """The reference cache (None when off) and this model's key in it for a reference at precision
+    ``at``; tiers that build the same model (:data:`SAME_BUILD_AS`) share the key (``build_fp``)."""
     from . import reference_cache as rc
     from .request import HARNESS_VERSION
 
@@ -510,9 +523,9 @@ def _cache_and_key(
     key = rc.reference_key(
         model_id=req.model_id,
         revision=req.revision,
-        tier=req.tier,
+        tier=SAME_BUILD_AS.get(req.tier, req.tier),
         seed=req.seed,
-        fingerprint=result.fingerprint,
+        fingerprint=build_fp,
         versions=result.versions,
         harness=HARNESS_VERSION,
         model=model,
@@ -523,21 +536,37 @@ def _cache_and_key(
 
 
 def _references(
-    req: ValidationRequest, model: torch.nn.Module, all_inputs: list[dict], result: ValidationResult
+    req: ValidationRequest,
+    model: torch.nn.Module,
+    all_inputs: list[dict],
+    result: ValidationResult,
+    build_fp: str | None,
 ) -> tuple[list[dict], list[dict]]:
-    """The fp32 and fp64 CPU references; computed, or loaded from the reference cache."""
+    """The fp32 and fp64 CPU references; computed, or loaded from the reference cache (an entry
+    the census tier stored has no fp64 reference: a tiny run adds it and stores the whole)."""
     from . import reference_cache as rc
 
-    cache, key = _cache_and_key(req, model, all_inputs, result)
+    cache, key = _cache_and_key(req, model, all_inputs, result, build_fp)
     if cache is not None:
         hit = cache.load(key) if key else None
         if hit is not None:
             result.op_census = dict(sorted(hit.op_census.items()))
             result.metrics["reference_ms"] = hit.reference_ms
-            if hit.reference64_note:
-                result.details["reference64"] = hit.reference64_note
             result.details["reference_cache"] = "hit"
-            return hit.ref32, hit.ref64
+            if hit.fp64 or req.tier == "census":
+                if hit.reference64_note:
+                    result.details["reference64"] = hit.reference64_note
+                return hit.ref32, hit.ref64
+            with torch.no_grad():
+                ref64 = _reference64(model, all_inputs, hit.ref32, result.details, req.seed)
+            stored = cache.store(
+                key,
+                rc.CachedReference(
+                    hit.ref32, ref64, hit.op_census, hit.reference_ms, result.details.get("reference64")
+                ),
+            )
+            result.details["reference_cache"] = "hit (fp32), fp64 added" if stored else "hit (fp32), store failed"
+            return hit.ref32, ref64
     census = OpCensus()
     ref32 = []
     with torch.no_grad():
@@ -559,7 +588,14 @@ def _references(
     else:
         stored = cache.store(
             key,
-            rc.CachedReference(ref32, ref64, result.op_census, reference_ms, result.details.get("reference64")),
+            rc.CachedReference(
+                ref32,
+                ref64,
+                result.op_census,
+                reference_ms,
+                result.details.get("reference64"),
+                fp64=req.tier != "census",
+            ),
         )
         result.details["reference_cache"] = "stored" if stored else "store failed"
     return ref32, ref64
@@ -612,6 +648,7 @@ def _precision_reference(
     at: str,
     ref32: list[dict],
     ref64: list[dict],
+    build_fp: str | None,
 ) -> list[dict]:
     """The CPU reference at the precision the backend is judged at (:mod:`zoo_runner.precision`);
     the fp32 reference itself at fp32. Cached beside the fp32/fp64 one, under its own key."""
@@ -619,7 +656,7 @@ def _precision_reference(
 
     if at == "fp32":
         return ref32
-    cache, key = _cache_and_key(req, model, all_inputs, result, at=at)
+    cache, key = _cache_and_key(req, model, all_inputs, result, build_fp, at=at)
     hit = cache.load(key) if cache is not None and key else None
     if hit is not None:
         result.details["reference_precision_cache"] = "hit"

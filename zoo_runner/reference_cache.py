@@ -7,7 +7,8 @@ after computing it, and the next validation of the same model on any backend loa
 
 * Format: one safetensors file per key (tensors plus JSON metadata): nothing is ever unpickled,
   so a file written by one model process is safe for another to read.
-* Key: a hash of the model id, revision, tier, seed, plan fingerprint, the versions of torch,
+* Key: a hash of the model id, revision, tier (census and tiny build the same model and share
+  one: a census entry holds no fp64 reference, which the tiny run adds), seed, plan fingerprint, the versions of torch,
   transformers and Zoo, the harness version, the generated inputs' bytes and, for tiers with
   seeded weights, the parameters' bytes. Anything that could change the reference changes the key.
   Full-tier models are cached only with a pinned revision (a commit sha).
@@ -81,6 +82,7 @@ class CachedReference:
     op_census: dict[str, int]
     reference_ms: float | None
     reference64_note: str | None
+    fp64: bool = True  # False: the census tier stored it, and ref64 is the fp32 reference (no fp64 run)
 
 
 def reference_key(
@@ -151,6 +153,7 @@ class ReferenceCache:
             {k: int(v) for k, v in meta["op_census"].items()},
             meta.get("reference_ms"),
             meta.get("reference64_note"),
+            bool(meta.get("fp64", True)),
         )
 
     def store(self, key: str, ref: CachedReference) -> bool:
@@ -169,6 +172,7 @@ class ReferenceCache:
             "op_census": ref.op_census,
             "reference_ms": ref.reference_ms,
             "reference64_note": ref.reference64_note,
+            "fp64": ref.fp64,
         }
         path = self.path(key)
         try:
