@@ -230,3 +230,65 @@ def test_depthwise_groups_follow_the_shrunk_width():
 
     cfg = shrink_dict(copy.deepcopy(transformers.MimiConfig().to_dict()))
     assert cfg["upsample_groups"] == cfg["hidden_size"] < transformers.MimiConfig().hidden_size
+
+
+@pytest.mark.parametrize("arch", ["Glm5NextModel", "Cosmos3EdgeVisionModel"])
+def test_a_vision_path_that_reads_a_patch_grid_gets_flattened_patches_and_their_grid(arch):
+    """No quirk row: the grid input (image_grid_thw, or grid_thw on a tower alone) says how images are read."""
+    r = _validate(arch)
+    assert r["status"] == "pass", (arch, r["status"], r["error"])
+    shapes = r["details"]["input_shapes"][0]
+    assert len(shapes["pixel_values"]) == 2 and ({"image_grid_thw", "grid_thw"} & set(shapes))
+
+
+def test_shrinking_keeps_multi_head_attention_multi_head():
+    import copy
+
+    import transformers
+
+    from zoo_runner.shrink import shrink_dict
+
+    cfg = shrink_dict(copy.deepcopy(transformers.EsmcConfig().to_dict()))  # ESMC refuses grouped-query attention
+    assert cfg["num_key_value_heads"] == cfg["num_attention_heads"]
+    transformers.EsmcConfig.from_dict(cfg)  # its validator accepts it
+    gqa = shrink_dict({"hidden_size": 1024, "num_attention_heads": 16, "num_key_value_heads": 8})
+    assert gqa["num_key_value_heads"] < gqa["num_attention_heads"]  # grouped-query attention stays grouped
+
+
+@pytest.mark.parametrize("config_class", ["Gemma4TextConfig", "Dots3NoteConfig", "MistralLarge4TextConfig"])
+def test_shrinking_keeps_per_layer_settings_inside_the_shrunk_depth(config_class):
+    """per_layer_config keys and per-layer index lists (kv_source_layers) name layers that still exist."""
+    import copy
+
+    import transformers
+
+    from zoo_runner.shrink import shrink_dict
+
+    cls = getattr(transformers, config_class)
+    cfg = shrink_dict(copy.deepcopy(cls().to_dict()))
+    for node in [cfg] + [v for v in cfg.values() if isinstance(v, dict)]:
+        layers = node.get("num_hidden_layers")
+        if isinstance(node.get("per_layer_config"), dict):
+            assert all(int(i) < layers for i in node["per_layer_config"])
+        if isinstance(node.get("kv_source_layers"), list):
+            assert len(node["kv_source_layers"]) == layers and max(node["kv_source_layers"]) < layers
+    cls.from_dict(cfg)  # the config's validators accept it
+
+
+@pytest.mark.parametrize("config_class", ["Molmo2Config", "Inkling2Config", "Dots3NoteConfig"])
+def test_shrinking_keeps_modality_towers_wired_to_the_text_model(config_class):
+    """Feature-layer indices stay inside the shrunk vision stack; widths a tower names for its adapter (its own
+    hidden size in, the text width out) follow the shrunk widths."""
+    import copy
+
+    import transformers
+
+    from zoo_runner.shrink import shrink_dict
+
+    cls = getattr(transformers, config_class)
+    cfg = shrink_dict(copy.deepcopy(cls().to_dict()))
+    cls.from_dict(cfg)  # the config's validators accept it
+    layers = cfg["vision_config"]["num_hidden_layers"]
+    for node in cfg.values():
+        if isinstance(node, dict) and isinstance(node.get("vision_feature_layer"), list):
+            assert all(-layers <= i < layers for i in node["vision_feature_layer"])

@@ -54,11 +54,14 @@ class ConfigView:
     num_languages: int = 1  # per-language adapters or embeddings (X-MOD): rows pick one language each
     frame_features: int = 0  # speech encoders fed stacked filter-bank frames (w2v-BERT: 160 a frame); 0 = mel bins
     qformer_vocab_size: int = 30522  # the query transformer's own text vocabulary (InstructBLIP)
+    hidden_size: int = 64  # the model's width, for heads that take embeddings rather than ids
+    audio_per_token: int = 8  # mel frames per text token, for streaming models that add audio to each token (Voxtral)
 
     @classmethod
     def of(cls, config: Any) -> ConfigView:
         text = getattr(config, "text_config", None) or getattr(config, "decoder", None) or config
         vision = getattr(config, "vision_config", None) or config
+        audio = getattr(config, "audio_config", None) or getattr(config, "encoder_config", None) or config
 
         def first(objs, names, default):
             for obj in objs:
@@ -77,7 +80,7 @@ class ConfigView:
             type_vocab_size=first([config, text], ["type_vocab_size"], 1),
             image_size=first([vision, config], ["image_size", "img_size", "input_size"], 224),
             num_channels=first([vision, config], ["num_channels", "in_channels", "in_chans"], 3),
-            num_mel_bins=first([config], ["num_mel_bins", "feature_size", "input_feat_per_channel"], 80),
+            num_mel_bins=first([config, audio], ["num_mel_bins", "feature_size", "input_feat_per_channel"], 80),
             audio_frames=2 * max_src,
             decoder_vocab_size=first([text, config], ["decoder_vocab_size", "vocab_size"], vocab),
             num_patches=(first([vision, config], ["image_size"], 224) // first([vision, config], ["patch_size"], 16))
@@ -106,6 +109,8 @@ class ConfigView:
             num_languages=len(getattr(config, "languages", None) or ()) or first([config], ["num_languages"], 1),
             frame_features=first([config], ["feature_projection_input_dim"], 0),
             qformer_vocab_size=first([getattr(config, "qformer_config", None)], ["vocab_size"], 30522),
+            hidden_size=first([config, text], ["hidden_size", "d_model", "n_embd"], 64),
+            audio_per_token=first([config], ["audio_length_per_tok"], 8),
         )
 
 
@@ -223,6 +228,8 @@ GENERATORS: dict[str, Gen] = {
     ),
     # multi-image VLMs (Idefics3, SmolVLM) take (batch, images, channels, size, size)
     "image_rows": lambda v, s, g: torch.randn(s["batch"], 1, v.num_channels, v.image_size, v.image_size, generator=g),
+    # which of those images (tiles) are real, as tiling processors return it (Granite Docling): all of them
+    "tile_mask": lambda v, s, g: torch.ones(s["batch"], 1, dtype=torch.bool),
     # video models (V-JEPA 2): (batch, frames, channels, size, size)
     "pixel_values_videos": lambda v, s, g: torch.randn(
         s["batch"], v.video_frames, v.num_channels, v.image_size, v.image_size, generator=g
@@ -246,6 +253,12 @@ GENERATORS: dict[str, Gen] = {
     "input_values": lambda v, s, g: torch.randn(s["batch"], 400 * s["seq"], generator=g),
     "input_features": _input_features,
     "spectrogram": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], v.num_mel_bins, generator=g),
+    # streaming speech models that add one audio embedding to each text token (Voxtral Realtime): (batch, mel, frames)
+    "features_per_token": lambda v, s, g: torch.randn(
+        s["batch"], v.num_mel_bins, v.audio_per_token * s["seq"], generator=g
+    ),
+    # audio towers that read a spectrogram as a one-channel image (CLAP's HTS-AT): (batch, 1, frames, mel bins)
+    "spectrogram_image": lambda v, s, g: torch.randn(s["batch"], 1, 4 * s["seq"], v.num_mel_bins, generator=g),
     # Qwen2-VL-style vision towers take images as rows of flattened patches plus a (t, h, w) grid per image
     "flat_patches": lambda v, s, g: torch.randn(
         s["batch"] * math.prod(PATCH_GRID), v.num_channels * v.temporal_patch_size * v.patch_size**2, generator=g
@@ -258,6 +271,14 @@ GENERATORS: dict[str, Gen] = {
     "task_inputs": lambda v, s, g: _ids(v.vocab_size, (s["batch"], v.task_seq_len), g),
     "image_sizes": lambda v, s, g: torch.tensor([[v.image_size, v.image_size]] * s["batch"]),
     "image_grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
+    # vision towers that read raw patch cubes, channels last (Inkling): one (frames, patch, patch, channels) an image
+    "patch_cubes": lambda v, s, g: torch.randn(
+        s["batch"], v.temporal_patch_size, v.patch_size, v.patch_size, v.num_channels, generator=g
+    ),
+    # heads that take embeddings only (Nemotron 3.5 Transcribe's word-timestamp head): one vector of the width a token
+    "inputs_embeds": lambda v, s, g: torch.randn(s["batch"], s["seq"], v.hidden_size, generator=g),
+    # a Qwen2-VL-style vision tower on its own takes the same grid under the name grid_thw
+    "grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
     # random masking (MAE-style) takes its noise as an input so both runs mask the same patches
     "noise": lambda v, s, g: torch.rand(s["batch"], v.num_patches, generator=g),
     # image-to-text models that take images as flattened patches with their positions (Pix2Struct)
@@ -315,6 +336,8 @@ def make_inputs(
     params = {p.name: p for p in forward_params(model)}
     main = getattr(model, "main_input_name", "input_ids")
     wanted: list[str] = [m for m in (main if isinstance(main, (list, tuple)) else [main]) if m in params]
+    if not wanted and "input_ids" in params:  # a text tower under a vision model's main input name (SAM 3's)
+        wanted.append("input_ids")
     # multimodal models (CLIP-like) take text and pixels together
     for name, sub in (("input_ids", "text_config"), ("pixel_values", "vision_config")):
         if name in params and name not in wanted and getattr(config, sub, None) is not None:
@@ -338,6 +361,11 @@ def make_inputs(
     if "input_ids" not in wanted:
         wanted = [w for w in wanted if w not in ("attention_mask", "token_type_ids")]
     kinds = dict(kinds or {})
+    grid = _patch_grid_input(model, params, wanted)
+    if "pixel_values" in wanted and grid:  # a (t, h, w) grid per image: images are rows of flattened patches
+        kinds.setdefault("pixel_values", "flat_patches")
+        if grid not in wanted:
+            wanted.append(grid)
     if "pixel_values" in wanted and "pixel_values" not in kinds and _is_video(config):
         kinds["pixel_values"] = "pixel_values_videos"  # a video model's pixel_values is a clip
     missing = [w for w in wanted if kinds.get(w, w) not in GENERATORS]
@@ -348,6 +376,20 @@ def make_inputs(
         _end_with_eos(out, config)
     _insert_image_tokens(model, config, out, params)
     return out
+
+
+GRID_INPUTS = ("image_grid_thw", "grid_thw")  # the (t, h, w) patch grid of each image, Qwen2-VL style
+
+
+def _patch_grid_input(model: torch.nn.Module, params: dict[str, Any], wanted: list[str]) -> str | None:
+    """The name of the patch-grid input, where the model (or its vision path) reads images as rows of
+    flattened patches with a (t, h, w) grid each: a required forward argument, or one the vision path takes."""
+    image_features = _image_features_fn(model)
+    image_params = inspect.signature(image_features).parameters if image_features is not None else {}
+    for name in GRID_INPUTS:
+        if name in params and (name in wanted or name in image_params):
+            return name
+    return None
 
 
 def _is_video(config: Any) -> bool:

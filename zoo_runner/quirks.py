@@ -76,6 +76,19 @@ _NAFLEX_IMAGES = Quirk(
     input_kinds={"pixel_values": "naflex_patches"},
     extra_inputs=("spatial_shapes", "pixel_attention_mask"),
 )
+_FRAMES_FIRST = Quirk("input features are (batch, frames, mel bins)", input_kinds={"input_features": "spectrogram"})
+_HGNET_V2 = {
+    "stem_channels": [3, 16, 16],
+    "stage_in_channels": [16, 32, 64, 128],
+    "stage_mid_channels": [16, 24, 32, 48],
+    "stage_out_channels": [32, 64, 128, 256],
+    "hidden_sizes": [32, 64, 128, 256],
+}
+_HGNET_V2_DETECTOR = Quirk(
+    "the HGNetV2 backbone's stage channel lists chain and hidden_sizes repeats the outputs; the encoder's input"
+    " channels are those of the backbone stages it reads",
+    config={**{f"backbone_config.{k}": v for k, v in _HGNET_V2.items()}, "encoder_in_channels": [64, 128, 256]},
+)
 _CODEC_INPUT = {"input_values": "waveform_channels"}
 _PER_CODEBOOK_DECODER = Quirk(
     "decoder input ids are (batch * num_codebooks, length)", input_kinds={"decoder_input_ids": "codebook_ids"}
@@ -213,6 +226,8 @@ QUIRKS: dict[str, Quirk] = {
     # Idefics3 / SmolVLM take several images a row: (batch, images, channels, size, size).
     "idefics3": _IMAGE_ROWS_VLM,
     "smolvlm": _IMAGE_ROWS_VLM,
+    "modernvbert": _IMAGE_ROWS_VLM,
+    "ultravbert": _IMAGE_ROWS_VLM,
     # SigLIP 2 (NaFlex) takes images as rows of flattened patches with their grid and a patch mask.
     "siglip2": Quirk(
         "NaFlex images: flattened patches, their (rows, cols) grid and a patch mask",
@@ -220,9 +235,11 @@ QUIRKS: dict[str, Quirk] = {
         extra_inputs=("spatial_shapes", "pixel_attention_mask"),
     ),
     # Parakeet's conformer takes (batch, frames, mel bins) features.
-    "parakeet_ctc": Quirk(
-        "input features are (batch, frames, mel bins)", input_kinds={"input_features": "spectrogram"}
-    ),
+    "parakeet_ctc": _FRAMES_FIRST,
+    # speech models over a Parakeet/FastConformer encoder (its config as encoder_config) read the same features
+    "canary": _FRAMES_FIRST,
+    "cohere_asr": _FRAMES_FIRST,
+    "nemotron3_5_asr": _FRAMES_FIRST,
     # Video models take (batch, frames, channels, size, size) under the name pixel_values.
     "videomae": Quirk(
         "pixel_values is a video clip (batch, frames, channels, size, "
@@ -316,13 +333,16 @@ QUIRKS: dict[str, Quirk] = {
     # HGNetV2 sizes its stages by their own in/mid/out channel lists; the classifier reads hidden_sizes.
     "hgnet_v2": Quirk(
         "stage channel lists chain (stem out = first stage in, stage out = next in); hidden_sizes repeats the outputs",
-        config={
-            "stem_channels": [3, 16, 16],
-            "stage_in_channels": [16, 32, 64, 128],
-            "stage_mid_channels": [16, 24, 32, 48],
-            "stage_out_channels": [32, 64, 128, 256],
-            "hidden_sizes": [32, 64, 128, 256],
-        },
+        config=_HGNET_V2,
+    ),
+    # DETR-likes over an HGNetV2 backbone (D-FINE, DEIMv2, PP-DocLayoutV3): the backbone shrunk as above, and the
+    # encoder reading the channels of the stages it takes (stages 2-4).
+    "d_fine": _HGNET_V2_DETECTOR,
+    "deimv2": _HGNET_V2_DETECTOR,
+    # PP-DocLayoutV3's mask head also reads the first stage's output (x4_feat_dim channels).
+    "pp_doclayout_v3": Quirk(
+        _HGNET_V2_DETECTOR.reason + "; the mask head reads the first stage's output channels (x4_feat_dim)",
+        config={**_HGNET_V2_DETECTOR.config, "x4_feat_dim": _HGNET_V2["stage_out_channels"][0]},
     ),
     # SAM 2's Hiera backbone: hidden_size is the first stage's width, global attention blocks are indices
     # into all the stages' blocks, and 1024 px images make a tiny model slow.
@@ -363,6 +383,127 @@ QUIRKS: dict[str, Quirk] = {
         "bbox is required, as (x0, y0, x1, y1) fractions of the page",
         input_kinds={"bbox": "unit_boxes"},
         extra_inputs=("bbox",),
+    ),
+    # Moonshine Streaming's decoder reads num_key_value_heads, which its config class does not declare (the
+    # published checkpoints' config.json carries it): the default config needs it spelled out.
+    "moonshine_streaming": Quirk(
+        "the decoder reads num_key_value_heads, which the default config lacks", config={"num_key_value_heads": 2}
+    ),
+    # CLAP's HTS-AT audio tower is a Swin over the spectrogram as a one-channel image of spec_size pixels; its output
+    # width (patch embed width x 2**(stages - 1)) is the audio hidden_size the projection reads.
+    "clap": Quirk(
+        "audio features are a (batch, 1, frames, mel bins) image of at most spec_size; the tower's last stage width"
+        " (patch_embeds_hidden_size x 8) must equal the audio hidden_size; windows must fit the last stage",
+        config={
+            "audio_config.patch_embeds_hidden_size": 16,
+            "audio_config.hidden_size": 128,
+            "audio_config.num_attention_heads": [2, 2, 4, 4],
+            "audio_config.spec_size": 128,
+            "audio_config.window_size": 4,
+        },
+        input_kinds={"input_features": "spectrogram_image"},
+        extra_inputs=("input_features",),
+    ),
+    # Qwen3-Omni's thinker finds each image by the vision start token before it (3-D rotary positions), which its
+    # config class does not declare (the talker's does: 151652, and Qwen's vision end token is the next id).
+    "qwen3_omni_moe_thinker": Quirk(
+        "the rotary position index reads vision_start_token_id, which the thinker's default config lacks",
+        config={"vision_start_token_id": 151652, "vision_end_token_id": 151653},
+    ),
+    # Fun-ASR-Nano's audio adaptor narrows to a quarter of the text width (its config validator checks it).
+    "fun_asr_nano": Quirk(
+        "the adaptor's intermediate size must be a quarter of the text hidden size",
+        config={"adaptor_config.intermediate_size": 16},
+    ),
+    # Pocket TTS's flow head is conditioned on the backbone's hidden states (its config validator checks the width).
+    "pocket_tts": Quirk(
+        "the flow head's condition_dim must equal the backbone hidden_size",
+        config={"flow_head_config.condition_dim": 64},
+    ),
+    "molmo2": Quirk(
+        "images are the processor's crops with pooling indices and crop grids",
+        known_failure=KnownFailure(
+            "Molmo2's vision path (get_image_features) requires the processor's image_token_pooling indices and"
+            " image_grids (crop layouts) with its crops, which Zoo does not generate",
+            "https://huggingface.co/docs/transformers/model_doc/molmo2",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    # Llama 4's vision adapter pixel-shuffles the patches (ratio 0.5: 4x the width) into an MLP that reads
+    # intermediate_size channels and hands projector_output_dim to the projector, which reads vision_output_dim.
+    "llama4": Quirk(
+        "the vision adapter's input width (intermediate_size) must be hidden_size / pixel_shuffle_ratio**2, and its"
+        " output (projector_output_dim) the projector's input (vision_output_dim); 448 px images are slow",
+        config={
+            "vision_config.intermediate_size": 256,
+            "vision_config.projector_input_dim": 64,
+            "vision_config.projector_output_dim": 64,
+            "vision_config.vision_output_dim": 64,
+            "vision_config.image_size": 112,
+        },
+    ),
+    # Granite Docling takes each row's image as tiles (batch, tiles, channels, size, size) with a mask of the real
+    # tiles, which its vision path requires; 512 px tiles are slow, 128 px keep whole pixel-shuffle blocks.
+    "granite_docling": Quirk(
+        "images are (batch, tiles, channels, size, size) with pixel_attention_mask marking the real tiles",
+        config={"vision_config.image_size": 128},
+        input_kinds={"pixel_values": "image_rows", "pixel_attention_mask": "tile_mask"},
+        extra_inputs=("pixel_attention_mask",),
+    ),
+    # Step 3.7 builds a sliding-window mask for every forward, whether or not a layer slides; the default config
+    # (all full attention) leaves the window unset (the published checkpoints set it).
+    "step3p7": Quirk(
+        "the attention masks need a sliding_window, which the default config leaves unset",
+        config={"text_config.sliding_window": 8},
+    ),
+    # Inkling's vision tower folds raw patch cubes (frames, patch, patch, channels) into one embedding each.
+    "inkling": Quirk(
+        "pixel_values are raw patch cubes (patches, temporal_patch_size, patch, patch, channels), one embedding each",
+        input_kinds={"pixel_values": "patch_cubes"},
+    ),
+    # GLM-4V-MoE's and GLM-Image's text models default mrope_section to (8, 12, 12) in their modeling code (half of a
+    # 128-wide rotary head, GLM-4V-MoE's a 0.5 share of it): the tiny heads (16 wide) need their own.
+    "glm4v_moe_text": Quirk(
+        "the modeling code's default mrope_section (8, 12, 12) needs head_dim 128; tiny rotary dims are 16 x 0.5",
+        config={"rope_parameters.mrope_section": [2, 1, 1]},
+    ),
+    "glm_image_text": Quirk(
+        "the modeling code's default mrope_section (8, 12, 12) needs head_dim 64; the tiny head_dim is 16",
+        config={"rope_parameters.mrope_section": [2, 3, 3]},
+    ),
+    # xLSTM names its width twice (hidden_size, embedding_dim) and its depth twice (num_hidden_layers, num_blocks);
+    # the modeling code reads the second names.
+    "xlstm": Quirk(
+        "embedding_dim and num_blocks repeat hidden_size and num_hidden_layers, and the blocks are built from them",
+        config={"embedding_dim": 64, "num_blocks": 2},
+    ),
+    # Voxtral Realtime adds one audio embedding to each text token: the features are audio_length_per_tok mel frames a
+    # token, and the forward requires them.
+    "voxtral_realtime": Quirk(
+        "input_features are required, audio_length_per_tok mel frames per text token",
+        input_kinds={"input_features": "features_per_token"},
+        extra_inputs=("input_features",),
+    ),
+    "sam3_video": Quirk(
+        "a stateful video tracker",
+        known_failure=KnownFailure(
+            "Sam3VideoModel's forward runs one frame of a tracking session: it requires a Sam3VideoInferenceSession"
+            " (built by the processor from a video, with prompts) and a frame index, not tensors Zoo can generate",
+            "https://huggingface.co/docs/transformers/model_doc/sam3_video",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    # Aya Vision pixel-shuffles the vision patches by downsample_factor 2: the patches per side must be even
+    # (384 px / 14 = 27 is not; 112 px / 14 = 8 is).
+    "aya_vision": Quirk(
+        "patches per side must divide by downsample_factor (2); the default 384 px / 14 px patches leaves 27",
+        config={"vision_config.image_size": 112},
+    ),
+    # RF-DETR picks its num_queries best proposals among the encoder's positions: at 224 px (16 x 16 patches) there
+    # are 256 of them, fewer than the default 300 queries.
+    "rf_detr": Quirk(
+        "two-stage query selection takes the top num_queries of the feature positions; a small image has under 300",
+        config={"num_queries": 100},
     ),
 }
 

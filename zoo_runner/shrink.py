@@ -7,6 +7,7 @@ heads divide heads, ``layer_types`` match the depth, token ids stay inside the v
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -94,7 +95,15 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
         for w in sorted(WIDTH)
         if _is_int(cfg.get(w)) and cfg[w] == v
     }
+    # multi-head attention (as many key/value heads as query heads) stays multi-head: some configs refuse
+    # grouped-query attention (ESMC)
+    one_kv_per_head = {
+        kv: h for kv in sorted(KV_HEADS) for h in sorted(HEADS) if _is_int(cfg.get(h)) and cfg.get(kv) == cfg[h] > 0
+    }
+    vision_layers_before = _depth(cfg.get("vision_config"))
     for key, value in list(cfg.items()):
+        if key == PER_LAYER_CONFIG:
+            continue  # overrides by layer index: after the depth is known
         if isinstance(value, dict) and (
             "model_type" in value or key.endswith("_config") or key in ("encoder", "decoder")
         ):
@@ -128,15 +137,74 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
             if _is_per_layer(key, value, layers_before):
                 value = value[:layers_after]
                 cfg[key] = [min(v, TINY_FFN) for v in value] if key in FFN and all(_is_int(v) for v in value) else value
+    if isinstance(cfg.get(PER_LAYER_CONFIG), dict):
+        _keep_per_layer_overrides(cfg, layers_after)
     for key, stages in tied.items():  # still the first stage's width, now shrunk
         cfg[key] = cfg[stages][0]
     for key, width in depthwise.items():
         cfg[key] = cfg[width]
+    for key in FROM_OWN_WIDTH:
+        if _is_int(cfg.get(key)) and _is_int(cfg.get("hidden_size")):
+            cfg[key] = cfg["hidden_size"]
     if not stage_based:
         _keep_backbone_outputs(cfg, layers_before)
     _fix_constraints(cfg)
+    for kv, heads in one_kv_per_head.items():
+        cfg[kv] = cfg[heads]
+    _keep_feature_layers_in_range(cfg, vision_layers_before)
     _fix_vision_language(cfg)
     return cfg
+
+
+PER_LAYER_CONFIG = "per_layer_config"  # {layer index: overrides of the config's values for that layer}
+
+
+def _keep_per_layer_overrides(cfg: dict[str, Any], layers: int | None) -> None:
+    """Heterogeneous configs override values layer by layer (Gemma 4: a wider head on its full-attention layers):
+    the layers the shrunk depth keeps keep their overrides, shrunk by the same rules as the config around them;
+    the overrides of layers that are gone go too."""
+    kept = {}
+    for index, override in cfg[PER_LAYER_CONFIG].items():
+        try:
+            alive = layers is None or int(index) < layers
+        except (TypeError, ValueError):
+            alive = True
+        if not alive or not isinstance(override, dict):
+            continue
+        base = {k: copy.deepcopy(v) for k, v in cfg.items() if k != PER_LAYER_CONFIG and not isinstance(v, dict)}
+        merged = shrink_dict({**base, **copy.deepcopy(override)})
+        kept[index] = {k: merged.get(k, v) for k, v in override.items()}
+    cfg[PER_LAYER_CONFIG] = kept
+
+
+def _depth(cfg: Any) -> int | None:
+    if not isinstance(cfg, dict):
+        return None
+    return next((cfg[k] for k in sorted(LAYERS) if _is_int(cfg.get(k)) and cfg[k] > 0), None)
+
+
+FEATURE_LAYERS = ("vision_feature_layer", "vision_feature_layers")  # vision tower layers a VLM's adapter reads
+
+
+def _keep_feature_layers_in_range(cfg: dict[str, Any], before: int | None) -> None:
+    """The vision tower layers an adapter reads (Molmo 2: layers 24 and 18 of 25) are indices into a shrunk
+    stack: each keeps its distance from the last layer, as far as the shrunk depth allows (negative indices
+    already count from the end, and are clamped to it)."""
+    after = _depth(cfg.get("vision_config"))
+    if not before or not after or after >= before:
+        return
+
+    def fit(i: int) -> int:
+        return max(after - (before - i), 0) if i >= 0 else max(i, -after)
+
+    nodes = [cfg] + [v for k, v in cfg.items() if isinstance(v, dict) and k != "vision_config"]
+    for node in nodes:
+        for key in FEATURE_LAYERS:
+            value = node.get(key)
+            if _is_int(value):
+                node[key] = fit(value)
+            elif _int_list(value):
+                node[key] = [fit(i) for i in value]
 
 
 def _tied_to_first_stage(cfg: dict[str, Any]) -> dict[str, str]:
@@ -162,16 +230,25 @@ SPECIAL_TOKENS = (
 VISION_OUT_WIDTH = ("projection_dim", "out_hidden_size")  # what a VLM's vision tower hands the text model
 
 
+TO_TEXT_WIDTH = ("text_hidden_size", "adapter_out_dim")  # a modality tower's output width: the text model's width
+FROM_OWN_WIDTH = ("adapter_in_dim", "adapter_input_size")  # a tower's adapter reads the tower's own hidden states
+
+
 def _fix_vision_language(cfg: dict[str, Any]) -> None:
     """A vision-language model puts image embeddings where its image tokens are: the vision tower's
     output width must be the text width, and every special token id below the text vocabulary."""
     vision, text = cfg.get("vision_config"), cfg.get("text_config")
     if not isinstance(vision, dict) or not isinstance(text, dict):
         return
+    width = next((text[k] for k in ("hidden_size", "d_model", "n_embd") if _is_int(text.get(k))), None)
+    if width:  # a tower that names the text width it projects to
+        for node in [v for k, v in cfg.items() if isinstance(v, dict) and k != "text_config"]:
+            for key in TO_TEXT_WIDTH:
+                if _is_int(node.get(key)):
+                    node[key] = width
     ids = [cfg[k] for k in SPECIAL_TOKENS if _is_int(cfg.get(k)) and cfg[k] >= 0]
     if not ids:
         return
-    width = next((text[k] for k in ("hidden_size", "d_model", "n_embd") if _is_int(text.get(k))), None)
     if width:
         for node in (vision, cfg):
             for key in VISION_OUT_WIDTH:
@@ -190,7 +267,17 @@ def _is_per_layer(key: str, value: Any, layers: int) -> bool:
     stage names are kept by :func:`_keep_backbone_outputs`."""
     if not isinstance(value, list) or len(value) != layers or key in OUT_KEYS or key == "stage_names":
         return False
-    return key in FFN or all(isinstance(v, str) for v in value) or all(isinstance(v, float) for v in value)
+    return (
+        key in FFN
+        or key in PER_LAYER_INDICES
+        or all(isinstance(v, str) for v in value)
+        or all(isinstance(v, float) for v in value)
+    )
+
+
+# per-layer lists of earlier layer indices (each layer's key/value source, at most the layer itself: Mistral Large 4):
+# cut to the shrunk depth, every index still names a layer that exists
+PER_LAYER_INDICES = {"kv_source_layers"}
 
 
 def _int_list(value: Any) -> bool:
