@@ -217,6 +217,8 @@ GENERATORS: dict[str, Gen] = {
     "pixel_values": lambda v, s, g: torch.randn(s["batch"], v.num_channels, *v.pixel_hw, generator=g),
     # non-square images (pose estimators: 256 x 192), sized by the (height, width) pair of the config
     "pixels_hw": lambda v, s, g: torch.randn(s["batch"], v.num_channels, *v.image_hw, generator=g),
+    # text-line recognizers (PP-OCR rec) read one line of text: 48 px high strips, the height their backbone pools to 1
+    "text_line": lambda v, s, g: torch.randn(s["batch"], v.num_channels, 48, 320, generator=g),
     # any-resolution VLMs (LLaVA-NeXT, OneVision) take each image as (tiles, channels, size, size)
     "anyres_tiles": lambda v, s, g: torch.randn(
         s["batch"], v.anyres_tiles, v.num_channels, v.image_size, v.image_size, generator=g

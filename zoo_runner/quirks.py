@@ -505,6 +505,44 @@ QUIRKS: dict[str, Quirk] = {
         "two-stage query selection takes the top num_queries of the feature positions; a small image has under 300",
         config={"num_queries": 100},
     ),
+    "pp_ocrv6_medium_det": Quirk(
+        "the neck's block layout comes with the checkpoint",
+        known_failure=KnownFailure(
+            "PP-OCRv6 medium det's default config leaves intraclass_block_config, scale_factor_list and kernel_list"
+            " unset (None), and the neck indexes them while it is built; only the published config.json defines them",
+            "https://huggingface.co/docs/transformers/model_doc/pp_ocrv6_medium_det",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    # Sapiens 2's default head config leaves every layer list unset (each task's checkpoint sets its own): the pose
+    # head gets one deconvolution and one 1x1 conv, the layout of the published pose heads, small.
+    "Sapiens2ForPoseEstimation": Quirk(
+        "the default head_config has no layers (upsample/conv channel and kernel lists are None)",
+        config={
+            "head_config.upsample_out_channels": [32],
+            "head_config.upsample_kernel_sizes": [4],
+            "head_config.use_pixel_shuffle": False,
+            "head_config.conv_out_channels": [32],
+            "head_config.conv_kernel_sizes": [1],
+        },
+    ),
+    # Cohere Compass's text model reads rotary parameters per layer type, with an mrope_section that defaults to
+    # (24, 20, 20) in its modeling code (half of a 128-wide head); its default config has none.
+    "cohere_compass_text": Quirk(
+        "the default config has no rope_parameters (the rotary embedding reads one set per layer type); the default"
+        " mrope_section needs head_dim 128, the tiny head_dim is 16",
+        config={
+            "rope_parameters": {
+                kind: {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2]}
+                for kind in ("full_attention", "sliding_attention")
+            }
+        },
+    ),
+    # PP-OCRv6's recognizer reads text lines (48 x 320 px) and its head needs the height pooled down to one row.
+    "pp_ocrv6_tiny_rec": Quirk(
+        "images are 48 px high text lines; the sequence head reads a feature map one row high",
+        input_kinds={"pixel_values": "text_line"},
+    ),
 }
 
 
