@@ -61,6 +61,8 @@ def _validate(arch: str, backend: str = "cpu") -> dict:
         "MistralLarge4TextModel",
         "Nemotron3_5TranscribeWordTimestampModel",
         "Sam3LiteTextTextModel",
+        "Gemma4ForCausalLM",
+        "Dots3NoteForConditionalGeneration",
     ],
 )
 def test_long_tail_architectures_get_a_valid_reference_and_pass_on_cpu(arch):

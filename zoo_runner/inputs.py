@@ -55,6 +55,7 @@ class ConfigView:
     frame_features: int = 0  # speech encoders fed stacked filter-bank frames (w2v-BERT: 160 a frame); 0 = mel bins
     qformer_vocab_size: int = 30522  # the query transformer's own text vocabulary (InstructBLIP)
     hidden_size: int = 64  # the model's width, for heads that take embeddings rather than ids
+    spatial_merge_size: int = 1  # patches merged per side into one language-model token (Qwen2-VL-style towers)
     audio_per_token: int = 8  # mel frames per text token, for streaming models that add audio to each token (Voxtral)
 
     @classmethod
@@ -111,6 +112,7 @@ class ConfigView:
             qformer_vocab_size=first([getattr(config, "qformer_config", None)], ["vocab_size"], 30522),
             hidden_size=first([config, text], ["hidden_size", "d_model", "n_embd"], 64),
             audio_per_token=first([config], ["audio_length_per_tok"], 8),
+            spatial_merge_size=first([vision], ["spatial_merge_size"], 1),
         )
 
 
@@ -279,6 +281,15 @@ GENERATORS: dict[str, Gen] = {
     ),
     # heads that take embeddings only (Nemotron 3.5 Transcribe's word-timestamp head): one vector of the width a token
     "inputs_embeds": lambda v, s, g: torch.randn(s["batch"], s["seq"], v.hidden_size, generator=g),
+    # towers that take one pixel block per language-model token (Inkling 2): (tokens, patch x merge, patch x merge,
+    # channels), with image_grid_thw counted in tokens
+    "token_pixel_blocks": lambda v, s, g: torch.randn(
+        s["batch"] * math.prod(PATCH_GRID),
+        v.patch_size * v.spatial_merge_size,
+        v.patch_size * v.spatial_merge_size,
+        v.num_channels,
+        generator=g,
+    ),
     # a Qwen2-VL-style vision tower on its own takes the same grid under the name grid_thw
     "grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
     # random masking (MAE-style) takes its noise as an input so both runs mask the same patches

@@ -385,9 +385,11 @@ QUIRKS: dict[str, Quirk] = {
         extra_inputs=("bbox",),
     ),
     # Moonshine Streaming's decoder reads num_key_value_heads, which its config class does not declare (the
-    # published checkpoints' config.json carries it): the default config needs it spelled out.
+    # published checkpoints' config.json carries it): the default config needs it spelled out, as many as the query
+    # heads (its cross-attention splits the queries by it).
     "moonshine_streaming": Quirk(
-        "the decoder reads num_key_value_heads, which the default config lacks", config={"num_key_value_heads": 2}
+        "the decoder reads num_key_value_heads, which the default config lacks; cross-attention splits queries by it",
+        config={"num_key_value_heads": 4},
     ),
     # CLAP's HTS-AT audio tower is a Swin over the spectrogram as a one-channel image of spec_size pixels; its output
     # width (patch embed width x 2**(stages - 1)) is the audio hidden_size the projection reads.
@@ -542,6 +544,12 @@ QUIRKS: dict[str, Quirk] = {
     "pp_ocrv6_tiny_rec": Quirk(
         "images are 48 px high text lines; the sequence head reads a feature map one row high",
         input_kinds={"pixel_values": "text_line"},
+    ),
+    # Inkling 2 takes one (patch x merge)-square pixel block per image token, channels last, and its grid in tokens.
+    "inkling2": Quirk(
+        "pixel_values are one (patch x merge, patch x merge, channels) block per image token; the grid counts tokens",
+        input_kinds={"pixel_values": "token_pixel_blocks"},
+        extra_inputs=("image_grid_thw",),
     ),
 }
 
