@@ -298,3 +298,15 @@ def test_shrinking_keeps_modality_towers_wired_to_the_text_model(config_class):
     for node in cfg.values():
         if isinstance(node, dict) and isinstance(node.get("vision_feature_layer"), list):
             assert all(-layers <= i < layers for i in node["vision_feature_layer"])
+
+
+def test_shrinking_keeps_per_layer_key_value_heads_dividing_the_heads():
+    import copy
+
+    import transformers
+
+    from zoo_runner.shrink import shrink_dict
+
+    cfg = shrink_dict(copy.deepcopy(transformers.Sapiens2Config().to_dict()))
+    kv = cfg["num_key_value_heads_per_layer"]
+    assert len(kv) == cfg["num_hidden_layers"] and all(cfg["num_attention_heads"] % h == 0 for h in kv)

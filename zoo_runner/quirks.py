@@ -459,7 +459,7 @@ QUIRKS: dict[str, Quirk] = {
         config={"text_config.sliding_window": 8},
     ),
     # Inkling's vision tower folds raw patch cubes (frames, patch, patch, channels) into one embedding each.
-    "inkling": Quirk(
+    "inkling_mm_model": Quirk(
         "pixel_values are raw patch cubes (patches, temporal_patch_size, patch, patch, channels), one embedding each",
         input_kinds={"pixel_values": "patch_cubes"},
     ),
@@ -550,6 +550,16 @@ QUIRKS: dict[str, Quirk] = {
         "pixel_values are one (patch x merge, patch x merge, channels) block per image token; the grid counts tokens",
         input_kinds={"pixel_values": "token_pixel_blocks"},
         extra_inputs=("image_grid_thw",),
+    ),
+    # Diffusion Gemma's encoder layers always build a router and experts, which its default config leaves unset
+    # (num_experts None): a small mixture spelled out.
+    "diffusion_gemma": Quirk(
+        "every encoder layer builds a router and experts; the default config leaves num_experts unset",
+        config={
+            "text_config.num_experts": 4,
+            "text_config.top_k_experts": 2,
+            "text_config.moe_intermediate_size": 128,
+        },
     ),
 }
 

@@ -36,7 +36,14 @@ WIDTH = {
     "reassemble_hidden_size",
 }
 HEADS = {"num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "decoder_attention_heads", "n_heads"}
-KV_HEADS = {"num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"}
+KV_HEADS = {
+    "num_key_value_heads",
+    "n_kv_heads",
+    "num_kv_heads",
+    "multi_query_group_num",
+    "num_key_value_attention_heads",
+}
+PER_LAYER_KV_HEADS = {"num_key_value_heads_per_layer"}  # one key/value head count a layer (Sapiens 2)
 HEAD_DIM = {"head_dim", "d_kv", "kv_channels", "attention_head_size", "d_head"}
 FFN = {
     "intermediate_size",
@@ -137,6 +144,10 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
             if _is_per_layer(key, value, layers_before):
                 value = value[:layers_after]
                 cfg[key] = [min(v, TINY_FFN) for v in value] if key in FFN and all(_is_int(v) for v in value) else value
+    heads_now = next((cfg[k] for k in sorted(HEADS) if _is_int(cfg.get(k)) and cfg[k] > 0), None)
+    for key in PER_LAYER_KV_HEADS:  # each layer's key/value heads divide the shrunk query heads
+        if heads_now and _int_list(cfg.get(key)):
+            cfg[key] = [math.gcd(heads_now, min(v, TINY_KV_HEADS)) for v in cfg[key]]
     if isinstance(cfg.get(PER_LAYER_CONFIG), dict):
         _keep_per_layer_overrides(cfg, layers_after)
     for key, stages in tied.items():  # still the first stage's width, now shrunk
@@ -270,6 +281,7 @@ def _is_per_layer(key: str, value: Any, layers: int) -> bool:
     return (
         key in FFN
         or key in PER_LAYER_INDICES
+        or key in PER_LAYER_KV_HEADS
         or all(isinstance(v, str) for v in value)
         or all(isinstance(v, float) for v in value)
     )
