@@ -2,12 +2,13 @@
 task, built from its model type's default config at tier tiny, with generated inputs and a CPU
 reference — an out-of-sample check of Zoo's builders that no snapshot can tune.
 
-    python -m benchmarks.classes [--every N] [--limit N] [--jobs 2] [--timeout 120] [--out FILE]
+    python -m benchmarks.classes [--every N [--start K]] [--limit N] [--jobs 2] [--timeout 120] [--out FILE]
 
 Each class runs as ``arch:<Class>`` through the engine in its own model process (backend ``cpu``,
 reference cache off). Prints per task and overall: classes attempted, valid references, failure
 clusters (error signature → the model types it covers) and classes skipped because they need a
-package Zoo does not install. ``--every N`` takes every N-th class (a sample, said in the header).
+package Zoo does not install. ``--every N`` takes every N-th class (a sample, said in the header)
+from the ``--start``-th (default 0): another start is a sample no fix was tuned on.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def _skipped(result: dict) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--every", type=int, default=1, help="take every N-th class, in name order (default 1: all)")
+    p.add_argument("--start", type=int, default=0, help="with --every: begin at the K-th class (default 0)")
     p.add_argument("--limit", type=int, default=None, help="at most this many classes")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=120)
@@ -65,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     from zoo_runner.request import ValidationRequest, share_of_cores
 
     census = class_census()
-    names = sorted(census)[:: args.every][: args.limit]
+    names = sorted(census)[args.start :: args.every][: args.limit]
     header = (
         f"Class census — transformers {transformers.__version__}, {len(names)} of {len(census)} Auto-mapped classes"
-        + (f" (every {args.every}th)" if args.every > 1 else "")
+        + (f" (every {args.every}th from the {args.start}th)" if args.every > 1 else "")
         + f", tier tiny, backend cpu, {args.jobs} jobs"
     )
     header += "\n" + machine()
