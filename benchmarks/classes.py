@@ -2,7 +2,8 @@
 task, built from its model type's default config at tier tiny, with generated inputs and a CPU
 reference — an out-of-sample check of Zoo's builders that no snapshot can tune.
 
-    python -m benchmarks.classes [--every N [--start K]] [--limit N] [--jobs 2] [--timeout 120] [--out FILE]
+    python -m benchmarks.classes [--every N [--start K]] [--limit N] [--jobs 2] [--timeout 120]
+                                 [--out FILE] [--rows FILE]
 
 Each class runs as ``arch:<Class>`` through the engine in its own model process (backend ``cpu``,
 reference cache off). Prints per task and overall: classes attempted, valid references, failure
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -57,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=120)
     p.add_argument("--out", help="also write the report here")
+    p.add_argument("--rows", help="also write each class's status, reason and error as JSON lines here")
     args = p.parse_args(argv)
     os.environ.update(HF_HUB_OFFLINE="1", ZOO_REFERENCE_CACHE="off")
 
@@ -97,7 +100,21 @@ def main(argv: list[str] | None = None) -> int:
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)
+    if args.rows:
+        Path(args.rows).write_text("".join(json.dumps(_row(n, r)) + "\n" for n, r in sorted(rows.items())))
     return 0
+
+
+def _row(name: str, result: dict) -> dict:
+    error = result.get("error") or {}
+    return {
+        "class": name,
+        "status": result["status"],
+        "reason": result.get("reason"),
+        "signature": error.get("signature"),
+        "message": (error.get("message") or "")[-2000:],
+        "known_failure": bool((result.get("details") or {}).get("known_failure")),
+    }
 
 
 def report(rows: dict[str, dict], census: dict[str, set[str]], wall: float, header: str) -> str:
