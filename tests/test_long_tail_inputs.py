@@ -310,3 +310,45 @@ def test_shrinking_keeps_per_layer_key_value_heads_dividing_the_heads():
     cfg = shrink_dict(copy.deepcopy(transformers.Sapiens2Config().to_dict()))
     kv = cfg["num_key_value_heads_per_layer"]
     assert len(kv) == cfg["num_hidden_layers"] and all(cfg["num_attention_heads"] % h == 0 for h in kv)
+
+
+def test_x_vector_waveforms_cover_the_tdnn_receptive_field():
+    import transformers
+
+    from zoo_runner.inputs import ConfigView
+
+    config = transformers.Wav2Vec2Config()
+    n = ConfigView.of(config).min_samples
+    for k, s in zip(config.conv_kernel, config.conv_stride):
+        n = (n - k) // s + 1
+    assert n == 1 + sum((k - 1) * d for k, d in zip(config.tdnn_kernel, config.tdnn_dilation))
+    assert ConfigView.of(transformers.BertConfig()).min_samples == 0
+
+
+def test_a_flat_patch_vision_tower_on_its_own_gets_patches_for_its_hidden_states():
+    r = _validate("Glm5NextVisionModel")
+    assert r["status"] == "pass", r["error"]
+    assert len(r["details"]["input_shapes"][0]["hidden_states"]) == 2  # (patches, flattened patch), with grid_thw
+    assert "grid_thw" in r["details"]["input_shapes"][0]
+
+
+def test_image_queries_take_their_marked_text_positions():
+    r = _validate("Kosmos2Model")
+    assert r["status"] == "pass", r["error"]
+    assert r["details"]["input_shapes"][0]["image_embeds_position_mask"] == [2, 16]
+
+
+def test_question_tokens_patched_series_and_class_resolution_outside_the_top_level():
+    import torch
+    import transformers
+
+    from zoo_runner.builders.transformers_builder import resolve_class
+    from zoo_runner.inputs import GENERATORS, ConfigView, _ask_question
+
+    ids = {"input_ids": torch.full((2, 8), 104)}
+    _ask_question(ids, transformers.SplinterConfig())  # question_token_id 104: once a row, second position
+    assert (ids["input_ids"] == 104).sum(dim=1).tolist() == [1, 1] and (ids["input_ids"][:, 1] == 104).all()
+    view, shape, g = ConfigView.of(transformers.TimesFm2_5Config()), {"batch": 1, "seq": 11}, torch.Generator()
+    assert GENERATORS["past_values"](view, shape, g).shape[-1] % 32 == 0  # whole patches of patch_length
+    assert resolve_class("AutoformerModel").__name__ == "AutoformerModel"  # a model, though named Auto...
+    assert resolve_class("VoxtralRealtimeTextModel").__name__ == "VoxtralRealtimeTextModel"  # not in __all__

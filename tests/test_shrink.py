@@ -207,3 +207,54 @@ def test_swin_stage_heads_divide_each_stage_width_in_a_nested_backbone():
         }
     )["backbone_config"]
     assert all((cfg["embed_dim"] * 2**i) % h == 0 for i, h in enumerate(cfg["num_heads"]))
+
+
+def test_unset_mrope_sections_are_sized_for_the_shrunk_rotary_dims():
+    # the modeling code's default sections need a 128-wide head; configs that declare the key get their own
+    import copy
+
+    from zoo_runner.shrink import fill_mrope_sections
+
+    for model_type, factor in (("qwen2_5_vl_text", 1.0), ("glm4v_moe_text", 0.5)):
+        config = CONFIG_MAPPING[model_type]()
+        cfg = fill_mrope_sections(shrink_dict(copy.deepcopy(config.to_dict())), config)
+        head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+        sections = cfg["rope_parameters"]["mrope_section"]
+        assert len(sections) == 3 and sum(sections) == int(head_dim * factor) // 2 and sections[0] == sections[1]
+
+
+def test_shrinking_keeps_global_attention_layers_and_cache_sharing_layers_in_the_stack():
+    sam = shrink_dict({"num_hidden_layers": 12, "hidden_size": 768, "global_attn_indexes": [2, 5, 8, 11]})
+    assert sam["global_attn_indexes"] == [1]  # the last layer of the shrunk stack stays global
+    shared = shrink_dict(
+        {
+            "num_hidden_layers": 35,
+            "hidden_size": 2048,
+            "layer_types": ["sliding_attention"] * 35,
+            "num_kv_shared_layers": 15,
+        }
+    )
+    assert shared["num_kv_shared_layers"] == 1  # one layer still produces the cache the other reuses
+
+
+def test_per_layer_query_heads_and_cross_config_widths_follow_the_shrunk_sizes():
+    laguna = shrink_dict(
+        {"hidden_size": 2048, "num_hidden_layers": 40, "num_attention_heads": 48, "num_key_value_heads": 8}
+        | {"num_attention_heads_per_layer": [48] * 40}
+    )
+    heads = laguna["num_attention_heads_per_layer"]
+    assert len(heads) == 2 and all(
+        h <= laguna["num_attention_heads"] and h % laguna["num_key_value_heads"] == 0 for h in heads
+    )
+    # a flow head conditioned on the backbone, a head over a sibling encoder: still the width they named
+    tts = shrink_dict({"hidden_size": 768, "flow_head_config": {"hidden_size": 512, "condition_dim": 768}})
+    assert tts["flow_head_config"]["condition_dim"] == tts["hidden_size"] == 64
+    diar = shrink_dict(
+        {"audio_config": {"hidden_size": 512}, "head_config": {"hidden_size": 192, "audio_hidden_size": 512}}
+    )
+    assert diar["head_config"]["audio_hidden_size"] == diar["audio_config"]["hidden_size"] == 64
+
+
+def test_byte_level_halves_see_the_shrunk_global_width():
+    blt = shrink_dict({"encoder_config": {"hidden_size_global": 2048}, "global_config": {"hidden_size": 2048}})
+    assert blt["encoder_config"]["hidden_size_global"] == blt["global_config"]["hidden_size"] == 64

@@ -37,11 +37,13 @@ class ConfigView:
     temporal_patch_size: int = 1
     audio_channels: int = 1
     num_codebooks: int = 1
+    code_channels: int = 1  # audio decoders reading one code per channel a step (Dia): (batch, length, channels)
     task_seq_len: int = 77
     image_hw: tuple[int, int] = (224, 224)  # (height, width) where a tower's image_size is a pair
     anyres_tiles: int = 1  # LLaVA-NeXT-style any-resolution: tiles of one square image, plus its overview
     max_num_tiles: int = 4  # Mllama-style tiled images: tiles per image, padded to this many
     video_frames: int = 4  # frames of a video clip (kept small; a multiple of the tubelet size)
+    tubelet_size: int = 1  # frames a video patch spans (VideoMAE); 1 for images
     type_vocab_sizes: tuple[int, ...] = ()  # one token-type vocabulary per column (TAPAS: segment, column, row, ...)
     patch_embed_dim: int = 768  # width of one flattened patch (Pix2Struct: patch height x width x channels)
     state_dim: int = 1  # trajectory models (Decision Transformer): one state, one action a step
@@ -50,19 +52,29 @@ class ConfigView:
     pixel_hw: tuple[int, int] = (224, 224)  # (height, width) of the model's own images: image_size, or its pair
     series_channels: int = 0  # multivariate forecasters (PatchTST): channels a step; 0 = one univariate series a row
     context_length: int = 0  # the context those forecasters insist on; 0 = any length
+    series_patch: int = 1  # univariate forecasters that cut the context into patches (TimesFM): its length divides
     visual_feat_dim: int = 2048  # region features from an object detector (LXMERT): one vector a box
     num_languages: int = 1  # per-language adapters or embeddings (X-MOD): rows pick one language each
     frame_features: int = 0  # speech encoders fed stacked filter-bank frames (w2v-BERT: 160 a frame); 0 = mel bins
     qformer_vocab_size: int = 30522  # the query transformer's own text vocabulary (InstructBLIP)
     hidden_size: int = 64  # the model's width, for heads that take embeddings rather than ids
+    high_res_size: int = 1024  # the image size of a hybrid model's high-resolution tower (DeepSeek-VL hybrid)
+    latent_queries: int = 0  # learned image queries whose embeddings replace text positions (Kosmos-2)
     spatial_merge_size: int = 1  # patches merged per side into one language-model token (Qwen2-VL-style towers)
     audio_per_token: int = 8  # mel frames per text token, for streaming models that add audio to each token (Voxtral)
+    noise_channels: int = 64  # vocoders fed a noise sequence beside the spectrogram (UnivNet): its width a frame
+    min_samples: int = 0  # the shortest waveform a speaker-embedding head's TDNN layers can read (x-vectors); 0 = any
 
     @classmethod
     def of(cls, config: Any) -> ConfigView:
         text = getattr(config, "text_config", None) or getattr(config, "decoder", None) or config
         vision = getattr(config, "vision_config", None) or config
-        audio = getattr(config, "audio_config", None) or getattr(config, "encoder_config", None) or config
+        audio = (
+            getattr(config, "audio_config", None)
+            or getattr(config, "encoder_config", None)
+            or getattr(config, "asr_config", None)  # a speech recognizer's encoder beside other towers (Nemotron 3.5)
+            or config
+        )
 
         def first(objs, names, default):
             for obj in objs:
@@ -74,7 +86,9 @@ class ConfigView:
                         return v
             return default
 
-        vocab = first([config, text], ["vocab_size"], 1000)
+        # an encoder-decoder whose halves are encoder_config/decoder_config (Dia): each its own vocabulary
+        halves = [getattr(config, "encoder_config", None)], [getattr(config, "decoder_config", None)]
+        vocab = first([config, text, *halves[0]], ["vocab_size"], 1000)
         max_src = first([config], ["max_source_positions"], 1500)
         return cls(
             vocab_size=vocab,
@@ -83,7 +97,8 @@ class ConfigView:
             num_channels=first([vision, config], ["num_channels", "in_channels", "in_chans"], 3),
             num_mel_bins=first([config, audio], ["num_mel_bins", "feature_size", "input_feat_per_channel"], 80),
             audio_frames=2 * max_src,
-            decoder_vocab_size=first([text, config], ["decoder_vocab_size", "vocab_size"], vocab),
+            decoder_vocab_size=first([text, config, *halves[1]], ["decoder_vocab_size", "vocab_size"], vocab),
+            code_channels=first(halves[1], ["num_channels"], 1),
             num_patches=(first([vision, config], ["image_size"], 224) // first([vision, config], ["patch_size"], 16))
             ** 2,
             patch_size=first([vision, config], ["patch_size"], 16),
@@ -96,6 +111,7 @@ class ConfigView:
             max_num_tiles=first([vision], ["max_num_tiles"], 4),
             # models with per-frame position embeddings fix num_frames; others (RoPE) take a short clip
             video_frames=first([vision, config], ["num_frames"], 2 * first([vision, config], ["tubelet_size"], 2)),
+            tubelet_size=first([vision, config], ["tubelet_size"], 1),
             type_vocab_sizes=tuple(getattr(config, "type_vocab_sizes", None) or ()),
             patch_embed_dim=first([vision, config], ["patch_embed_hidden_size"], 768),
             state_dim=first([config], ["state_dim"], 1),
@@ -106,14 +122,41 @@ class ConfigView:
             ),
             series_channels=first([config], ["num_input_channels"], 0),
             context_length=first([config], ["context_length"], 0),
+            series_patch=first([config], ["patch_length"], 1),
             visual_feat_dim=first([config], ["visual_feat_dim"], 2048),
             num_languages=len(getattr(config, "languages", None) or ()) or first([config], ["num_languages"], 1),
-            frame_features=first([config], ["feature_projection_input_dim"], 0),
+            # also where a w2v-BERT encoder is a codec's semantic tower (NeuCodec)
+            frame_features=first(
+                [config, getattr(config, "semantic_model_config", None)], ["feature_projection_input_dim"], 0
+            ),
             qformer_vocab_size=first([getattr(config, "qformer_config", None)], ["vocab_size"], 30522),
             hidden_size=first([config, text], ["hidden_size", "d_model", "n_embd"], 64),
             audio_per_token=first([config], ["audio_length_per_tok"], 8),
+            noise_channels=first([config], ["model_in_channels"], 64),
+            min_samples=_tdnn_min_samples(config),
             spatial_merge_size=first([vision], ["spatial_merge_size"], 1),
+            latent_queries=first([config], ["latent_query_num"], 0),
+            high_res_size=first([getattr(config, "high_res_vision_config", None)], ["image_size"], 1024),
         )
+
+
+def _time_patches(v: ConfigView) -> int:
+    """Patches along time: the clip's frames over the tubelet size for a video model, 1 for an image model."""
+    return max(v.video_frames // v.tubelet_size, 1) if v.tubelet_size > 1 else 1
+
+
+def _tdnn_min_samples(config: Any) -> int:
+    """X-vector heads (wav2vec 2.0, WavLM) run dilated TDNN convolutions over the feature encoder's frames: the
+    waveform must give at least their receptive field in frames, 1 + sum((kernel - 1) x dilation), counted back
+    through the feature encoder's convolutions (kernel, stride)."""
+    kernels, dilations = getattr(config, "tdnn_kernel", None), getattr(config, "tdnn_dilation", None)
+    conv_k, conv_s = getattr(config, "conv_kernel", None), getattr(config, "conv_stride", None)
+    if not all(isinstance(x, (list, tuple)) and x for x in (kernels, dilations, conv_k, conv_s)):
+        return 0
+    n = 1 + sum((k - 1) * d for k, d in zip(kernels, dilations))
+    for k, st in reversed(list(zip(conv_k, conv_s))):
+        n = (n - 1) * st + k
+    return n
 
 
 def _image_hw(objs: list[Any]) -> tuple[int, int]:
@@ -168,7 +211,12 @@ def _past_values(v: ConfigView, s: dict, g: torch.Generator) -> torch.Tensor:
     if v.series_channels and v.context_length:
         walks = random_walk(s["batch"] * v.series_channels, v.context_length, g)
         return walks.reshape(s["batch"], v.series_channels, v.context_length).transpose(1, 2).contiguous()
-    return random_walk(s["batch"], 8 * s["seq"], g)
+    return random_walk(s["batch"], _series_length(v, s), g)
+
+
+def _series_length(v: ConfigView, s: dict) -> int:
+    """A univariate context's length: eight steps a token, in whole patches."""
+    return -(-8 * s["seq"] // v.series_patch) * v.series_patch
 
 
 def _unit_boxes(batch: int, n: int, gen: torch.Generator) -> torch.Tensor:
@@ -217,6 +265,8 @@ GENERATORS: dict[str, Gen] = {
     # as long as the encoder input: sequence classifiers (BART) pool decoder states at the EOS of input_ids
     "decoder_input_ids": lambda v, s, g: _ids(v.decoder_vocab_size, (s["batch"], s["seq"]), g),
     "pixel_values": lambda v, s, g: torch.randn(s["batch"], v.num_channels, *v.pixel_hw, generator=g),
+    # keypoint matchers (SuperGlue, LightGlue, EfficientLoFTR) match one pair of images a row: (batch, 2, C, H, W)
+    "image_pairs": lambda v, s, g: torch.randn(s["batch"], 2, v.num_channels, *v.pixel_hw, generator=g),
     # non-square images (pose estimators: 256 x 192), sized by the (height, width) pair of the config
     "pixels_hw": lambda v, s, g: torch.randn(s["batch"], v.num_channels, *v.image_hw, generator=g),
     # text-line recognizers (PP-OCR rec) read one line of text: 48 px high strips, the height their backbone pools to 1
@@ -232,6 +282,12 @@ GENERATORS: dict[str, Gen] = {
     ),
     # multi-image VLMs (Idefics3, SmolVLM) take (batch, images, channels, size, size)
     "image_rows": lambda v, s, g: torch.randn(s["batch"], 1, v.num_channels, v.image_size, v.image_size, generator=g),
+    # where the image embeddings go in the text (Kosmos-2): the latent queries' positions, after the first token
+    "image_embeds_position_mask": lambda v, s, g: torch.nn.functional.pad(
+        torch.ones(s["batch"], v.latent_queries, dtype=torch.long), (1, s["seq"] - v.latent_queries - 1)
+    ),
+    # which of a row's images each text token attends to (Idefics' gated cross-attention): (batch, seq, images), all
+    "text_image_mask": lambda v, s, g: torch.ones(s["batch"], s["seq"], 1, dtype=torch.long),
     # which of those images (tiles) are real, as tiling processors return it (Granite Docling): all of them
     "tile_mask": lambda v, s, g: torch.ones(s["batch"], 1, dtype=torch.bool),
     # video models (V-JEPA 2): (batch, frames, channels, size, size)
@@ -246,6 +302,9 @@ GENERATORS: dict[str, Gen] = {
     "pixel_attention_mask": lambda v, s, g: torch.ones(s["batch"], math.prod(NAFLEX_GRID), dtype=torch.long),
     # time-series forecasters (TimesFM): one context series a row
     "past_values": _past_values,
+    # ... which steps of it are padding (none), and its frequency bucket (TimesFM: 0, high frequency)
+    "past_values_padding": lambda v, s, g: torch.zeros(s["batch"], _series_length(v, s)),
+    "freq": lambda v, s, g: torch.zeros(s["batch"], 1, dtype=torch.long),
     "aspect_ratio_ids": lambda v, s, g: torch.ones(s["batch"], 1, dtype=torch.long),
     # which image tiles each text token attends to (Mllama): every token sees the first tile of its image
     "cross_attention_mask": lambda v, s, g: torch.nn.functional.one_hot(
@@ -254,9 +313,13 @@ GENERATORS: dict[str, Gen] = {
     "aspect_ratio_mask": lambda v, s, g: torch.nn.functional.one_hot(
         torch.zeros(s["batch"], 1, dtype=torch.long), v.max_num_tiles
     ),
-    "input_values": lambda v, s, g: torch.randn(s["batch"], 400 * s["seq"], generator=g),
+    "input_values": lambda v, s, g: torch.randn(s["batch"], max(400 * s["seq"], v.min_samples), generator=g),
     "input_features": _input_features,
     "spectrogram": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], v.num_mel_bins, generator=g),
+    # which frames of such a spectrogram are real: all of them
+    "spectrogram_mask": lambda v, s, g: torch.ones(s["batch"], 4 * s["seq"], dtype=torch.long),
+    # encoders fed four stacked mel frames a step, as their feature extractor stacks them (Granite Speech 5)
+    "mel_frames_by_four": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], 4 * v.num_mel_bins, generator=g),
     # streaming speech models that add one audio embedding to each text token (Voxtral Realtime): (batch, mel, frames)
     "features_per_token": lambda v, s, g: torch.randn(
         s["batch"], v.num_mel_bins, v.audio_per_token * s["seq"], generator=g
@@ -267,13 +330,25 @@ GENERATORS: dict[str, Gen] = {
     "flat_patches": lambda v, s, g: torch.randn(
         s["batch"] * math.prod(PATCH_GRID), v.num_channels * v.temporal_patch_size * v.patch_size**2, generator=g
     ),
+    # towers that embed each flattened-grid patch as a small image (PaddleOCR-VL): (patches, channels, patch, patch)
+    "patch_images": lambda v, s, g: torch.randn(
+        s["batch"] * math.prod(PATCH_GRID), v.num_channels, v.patch_size, v.patch_size, generator=g
+    ),
     # audio codecs take (batch, channels, samples)
     "waveform_channels": lambda v, s, g: torch.randn(s["batch"], v.audio_channels, 400 * s["seq"], generator=g),
     # multi-codebook decoders (MusicGen) take one row of codes per codebook per example
     "codebook_ids": lambda v, s, g: _ids(v.decoder_vocab_size, (s["batch"] * v.num_codebooks, s["seq"]), g),
+    # ... or one code per channel at each step (Dia)
+    "channel_codes": lambda v, s, g: _ids(v.decoder_vocab_size, (s["batch"], s["seq"], v.code_channels), g),
     # OneFormer's task prompt ("the task is semantic"), as token ids of its fixed length
     "task_inputs": lambda v, s, g: _ids(v.vocab_size, (s["batch"], v.task_seq_len), g),
     "image_sizes": lambda v, s, g: torch.tensor([[v.image_size, v.image_size]] * s["batch"]),
+    # hybrid vision paths (DeepSeek-VL hybrid) also read each image at their high-resolution tower's size
+    "high_res_pixel_values": lambda v, s, g: torch.randn(
+        s["batch"], v.num_channels, v.high_res_size, v.high_res_size, generator=g
+    ),
+    # how many patches a side each image merges into one token (VideoLLaMA 3): the tower's merge size
+    "image_merge_sizes": lambda v, s, g: torch.full((s["batch"],), v.spatial_merge_size, dtype=torch.long),
     "image_grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
     # vision towers that read raw patch cubes, channels last (Inkling): one (frames, patch, patch, channels) an image
     "patch_cubes": lambda v, s, g: torch.randn(
@@ -294,6 +369,11 @@ GENERATORS: dict[str, Gen] = {
     "grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
     # random masking (MAE-style) takes its noise as an input so both runs mask the same patches
     "noise": lambda v, s, g: torch.rand(s["batch"], v.num_patches, generator=g),
+    # a vocoder's Gaussian noise, one vector a frame of the (batch, frames, mel bins) spectrogram it reads (UnivNet)
+    "noise_sequence": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], v.noise_channels, generator=g),
+    # masked-patch pre-training (VideoMAE) takes the mask: every other patch (of each tubelet, for a video), as many in
+    # every row, as its loss needs
+    "bool_masked_pos": lambda v, s, g: (torch.arange(v.num_patches * _time_patches(v)) % 2 == 0).expand(s["batch"], -1),
     # image-to-text models that take images as flattened patches with their positions (Pix2Struct)
     "flattened_patches": _flattened_patches,
     # trajectories (Decision Transformer): per step a state, an action, a reward, the return to go, a time step
@@ -327,6 +407,7 @@ CO_INPUTS = {
     "visual_feats": ("visual_pos",),
     "qformer_input_ids": ("qformer_attention_mask",),
     "input_features": ("input_features_mask",),
+    "pixel_values": ("image_embeds_position_mask",),
 }
 
 
@@ -364,13 +445,9 @@ def make_inputs(
             wanted.append(name)
     wanted += [name for name in extra if name in params and name not in wanted]
     wanted += [co for name in list(wanted) for co in CO_INPUTS.get(name, ()) if co in params and co not in wanted]
-    if (
-        "pixel_values" in wanted
-        and "image_sizes" in params
-        and "image_sizes" not in wanted
-        and _image_features_need(model, "image_sizes")
-    ):
-        wanted.append("image_sizes")  # (height, width) of each image, as image processors return it
+    if "pixel_values" in wanted:  # what the vision path requires with the pixels: image sizes, a high-res view
+        known = {**GENERATORS, **dict.fromkeys(kinds or {})}
+        wanted += [n for n in _vision_path_needs(model) if n in params and n not in wanted and n in known]
     if "input_ids" not in wanted:
         wanted = [w for w in wanted if w not in ("attention_mask", "token_type_ids")]
     kinds = dict(kinds or {})
@@ -379,14 +456,21 @@ def make_inputs(
         kinds.setdefault("pixel_values", "flat_patches")
         if grid not in wanted:
             wanted.append(grid)
+    # a Qwen2-VL-style vision tower on its own (GLM-5 Next's, Cohere Compass's) names its flattened patches
+    # hidden_states, next to their grid
+    if "hidden_states" in wanted and any(g in wanted for g in GRID_INPUTS):
+        kinds.setdefault("hidden_states", "flat_patches")
     if "pixel_values" in wanted and "pixel_values" not in kinds and _is_video(config):
         kinds["pixel_values"] = "pixel_values_videos"  # a video model's pixel_values is a clip
+    if "pixel_values" in wanted and "pixel_values" not in kinds and getattr(config, "image_grid_pinpoints", None):
+        kinds["pixel_values"] = "anyres_tiles"  # any-resolution VLMs (LLaVA-NeXT): each image as its tiles
     missing = [w for w in wanted if kinds.get(w, w) not in GENERATORS]
     if missing:
         raise KeyError(f"no input generator for {', '.join(missing)}")
     out = {name: GENERATORS[kinds.get(name, name)](view, shape, gen) for name in wanted}
     if "input_ids" in out and "input_ids" not in kinds:
         _end_with_eos(out, config)
+        _ask_question(out, config)
     _insert_image_tokens(model, config, out, params)
     return out
 
@@ -410,13 +494,18 @@ def _is_video(config: Any) -> bool:
     return isinstance(getattr(config, "num_frames", None), int) and getattr(config, "vision_config", None) is None
 
 
-def _image_features_need(model: torch.nn.Module, name: str) -> bool:
-    """True where the model's vision path takes ``name`` as a required argument."""
-    fn = getattr(model, "get_image_features", None)
-    if fn is None:
-        return False
-    p = inspect.signature(fn).parameters.get(name)
-    return p is not None and p.default is inspect.Parameter.empty
+def _vision_path_needs(model: torch.nn.Module) -> list[str]:
+    """The required arguments of the model's vision path and of the VLM's it wraps (VideoLLaMA 3's passes its
+    keyword arguments on): (height, width) of each image, per-image merge sizes, a high-resolution view."""
+    names: list[str] = []
+    for obj in (model, getattr(model, "model", None)):
+        fn = getattr(obj, "get_image_features", None)
+        if not callable(fn):
+            continue
+        for p in inspect.signature(fn).parameters.values():
+            if p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name not in names:
+                names.append(p.name)
+    return names
 
 
 def _image_features_fn(model: torch.nn.Module) -> Callable | None:
@@ -477,7 +566,9 @@ def _insert_image_tokens(
     ):
         return
     image_features = _image_features_fn(model)
-    image_params = inspect.signature(image_features).parameters
+    image_params = set(inspect.signature(image_features).parameters)
+    if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(image_features).parameters.values()):
+        image_params |= set(_vision_path_needs(model))  # passed on to the wrapped VLM's vision path
     kwargs = {
         k: v for k, v in out.items() if k in image_params and k not in ("input_ids", "attention_mask", "token_type_ids")
     }
@@ -515,6 +606,16 @@ def _end_with_eos(inputs: dict[str, torch.Tensor], config: Any) -> None:
     lengths = mask.sum(dim=1) if mask is not None else torch.full((ids.shape[0],), ids.shape[1])
     for row, n in enumerate(lengths.tolist()):
         ids[row, max(int(n) - 1, 0)] = eos
+
+
+def _ask_question(inputs: dict[str, torch.Tensor], config: Any) -> None:
+    """Span selectors that answer at question tokens (Splinter's ``question_token_id``, [QUESTION]) find
+    one in every row, as their tokenizer puts it after the question: the second position here."""
+    qid = getattr(config, "question_token_id", None)
+    ids = inputs["input_ids"]
+    if isinstance(qid, int) and not isinstance(qid, bool) and ids.dim() == 2 and ids.shape[1] > 2:
+        ids[ids == qid] = (qid + 1) % max(int(getattr(config, "vocab_size", 0) or 0), qid + 2)
+        ids[:, 1] = qid
 
 
 def describe(inputs: dict[str, torch.Tensor]) -> dict[str, list[int]]:

@@ -202,9 +202,19 @@ QUIRKS: dict[str, Quirk] = {
         "the default config has no image_token_index; the published checkpoints use 50265",
         config={"image_token_index": 50265},
     ),
+    # BLIP-2's retrieval model has no language model: its Q-Former reads the text, in the Q-Former's vocabulary, and
+    # with an image token set it drops the first num_query_tokens (32) positions as image placeholders. The Q-Former
+    # builds its text layers only with use_qformer_text_input, which the default config leaves off.
+    "Blip2ForImageTextRetrieval": Quirk(
+        "input_ids are Q-Former tokens; text without image placeholders (the default image_token_index None);"
+        " the Q-Former's text layers need use_qformer_text_input (False by default)",
+        config={"qformer_config.use_qformer_text_input": True},
+        input_kinds={"input_ids": "qformer_input_ids"},
+    ),
     # LLaVA-NeXT / OneVision tile each image over a grid of pinpoints in multiples of the tower's size:
     # a small tower (56 px, 4 x 4 patches) with pinpoints in its multiples keeps the tiling and the token count small.
     "llava_next": _ANYRES_VLM,
+    "llava_next_video": _ANYRES_VLM,
     "llava_onevision": _ANYRES_VLM,
     # Mllama: tiled images with aspect-ratio ids and masks; cross-attention layers and the vision tower's
     # intermediate outputs are layer indices, which must exist in the shrunk stacks
@@ -228,18 +238,70 @@ QUIRKS: dict[str, Quirk] = {
     "smolvlm": _IMAGE_ROWS_VLM,
     "modernvbert": _IMAGE_ROWS_VLM,
     "ultravbert": _IMAGE_ROWS_VLM,
+    # Idefics and Idefics2 (perceiver resamplers, no pixel shuffle) also take (batch, images, channels, size, size).
+    "idefics": Quirk(
+        "images are (batch, images, channels, size, size); the cross-attention needs image_attention_mask, which"
+        " text token sees which image",
+        input_kinds={"pixel_values": "image_rows", "image_attention_mask": "text_image_mask"},
+        extra_inputs=("image_attention_mask",),
+    ),
+    "idefics2": Quirk("images are (batch, images, channels, size, size)", input_kinds={"pixel_values": "image_rows"}),
     # SigLIP 2 (NaFlex) takes images as rows of flattened patches with their grid and a patch mask.
     "siglip2": Quirk(
         "NaFlex images: flattened patches, their (rows, cols) grid and a patch mask",
         input_kinds={"pixel_values": "naflex_patches"},
         extra_inputs=("spatial_shapes", "pixel_attention_mask"),
     ),
+    "siglip2_vision_model": _NAFLEX_IMAGES,  # its vision tower on its own
     # Parakeet's conformer takes (batch, frames, mel bins) features.
     "parakeet_ctc": _FRAMES_FIRST,
+    "parakeet_encoder": _FRAMES_FIRST,
+    "parakeet_rnnt": _FRAMES_FIRST,
+    "parakeet_tdt": _FRAMES_FIRST,
+    # LASR's conformer (a linear subsampler over mel bins) and Gemma 4's audio tower (a conv stem over
+    # (frames, mel bins)) read the same layout
+    "lasr_encoder": _FRAMES_FIRST,
+    "lasr_ctc": _FRAMES_FIRST,
+    # Gemma 4's audio config names no mel bin count: the projection after its two stride-2 convs is
+    # subsampling_conv_channels[0] // 4 * [1] wide, so features are subsampling_conv_channels[0] (128) bins wide
+    "gemma4_audio": Quirk(
+        "input_features are (batch, frames, 128 mel bins); the config has no num_mel_bins, the subsampler's"
+        " projection assumes subsampling_conv_channels[0] (128) bins",
+        config={"num_mel_bins": 128},
+        input_kinds={"input_features": "spectrogram"},
+    ),
     # speech models over a Parakeet/FastConformer encoder (its config as encoder_config) read the same features
     "canary": _FRAMES_FIRST,
     "cohere_asr": _FRAMES_FIRST,
     "nemotron3_5_asr": _FRAMES_FIRST,
+    # Nemotron 3.5 Transcribe runs its recognizer and diarizer on one (batch, frames, mel bins) spectrogram, in whole
+    # subsampling steps (8 frames) with its frame mask
+    "nemotron3_5_transcribe_audio": Quirk(
+        "input_features are (batch, frames, mel bins), a multiple of subsampling_factor (8) frames, with their mask",
+        input_kinds={"input_features": "spectrogram", "input_features_mask": "spectrogram_mask"},
+        seq_lens=(16, 12),
+    ),
+    # Speech2Text's convolutional subsampler reads (batch, frames, input_feat_per_channel) filter banks.
+    "speech_to_text": _FRAMES_FIRST,
+    # UnivNet's vocoder reads (batch, frames, mel bins) and draws a noise sequence the same length unless given one
+    "univnet": Quirk(
+        "input_features are (batch, frames, mel bins); the noise sequence is an input, else drawn at random",
+        input_kinds={"input_features": "spectrogram"},
+        extra_inputs=("noise_sequence",),
+    ),
+    # FastConformer-style encoders that subsample (batch, frames, mel bins) themselves (a conv stem, frame stacking)
+    "nemotron_asr_streaming": _FRAMES_FIRST,
+    "nemotron3_diarization_audio": _FRAMES_FIRST,
+    # Granite Speech 5's encoder reads its feature extractor's output, four mel frames stacked a step
+    # (input_linear: num_mel_bins x 4 wide).
+    "granite_speech5_ctc": Quirk(
+        "input_features are (batch, steps, 4 x num_mel_bins): four stacked mel frames a step",
+        input_kinds={"input_features": "mel_frames_by_four"},
+    ),
+    "granite_speech5_encoder": Quirk(
+        "input_features are (batch, steps, 4 x num_mel_bins): four stacked mel frames a step",
+        input_kinds={"input_features": "mel_frames_by_four"},
+    ),
     # Video models take (batch, frames, channels, size, size) under the name pixel_values.
     "videomae": Quirk(
         "pixel_values is a video clip (batch, frames, channels, size, "
@@ -276,10 +338,94 @@ QUIRKS: dict[str, Quirk] = {
         input_kinds=_CODEC_INPUT,
     ),
     "dac": Quirk("codec input is (batch, channels, samples)", input_kinds=_CODEC_INPUT),
+    # Perception Encoder Audio reads waveforms through a DAC encoder: (batch, channels, samples) as well.
+    "pe_audio": Quirk("the DAC audio encoder reads (batch, channels, samples)", input_kinds=_CODEC_INPUT),
+    "pe_audio_encoder": Quirk("the DAC audio encoder reads (batch, channels, samples)", input_kinds=_CODEC_INPUT),
+    "pocket_tts_audio_tokenizer_encoder": Quirk("codec input is (batch, channels, samples)", input_kinds=_CODEC_INPUT),
+    # VibeVoice's acoustic tokenizer encoder takes the waveform under the name hidden_states.
+    "vibevoice_acoustic_tokenizer_encoder": Quirk(
+        "hidden_states is the waveform, (batch, channels, samples)", input_kinds={"hidden_states": "waveform_channels"}
+    ),
+    # Muse Spark's audio encoder reads whole frames of 1920 samples (its feature extractor pads to them): 400 samples
+    # a token, 24 and 48 tokens.
+    "muse_spark_audio": Quirk("input_values must be a multiple of 1920 samples", seq_lens=(24, 48)),
     "mimi": Quirk("codec input is (batch, channels, samples)", input_kinds=_CODEC_INPUT),
+    # NeuCodec encodes the waveform (batch, channels, samples) beside its semantic tower's w2v-BERT features; the
+    # quantizer reads both concatenated: quantization_dim = hidden_size + the semantic tower's (64 + 64 shrunk)
+    "neucodec": Quirk(
+        "codec input is (batch, channels, samples); quantization_dim is hidden_size + semantic hidden_size",
+        config={"quantization_dim": 128},
+        input_kinds=_CODEC_INPUT,
+    ),
     # MusicGen's decoder reads one row of codes per codebook.
     "musicgen": _PER_CODEBOOK_DECODER,
     "musicgen_melody": _PER_CODEBOOK_DECODER,
+    # ... and the decoder alone (MusicgenModel, MusicgenForCausalLM) takes them as its input ids.
+    "musicgen_decoder": Quirk(
+        "input ids are (batch * num_codebooks, length)", input_kinds={"input_ids": "codebook_ids"}
+    ),
+    "musicgen_melody_decoder": Quirk(
+        "input ids are (batch * num_codebooks, length)", input_kinds={"input_ids": "codebook_ids"}
+    ),
+    # TVP's forward takes pixel_values as optional but always reads them: a clip of frames.
+    "tvp": Quirk(
+        "pixel_values (a clip: batch, frames, channels, size, size) are optional in the signature but required",
+        input_kinds={"pixel_values": "pixel_values_videos"},
+        extra_inputs=("pixel_values",),
+    ),
+    # Dia's decoder reads one audio code per channel at each step.
+    "dia": Quirk("decoder input ids are (batch, length, channels)", input_kinds={"decoder_input_ids": "channel_codes"}),
+    # DBRX's attention reads attn_config.rope_theta, which its default attention config does not define, and clamps
+    # q/k/v to clip_qkv unconditionally (None, the default, fails): the released checkpoints' 8.
+    "dbrx": Quirk(
+        "the default attention config has no rope_theta, and clip_qkv None breaks the unconditional clamp",
+        config={"attn_config.rope_theta": 10000.0, "attn_config.clip_qkv": 8.0},
+    ),
+    # LFM2-MoE's layers index layer_types, which its default config leaves None; one dense layer keeps a MoE one.
+    "lfm2_moe": Quirk(
+        "the default config leaves layer_types None (the layers index it); the first num_dense_layers are dense",
+        config={"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
+    ),
+    # Pixtral vision towers (as in mistral3): at the default 1540 px the text would hold 12,100 image tokens.
+    "mistral_large4": Quirk(
+        "default image size 1540 px makes thousands of image tokens", config={"vision_config.image_size": 112}
+    ),
+    "lighton_ocr": Quirk(
+        "default image size 1540 px makes thousands of image tokens", config={"vision_config.image_size": 112}
+    ),
+    # T5Gemma 2's encoder reads text_config.dropout_rate, which only the encoder-decoder config sets on it.
+    "t5gemma2_encoder": Quirk(
+        "the text config's dropout_rate is set by the parent config only; image tokens per side must divide the"
+        " vision patches per side (224 px / 16 = 14), as for Gemma 3",
+        config={"text_config.dropout_rate": 0.0, "mm_tokens_per_image": 49},
+    ),
+    # Voxtral Realtime's text decoder alone: its layers scale by a time conditioning the parent model computes.
+    "VoxtralRealtimeTextModel": Quirk(
+        "the decoder layers need t_cond, passed in by VoxtralRealtimeModel",
+        known_failure=KnownFailure(
+            "VoxtralRealtimeTextModel's decoder layers multiply by ada_rms_norm(t_cond), a time-conditioning"
+            " embedding that only VoxtralRealtimeModel computes and passes through **kwargs; on its own (an internal"
+            " class transformers does not export) t_cond is None and the first layer fails",
+            "https://github.com/huggingface/transformers/blob/main/src/transformers/models/voxtral_realtime/"
+            "modeling_voxtral_realtime.py",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    # X-MOD's multiple-choice head repeats lang_ids batch x choices times: only one shared language id fits.
+    "XmodForMultipleChoice": Quirk(
+        "lang_ids are repeated batch x choices times",
+        known_failure=KnownFailure(
+            "XmodForMultipleChoice.forward flattens lang_ids with lang_ids.repeat(batch * num_choices), so a"
+            " per-example lang_ids (batch,) becomes batch^2 x choices ids and the adapter mask no longer matches"
+            " the hidden states; a transformers bug (its docstring says (batch, choices, seq)), not Zoo's to fix",
+            "https://github.com/huggingface/transformers/blob/main/src/transformers/models/xmod/modeling_xmod.py",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    # T5Gemma's encoder-only class refuses the default (encoder-decoder) config.
+    "T5GemmaEncoderModel": Quirk(
+        "the encoder alone needs is_encoder_decoder off", config={"is_encoder_decoder": False}
+    ),
     # OWL-ViT/OWLv2's class head compares image embeddings of the text width with projected text queries.
     "owlvit": _OWL,
     "owlv2": _OWL,
@@ -287,6 +433,11 @@ QUIRKS: dict[str, Quirk] = {
     "sam": Quirk(
         "vision output channels (and half of them as positional "
         "features) must match the prompt encoder and mask decoder width",
+        config={"vision_config.output_channels": 64, "vision_config.num_pos_feats": 32},
+    ),
+    # SAM-HQ as SAM (its HQ decoder's vit_dim follows the vision hidden size by the generic width references).
+    "sam_hq": Quirk(
+        "vision output channels (and half of them as positional features) must match the mask decoder width",
         config={"vision_config.output_channels": 64, "vision_config.num_pos_feats": 32},
     ),
     # DeepSeek's multi-head latent attention has its own head and rank sizes; rotary runs on qk_rope_head_dim.
@@ -330,6 +481,13 @@ QUIRKS: dict[str, Quirk] = {
     # Perceiver's text heads read token ids under the name ``inputs`` (its image heads read pixels there).
     "PerceiverForMaskedLM": Quirk("inputs are token ids", input_kinds={"inputs": "input_ids"}),
     "PerceiverForSequenceClassification": Quirk("inputs are token ids", input_kinds={"inputs": "input_ids"}),
+    # Perceiver's conv-processing image head feeds its cross-attention 64 conv channels + 258 Fourier position
+    # features (322, which the default 8 cross-attention heads do not divide; the published checkpoint has 1 head).
+    "PerceiverForImageClassificationConvProcessing": Quirk(
+        "the cross-attention reads 322 channels (64 conv + 258 position features): one head, as published",
+        config={"num_cross_attention_heads": 1, "d_latents": 64, "num_self_attends_per_block": 2},
+        input_kinds={"inputs": "pixel_values"},
+    ),
     # HGNetV2 sizes its stages by their own in/mid/out channel lists; the classifier reads hidden_sizes.
     "hgnet_v2": Quirk(
         "stage channel lists chain (stem out = first stage in, stage out = next in); hidden_sizes repeats the outputs",
@@ -339,6 +497,7 @@ QUIRKS: dict[str, Quirk] = {
     # encoder reading the channels of the stages it takes (stages 2-4).
     "d_fine": _HGNET_V2_DETECTOR,
     "deimv2": _HGNET_V2_DETECTOR,
+    "pp_doclayout_v4": _HGNET_V2_DETECTOR,
     # PP-DocLayoutV3's mask head also reads the first stage's output (x4_feat_dim channels).
     "pp_doclayout_v3": Quirk(
         _HGNET_V2_DETECTOR.reason + "; the mask head reads the first stage's output channels (x4_feat_dim)",
@@ -378,6 +537,18 @@ QUIRKS: dict[str, Quirk] = {
         config={"hidden_size": 96},
         extra_inputs=("bbox",),
     ),
+    # BROS embeds each token's box (its forward refuses to run without one), as fractions of the page; its config
+    # derives the box embedding widths from the width and heads in __post_init__, and the derived values saved in
+    # the unshrunk dict would win over the recomputed ones: set for the tiny width (64) and heads (4).
+    "bros": Quirk(
+        "bbox is required, as (x0, y0, x1, y1) fractions of the page; the box embedding widths are derived from"
+        " hidden_size and the heads",
+        config={"dim_bbox_sinusoid_emb_2d": 16, "dim_bbox_sinusoid_emb_1d": 2, "dim_bbox_projection": 16},
+        input_kinds={"bbox": "unit_boxes"},
+        extra_inputs=("bbox",),
+    ),
+    # The Perceiver base model has no preprocessor: its inputs are embeddings of d_model channels.
+    "PerceiverModel": Quirk("inputs are (batch, length, d_model) embeddings", input_kinds={"inputs": "inputs_embeds"}),
     # UDOP's relative position biases read each token's box, as fractions of the page.
     "udop": Quirk(
         "bbox is required, as (x0, y0, x1, y1) fractions of the page",
@@ -417,11 +588,6 @@ QUIRKS: dict[str, Quirk] = {
         "the adaptor's intermediate size must be a quarter of the text hidden size",
         config={"adaptor_config.intermediate_size": 16},
     ),
-    # Pocket TTS's flow head is conditioned on the backbone's hidden states (its config validator checks the width).
-    "pocket_tts": Quirk(
-        "the flow head's condition_dim must equal the backbone hidden_size",
-        config={"flow_head_config.condition_dim": 64},
-    ),
     "molmo2": Quirk(
         "images are the processor's crops with pooling indices and crop grids",
         known_failure=KnownFailure(
@@ -442,6 +608,17 @@ QUIRKS: dict[str, Quirk] = {
             "vision_config.projector_output_dim": 64,
             "vision_config.vision_output_dim": 64,
             "vision_config.image_size": 112,
+        },
+    ),
+    "llama4_vision_model": Quirk(
+        "the vision adapter's input width (intermediate_size) must be hidden_size / pixel_shuffle_ratio**2, and its"
+        " output (projector_output_dim) its own; 448 px images are slow",
+        config={
+            "intermediate_size": 256,
+            "projector_input_dim": 64,
+            "projector_output_dim": 64,
+            "vision_output_dim": 64,
+            "image_size": 112,
         },
     ),
     # Granite Docling takes each row's image as tiles (batch, tiles, channels, size, size) with a mask of the real
@@ -507,6 +684,48 @@ QUIRKS: dict[str, Quirk] = {
         "two-stage query selection takes the top num_queries of the feature positions; a small image has under 300",
         config={"num_queries": 100},
     ),
+    # Keypoint matchers take one pair of images a row.
+    "superglue": Quirk("pixel_values is a pair of images a row", input_kinds={"pixel_values": "image_pairs"}),
+    "lightglue": Quirk("pixel_values is a pair of images a row", input_kinds={"pixel_values": "image_pairs"}),
+    # EfficientLoFTR's attention width is its conv backbone's last stage width (out_features, a channel list its
+    # validator checks against hidden_size); the backbone is small already, so the width stays.
+    "efficientloftr": Quirk(
+        "pixel_values is a pair of images a row; hidden_size must equal the last backbone stage width"
+        " (out_features[-1], 256), and the rotary embedding (head_dim x partial_rotary_factor 4) half of it",
+        config={"hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 8},
+        input_kinds={"pixel_values": "image_pairs"},
+    ),
+    # EoMT adds its queries to the tokens before the last num_blocks layers (4 by default): in the shrunk 2-layer
+    # stack that index is never reached, and the mask head reads queries as image tokens.
+    "eomt": Quirk(
+        "the last num_blocks layers see the queries; they must exist after shrinking", config={"num_blocks": 1}
+    ),
+    # PP-OCRv6 small det's config class declares a PP-LCNetV3 backbone (scale 0.75, stages 2-5 out) as its default,
+    # but its __post_init__ builds a default PP-LCNetV4 (the recognizer's, stage 4 out only) before that applies; its
+    # neck reads the backbone's maps as they are (no projection, unlike PP-OCRv5 mobile det), so its input channels
+    # are those of the declared backbone's four stages.
+    # UVDoc's head fuses every backbone stage (bridge_connector reads 128 channels x 6 stages), but the backbone's
+    # default out_features is its last stage only: the published checkpoint's config lists all six.
+    "uvdoc": Quirk(
+        "the head concatenates all six backbone stages; the default backbone config outputs only the last",
+        config={
+            "backbone_config.out_features": [f"stage{i}" for i in range(1, 7)],
+            "backbone_config.out_indices": list(range(1, 7)),
+        },
+    ),
+    "pp_ocrv6_small_det": Quirk(
+        "the default backbone is not the declared one (PP-LCNetV3, stages 2-5); the neck reads its stage channels",
+        config={
+            "backbone_config": {
+                "model_type": "pp_lcnet_v3",
+                "scale": 0.75,
+                "divisor": 16,
+                "out_features": ["stage2", "stage3", "stage4", "stage5"],
+                "out_indices": [2, 3, 4, 5],
+            },
+            "layer_list_out_channels": [48, 96, 192, 384],
+        },
+    ),
     "pp_ocrv6_medium_det": Quirk(
         "the neck's block layout comes with the checkpoint",
         known_failure=KnownFailure(
@@ -528,6 +747,20 @@ QUIRKS: dict[str, Quirk] = {
             "head_config.conv_kernel_sizes": [1],
         },
     ),
+    # Sapiens 2's matting head, as the pose head above (its default layer lists are None too): a pixel-shuffle decoder,
+    # one upsampling conv and one conv, predicting a foreground (3 channels) and an alpha matte (1).
+    "Sapiens2ForImageMatting": Quirk(
+        "the default head_config has no layers (upsample/conv channel and kernel lists are None); 4 outputs"
+        " (RGB, alpha)",
+        config={
+            "num_labels": 4,
+            "head_config.upsample_out_channels": [32],
+            "head_config.upsample_kernel_sizes": [3],
+            "head_config.use_pixel_shuffle": True,
+            "head_config.conv_out_channels": [32],
+            "head_config.conv_kernel_sizes": [3],
+        },
+    ),
     # Cohere Compass's text model reads rotary parameters per layer type, with an mrope_section that defaults to
     # (24, 20, 20) in its modeling code (half of a 128-wide head); its default config has none.
     "cohere_compass_text": Quirk(
@@ -545,11 +778,124 @@ QUIRKS: dict[str, Quirk] = {
         "images are 48 px high text lines; the sequence head reads a feature map one row high",
         input_kinds={"pixel_values": "text_line"},
     ),
+    "pp_ocrv5_server_rec": Quirk(
+        "images are 48 px high text lines; the sequence head reads a feature map one row high",
+        input_kinds={"pixel_values": "text_line"},
+    ),
+    # PP-OCRv5 mobile rec's config class declares the detector's PP-LCNetV3 (stride 2 in both directions at every
+    # stage): a 48 px text line comes out 2 rows high, and the (3, 2) pooling after it must leave one row for the
+    # sequence head. A recognizer's backbone halves the height, not the width, in its later stages (PaddleOCR's
+    # PPLCNetV3 rec layout): 48 x 320 px -> 3 x 80 -> pooled 1 x 40 steps.
+    "pp_ocrv5_mobile_rec": Quirk(
+        "images are 48 px high text lines; the default backbone is the detector's, which halves the height once too"
+        " often for the (3, 2) pooling: the recognizer's stage strides are set",
+        config={
+            "backbone_config.block_configs": [
+                [[3, 16, 32, 1, False]],
+                [[3, 32, 64, [2, 1], False], [3, 64, 64, 1, False]],
+                [[3, 64, 128, [2, 1], False], [3, 128, 128, 1, False]],
+                [[3, 128, 256, [1, 2], False], [5, 256, 256, 1, False]],
+                [[5, 256, 512, [2, 1], True], [5, 512, 512, 1, False]],
+            ]
+        },
+        input_kinds={"pixel_values": "text_line"},
+    ),
+    "pp_ocrv6_small_rec": Quirk(
+        "images are 48 px high text lines; the sequence head reads a feature map one row high",
+        input_kinds={"pixel_values": "text_line"},
+    ),
+    # Qwen2.5-Omni's top-level class only generates: it chains a thinker, a talker and a token-to-waveform model.
+    "Qwen2_5OmniForConditionalGeneration": Quirk(
+        "a composite of generation models",
+        known_failure=KnownFailure(
+            "Qwen2_5OmniForConditionalGeneration has no forward (generate() only, chaining thinker, talker and"
+            " token2wav); the thinker and the talker are classes of their own, each with a forward",
+            "https://github.com/huggingface/transformers/blob/main/src/transformers/models/qwen2_5_omni/modeling_qwen2_5_omni.py",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    # NeoMME's config insists on at least one full-attention layer; its default stack opens with five sliding-window
+    # layers, so the first two (the shrunk depth) have none.
+    "neomme": Quirk(
+        "layer_types must include a full_attention layer; the shrunk depth keeps only sliding-window ones",
+        config={"layer_types": ["sliding_attention", "full_attention"]},
+    ),
+    # Aria's projector maps each image's patch count to a number of learned queries, for its published resolutions
+    # (490 and 980 px: 1225 and 4900 patches); the tiny tower's 224 px / 32 px patches make 49.
+    "aria": Quirk(
+        "projector_patch_to_query_dict lists only the published resolutions' patch counts (1225, 4900)",
+        config={"projector_patch_to_query_dict": {"49": 16}},
+    ),
+    # DeepSeek-VL hybrid also reads each image through a SAM tower at 1024 px (4096 patches); its features are
+    # resized to the low-resolution grid whatever their size, so a 256 px view keeps the path and is fast.
+    "deepseek_vl_hybrid": Quirk(
+        "the high-resolution SAM view defaults to 1024 px (4096 patches), slow for a tiny model",
+        config={"high_res_vision_config.image_size": 256},
+    ),
+    # DeepSeek-OCR 2's text config leaves mlp_layer_types unset (the published config lists one per layer: the first
+    # dense, the rest mixture-of-experts) and the decoder layers index it while they are built.
+    # Its SAM neck's last downsampling width is the vision encoder's width (896 = 896), which the shrunk encoder
+    # (64) must match.
+    "deepseek_ocr2": Quirk(
+        "the default text config has no mlp_layer_types, which every decoder layer reads; the SAM neck's last"
+        " downsample channel count must be the vision encoder's width",
+        config={
+            "text_config.mlp_layer_types": ["dense", "sparse"],
+            "vision_config.sam_config.downsample_channels": [32, 64],
+        },
+    ),
+    # Unlimited OCR's SAM neck feeds a CLIP encoder the same way: its last downsample width is the encoder's (1024).
+    "unlimited_ocr": Quirk(
+        "the SAM neck's last downsample channel count must be the vision encoder's width",
+        config={"vision_config.sam_config.downsample_channels": [32, 64]},
+    ),
+    "deepseek_ocr2_text": Quirk(
+        "the default config has no mlp_layer_types, which every decoder layer reads",
+        config={"mlp_layer_types": ["dense", "sparse"]},
+    ),
+    # Chameleon and Emu3 map VQ image codes to text tokens through a vocabulary map that comes with the checkpoint's
+    # tokenizer; the default config leaves it None and the model reads it while it is built. A map of the image
+    # placeholder alone (an id inside the vocabulary) builds it; Zoo's inputs for these are text only.
+    "chameleon": Quirk(
+        "vocabulary_map (image token names -> ids) comes with the checkpoint and is read at build time",
+        config={"vocabulary_map": {"<image>": 8711}},
+    ),
+    "emu3": Quirk(
+        "vocabulary_map (image token names -> ids) comes with the checkpoint and is read at build time",
+        config={"vocabulary_map": {"<image>": 151851}},
+    ),
+    # PaddleOCR-VL embeds each patch of the flattened grid as a (channels, patch, patch) image; its text model's
+    # mrope_section defaults to (16, 24, 24) in the modeling code (half of a 128-wide head), and its config does not
+    # declare the key, so the generic sizing cannot see it.
+    "paddleocr_vl": Quirk(
+        "pixel_values are (patches, channels, patch, patch) with their (t, h, w) grid; the modeling code's default"
+        " mrope_section needs head_dim 128, the tiny head_dim is 16",
+        config={"text_config.rope_parameters.mrope_section": [4, 2, 2]},
+        input_kinds={"pixel_values": "patch_images"},
+        extra_inputs=("image_grid_thw",),
+    ),
+    # Kimi K2.5's MoonViT tower takes the same (patches, channels, patch, patch) images with their grid; its
+    # projector normalizes the tower's features over projection_hidden_size, the tower's width (1152 = 1152).
+    "kimi_k25": Quirk(
+        "pixel_values are (patches, channels, patch, patch) with their (t, h, w) grid; projection_hidden_size is"
+        " the vision tower's width",
+        config={"projection_hidden_size": 64},
+        input_kinds={"pixel_values": "patch_images"},
+    ),
     # Inkling 2 takes one (patch x merge)-square pixel block per image token, channels last, and its grid in tokens.
     "inkling2": Quirk(
         "pixel_values are one (patch x merge, patch x merge, channels) block per image token; the grid counts tokens",
         input_kinds={"pixel_values": "token_pixel_blocks"},
         extra_inputs=("image_grid_thw",),
+    ),
+    "inkling2_vision": Quirk(
+        "pixel_values are one (patch x merge, patch x merge, channels) block per image token; the grid counts tokens",
+        input_kinds={"pixel_values": "token_pixel_blocks"},
+    ),
+    # Dots1's default config leaves its mixture unset (n_routed_experts None) while every layer builds experts.
+    "dots1": Quirk(
+        "every layer builds routed experts; the default config leaves n_routed_experts unset",
+        config={"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1},
     ),
     # Diffusion Gemma's encoder layers always build a router and experts, which its default config leaves unset
     # (num_experts None): a small mixture spelled out.

@@ -34,6 +34,8 @@ WIDTH = {
     "pooler_hidden_size",
     "projection_size",
     "reassemble_hidden_size",
+    "fpn_hidden_size",  # SAM 2/3's vision neck: the width the prompt encoder and mask decoder read
+    "hidden_size_global",  # a byte-level encoder/decoder's view of the global model's width (BLT)
 }
 HEADS = {"num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "decoder_attention_heads", "n_heads"}
 KV_HEADS = {
@@ -44,6 +46,7 @@ KV_HEADS = {
     "num_key_value_attention_heads",
 }
 PER_LAYER_KV_HEADS = {"num_key_value_heads_per_layer"}  # one key/value head count a layer (Sapiens 2)
+PER_LAYER_HEADS = {"num_attention_heads_per_layer"}  # one query head count a layer (Laguna)
 HEAD_DIM = {"head_dim", "d_kv", "kv_channels", "attention_head_size", "d_head"}
 FFN = {
     "intermediate_size",
@@ -64,6 +67,9 @@ DEPTH_LISTS = {"depths", "layers_per_block", "num_blocks_per_stage"}
 # coefficient stays: ALIGN's image embedding is the last stage's width, tied to projection_dim.
 SCALING = {"depth_coefficient"}
 TINY_SCALING = 0.5
+# learned queries whose outputs take one text position each (Kosmos-2's image embeddings): the text holds them all
+IMAGE_QUERIES = {"latent_query_num"}
+TINY_IMAGE_QUERIES = 4
 WIDTH_PARTS = {"axial_pos_embds_dim"}  # parts concatenated to the width (Reformer's axial position embeddings)
 
 TINY_WIDTH = 64
@@ -108,6 +114,7 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
         kv: h for kv in sorted(KV_HEADS) for h in sorted(HEADS) if _is_int(cfg.get(h)) and cfg.get(kv) == cfg[h] > 0
     }
     vision_layers_before = _depth(cfg.get("vision_config"))
+    width_refs = _width_refs(cfg)
     for key, value in list(cfg.items()):
         if key == PER_LAYER_CONFIG:
             continue  # overrides by layer index: after the depth is known
@@ -129,6 +136,8 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
                 cfg[key] = min(value, TINY_FFN)
             elif key in EXPERTS:
                 cfg[key] = min(value, TINY_EXPERTS)
+            elif key in IMAGE_QUERIES:
+                cfg[key] = min(value, TINY_IMAGE_QUERIES)
         elif key in SCALING and isinstance(value, float) and value > TINY_SCALING:
             cfg[key] = TINY_SCALING
         elif isinstance(value, list) and value and all(_is_int(v) for v in value):
@@ -144,6 +153,11 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
             if _is_per_layer(key, value, layers_before):
                 value = value[:layers_after]
                 cfg[key] = [min(v, TINY_FFN) for v in value] if key in FFN and all(_is_int(v) for v in value) else value
+        # the global-attention layers of a windowed tower (SAM's ViT: 2, 5, 8, 11 of 12): those that still exist
+        # stay; where none does, the last layer is the one global layer among windowed ones
+        for key in GLOBAL_LAYER_INDICES:
+            if _int_list(cfg.get(key)):
+                cfg[key] = [i for i in cfg[key] if 0 <= i < layers_after] or [layers_after - 1]
     heads_now = next((cfg[k] for k in sorted(HEADS) if _is_int(cfg.get(k)) and cfg[k] > 0), None)
     for key in PER_LAYER_KV_HEADS:  # each layer's key/value heads divide the shrunk query heads
         if heads_now and _int_list(cfg.get(key)):
@@ -162,9 +176,16 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     _fix_constraints(cfg)
     for kv, heads in one_kv_per_head.items():
         cfg[kv] = cfg[heads]
+    _fit_per_layer_heads(cfg)
+    for child, key, source, width in width_refs:  # still the width they name, now shrunk
+        cfg[child][key] = (cfg if source is None else cfg[source])[width]
     _keep_feature_layers_in_range(cfg, vision_layers_before)
     _fix_vision_language(cfg)
     return cfg
+
+
+GLOBAL_LAYER_INDICES = ("global_attn_indexes",)
+KV_SHARED_LAYERS = ("num_kv_shared_layers",)  # trailing layers that reuse an earlier layer's cache (Gemma 3n)
 
 
 PER_LAYER_CONFIG = "per_layer_config"  # {layer index: overrides of the config's values for that layer}
@@ -186,6 +207,42 @@ def _keep_per_layer_overrides(cfg: dict[str, Any], layers: int | None) -> None:
         merged = shrink_dict({**base, **copy.deepcopy(override)})
         kept[index] = {k: merged.get(k, v) for k, v in override.items()}
     cfg[PER_LAYER_CONFIG] = kept
+
+
+# widths a sub-config reads from another config (a flow head conditioned on the backbone's hidden states, a
+# diarization head over its audio encoder's, SAM-HQ's decoder over the ViT's, SuperPoint's descriptors as SuperGlue
+# reads them, PP-FormulaNet's vision tower projecting to its text decoder's width); each checked against the width it
+# names
+WIDTH_REFS = {"condition_dim", "audio_hidden_size", "vit_dim", "descriptor_decoder_dim", "decoder_hidden_size"}
+
+
+def _width_refs(cfg: dict[str, Any]) -> list[tuple[str, str, str | None, str]]:
+    """The references of :data:`WIDTH_REFS` in this level's sub-configs, each to the width of this level (source
+    None) or of a sibling sub-config that it equals before shrinking: (sub-config, key, source, width key)."""
+    subs = {k: v for k, v in cfg.items() if isinstance(v, dict)}
+    refs = []
+    for child, node in subs.items():
+        for key in sorted(WIDTH_REFS):
+            if not _is_int(node.get(key)):
+                continue
+            sources = [(None, cfg)] + [(k, v) for k, v in subs.items() if k != child]
+            found = next(
+                ((name, w) for name, src in sources for w in sorted(WIDTH) if src.get(w) == node[key]),
+                None,
+            )
+            if found:
+                refs.append((child, key, *found))
+    return refs
+
+
+def _fit_per_layer_heads(cfg: dict[str, Any]) -> None:
+    """Per-layer query head counts (already cut to the depth) shrink with the query heads: each at most the shrunk
+    head count, and a multiple of the key/value heads it groups over."""
+    heads = next((cfg[k] for k in sorted(HEADS) if _is_int(cfg.get(k)) and cfg[k] > 0), None)
+    kv = next((cfg[k] for k in sorted(KV_HEADS) if _is_int(cfg.get(k)) and cfg[k] > 0), 1)
+    for key in PER_LAYER_HEADS:
+        if heads and _int_list(cfg.get(key)):
+            cfg[key] = [max(min(v, heads) // kv * kv, kv) for v in cfg[key]]
 
 
 def _depth(cfg: Any) -> int | None:
@@ -282,6 +339,7 @@ def _is_per_layer(key: str, value: Any, layers: int) -> bool:
         key in FFN
         or key in PER_LAYER_INDICES
         or key in PER_LAYER_KV_HEADS
+        or key in PER_LAYER_HEADS
         or all(isinstance(v, str) for v in value)
         or all(isinstance(v, float) for v in value)
     )
@@ -392,6 +450,12 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
     layers = next((cfg[k] for k in ("num_hidden_layers", "num_layers", "n_layer") if _is_int(cfg.get(k))), None)
     if layers and isinstance(cfg.get("layer_types"), list):
         cfg["layer_types"] = cfg["layer_types"][:layers]
+    # trailing layers that reuse the cache of the last earlier layer of their kind (Gemma 3n: 15 of 35): the layers
+    # before them still hold one layer of every kind the shrunk stack has
+    for key in KV_SHARED_LAYERS:
+        if layers and _is_int(cfg.get(key)):
+            kinds = len(set(cfg["layer_types"])) if isinstance(cfg.get("layer_types"), list) else 1
+            cfg[key] = max(min(cfg[key], layers - kinds), 0)
     for key in ("max_window_layers",):
         if layers and _is_int(cfg.get(key)):
             cfg[key] = min(cfg[key], layers)
@@ -428,16 +492,53 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
             scaled = [max(cfg[width_key] * p // sum(parts), 1) for p in parts]
             scaled[-1] += cfg[width_key] - sum(scaled)
             cfg[key] = scaled
-    # rotary sections (mrope) must sum to half the head dim
+    # rotary sections (mrope) must sum to half the rotary dims
     rope = cfg.get("rope_scaling") or cfg.get("rope_parameters")
     if isinstance(rope, dict) and isinstance(rope.get("mrope_section"), list):
-        head_dim = cfg.get("head_dim") or (cfg[width_key] // cfg[heads_key] if width_key and heads_key else None)
-        if head_dim:
-            half = head_dim // 2
-            n = len(rope["mrope_section"])
-            base = [half // n] * n
-            base[0] += half - sum(base)
-            rope["mrope_section"] = base
+        rope["mrope_section"] = _mrope_sections(cfg, rope, len(rope["mrope_section"])) or rope["mrope_section"]
+
+
+def _mrope_sections(cfg: dict[str, Any], rope: dict[str, Any], axes: int) -> list[int] | None:
+    """Multimodal rotary sections, one per position axis, that split half the rotary dims (the head dim, or the
+    ``partial_rotary_factor`` share of it that GLM-4V-MoE and Qwen 3.5 rotate). The last takes the remainder: the
+    others stay equal, as ERNIE 4.5 VL's interleaved height and width sections must be."""
+    width = next((cfg[k] for k in ("hidden_size", "d_model", "n_embd", "dim") if _is_int(cfg.get(k))), None)
+    heads = next((cfg[k] for k in ("num_attention_heads", "n_head", "num_heads") if _is_int(cfg.get(k))), 0)
+    head_dim = cfg["head_dim"] if _is_int(cfg.get("head_dim")) else (width // heads if width and heads > 0 else 0)
+    if not head_dim or axes < 1:
+        return None
+    factor = rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor"))
+    half = int(head_dim * (factor if isinstance(factor, float) and 0 < factor <= 1 else 1.0)) // 2
+    sections = [half // axes] * axes
+    sections[-1] += half - sum(sections)
+    return sections
+
+
+MROPE_AXES = 3  # (time, height, width): the axes of every default mrope_section in the modeling code
+
+
+def fill_mrope_sections(cfg: dict[str, Any], config: Any) -> dict[str, Any]:
+    """Multimodal rotary embeddings (Qwen2-VL, GLM-4V, HunYuan-VL) split the rotary dims into sections, one per
+    position axis. Default configs leave ``mrope_section`` unset, and the modeling code then falls back to sections
+    sized for the full head (Qwen2.5-VL: 16 + 24 + 24 of a 128-wide head), which a tiny head cannot split. A config
+    that names the key among its rope parameters (``ignore_keys_at_rope_validation``) gets three sections sized for
+    its shrunk head. ``cfg`` is the shrunk dict of ``config``; nested configs are walked alongside."""
+    if "mrope_section" in (getattr(config, "ignore_keys_at_rope_validation", None) or ()):
+        rope = cfg.get("rope_parameters")
+        # one flat set of rope parameters (not one set per layer type) that lacks the sections
+        if isinstance(rope, dict) and "rope_type" in rope and rope.get("mrope_section") is None:
+            sections = _mrope_sections(cfg, rope, MROPE_AXES)
+            if sections:
+                rope["mrope_section"] = sections
+    for key, value in cfg.items():
+        if isinstance(value, dict):
+            try:
+                sub = getattr(config, key, None)
+            except Exception:  # noqa: BLE001  (per-layer configs refuse some global attributes)
+                continue
+            if sub is not None and hasattr(sub, "to_dict"):
+                fill_mrope_sections(value, sub)
+    return cfg
 
 
 EXPERT_GROUPS = ("n_group", "num_expert_group", "topk_group")

@@ -13,7 +13,7 @@ import torch
 from .. import inputs as inputs_mod
 from ..exceptions import NotSupported, UnknownModel
 from ..quirks import quirk_for
-from ..shrink import apply_overrides, shrink_dict
+from ..shrink import apply_overrides, fill_mrope_sections, shrink_dict
 from ..statuses import Reason
 from ..weights import init_weights
 from .base import Built
@@ -66,8 +66,12 @@ def _ensure_pad_token(cfg: dict[str, Any]) -> None:
     """A default config with no pad token gets one: its eos token where that lies in the
     vocabulary, else 0 (the text config's, for configs that nest one)."""
     for node in (cfg, cfg.get("text_config")):
-        if not isinstance(node, dict) or node.get("pad_token_id") is not None or "vocab_size" not in node:
-            continue
+        if (
+            not isinstance(node, dict)
+            or node.get("pad_token_id") is not None
+            or not isinstance(node.get("vocab_size"), int)
+        ):
+            continue  # no vocabulary yet (ESM's default): a quirk row sets it with its pad token
         eos = node.get("eos_token_id")
         eos = eos[0] if isinstance(eos, list) and eos else eos
         node["pad_token_id"] = eos if isinstance(eos, int) and 0 <= eos < int(node["vocab_size"]) else 0
@@ -108,12 +112,46 @@ def _resolve_class(architecture: str):
     try:
         cls = getattr(transformers, architecture)
     except (AttributeError, ImportError, RuntimeError) as exc:
-        raise UnknownModel(
-            f"unknown model arch:{architecture}: transformers {transformers.__version__} has no such class"
-        ) from exc
-    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)) or cls.__name__.startswith("Auto"):
+        cls = _mapped_class(architecture)
+        if cls is None:
+            raise UnknownModel(
+                f"unknown model arch:{architecture}: transformers {transformers.__version__} has no such class"
+            ) from exc
+    if isinstance(cls, type) and getattr(cls, "_backends", None) and not issubclass(cls, transformers.PreTrainedModel):
+        # transformers' placeholder for a class whose optional dependency is missing
+        raise NotSupported(
+            Reason.LIBRARY_UNSUPPORTED, f"arch:{architecture} needs {', '.join(cls._backends)}, not installed here"
+        )
+    auto = cls.__module__.startswith("transformers.models.auto.") if isinstance(cls, type) else True
+    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)) or auto:
         raise UnknownModel(f"unknown model arch:{architecture}: not a transformers model class")
     return cls
+
+
+def _mapped_class(architecture: str):
+    """A class that transformers' Auto mappings name but its top-level namespace does not export
+    (left out of its modeling module's ``__all__``): looked up in that model type's modeling module."""
+    import importlib
+
+    from transformers.models.auto import modeling_auto
+    from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+    for name in dir(modeling_auto):
+        mapping = getattr(modeling_auto, name)
+        if not (name.endswith("_MAPPING_NAMES") and isinstance(mapping, dict)):
+            continue
+        for model_type, names in mapping.items():
+            if architecture not in (names if isinstance(names, (list, tuple)) else (names,)):
+                continue
+            module = model_type_to_module_name(model_type)
+            try:
+                modeling = importlib.import_module(f"transformers.models.{module}.modeling_{module}")
+            except ImportError:
+                continue
+            cls = getattr(modeling, architecture, None)
+            if cls is not None:
+                return cls
+    return None
 
 
 def _class_for_config(config_class: type, task: str | None):
@@ -221,9 +259,13 @@ class TransformersBuilder:
             source = request.config_source or "hub"
         quirk = quirk_for(architecture, getattr(config, "model_type", None))
         if request.tier in ("tiny", "census"):
-            cfg_dict = shrink_dict(copy.deepcopy(config.to_dict()))
+            cfg_dict = fill_mrope_sections(shrink_dict(copy.deepcopy(config.to_dict())), config)
             if task_for(architecture) in PADDED_TASKS:
                 _ensure_pad_token(cfg_dict)
+            lm_head = task_for(architecture) == "text-generation" or architecture.endswith("WithLMHead")
+            if lm_head and cfg_dict.get("is_decoder") is False:
+                # a causal LM head is a decoder: encoder models' LM heads (Reformer's, BERT's) read is_decoder
+                cfg_dict["is_decoder"] = True
             if quirk and quirk.config:
                 apply_overrides(cfg_dict, quirk.config)
             config = cls.config_class.from_dict(cfg_dict)
