@@ -3,7 +3,7 @@ task, built from its model type's default config at tier tiny, with generated in
 reference — an out-of-sample check of Zoo's builders that no snapshot can tune.
 
     python -m benchmarks.classes [--every N [--start K]] [--limit N] [--jobs 2] [--timeout 120]
-                                 [--out FILE] [--rows FILE]
+                                 [--out FILE] [--rows FILE] [--retry ROWS]
 
 Each class runs as ``arch:<Class>`` through the engine in its own model process (backend ``cpu``,
 reference cache off). Prints per task and overall: classes attempted, valid references, failure
@@ -60,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=120)
     p.add_argument("--out", help="also write the report here")
     p.add_argument("--rows", help="also write each class's status, reason and error as JSON lines here")
+    p.add_argument(
+        "--retry",
+        metavar="ROWS",
+        help="run only the classes a --rows file from an earlier run lists without a valid reference",
+    )
     args = p.parse_args(argv)
     os.environ.update(HF_HUB_OFFLINE="1", ZOO_REFERENCE_CACHE="off")
 
@@ -71,9 +76,13 @@ def main(argv: list[str] | None = None) -> int:
 
     census = class_census()
     names = sorted(census)[args.start :: args.every][: args.limit]
+    if args.retry:
+        again = set(_failed(Path(args.retry)))
+        names = [n for n in names if n in again]
     header = (
         f"Class census — transformers {transformers.__version__}, {len(names)} of {len(census)} Auto-mapped classes"
         + (f" (every {args.every}th from the {args.start}th)" if args.every > 1 else "")
+        + (f" (those without a valid reference in {args.retry})" if args.retry else "")
         + f", tier tiny, backend cpu, {args.jobs} jobs"
     )
     header += "\n" + machine()
@@ -103,6 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.rows:
         Path(args.rows).write_text("".join(json.dumps(_row(n, r)) + "\n" for n, r in sorted(rows.items())))
     return 0
+
+
+def _failed(rows_file: Path) -> list[str]:
+    """The classes a ``--rows`` file lists without a valid reference (skipped ones included)."""
+    from zoo_runner.statuses import NO_VALID_REFERENCE
+
+    rows = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
+    return [r["class"] for r in rows if r["status"] in NO_VALID_REFERENCE]
 
 
 def _row(name: str, result: dict) -> dict:
