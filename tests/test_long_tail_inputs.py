@@ -352,3 +352,44 @@ def test_question_tokens_patched_series_and_class_resolution_outside_the_top_lev
     assert GENERATORS["past_values"](view, shape, g).shape[-1] % 32 == 0  # whole patches of patch_length
     assert resolve_class("AutoformerModel").__name__ == "AutoformerModel"  # a model, though named Auto...
     assert resolve_class("VoxtralRealtimeTextModel").__name__ == "VoxtralRealtimeTextModel"  # not in __all__
+
+
+def test_a_semantic_w2v_bert_tower_and_a_vocoder_noise_get_inputs_of_their_width():
+    from types import SimpleNamespace
+
+    import torch
+
+    from zoo_runner.inputs import GENERATORS, ConfigView
+
+    shape, gen = {"batch": 2, "seq": 8}, torch.Generator().manual_seed(0)
+    codec = ConfigView.of(SimpleNamespace(semantic_model_config=SimpleNamespace(feature_projection_input_dim=160)))
+    assert GENERATORS["input_features"](codec, shape, gen).shape == (2, 32, 160)  # (batch, frames, stacked features)
+    vocoder = ConfigView.of(SimpleNamespace(model_in_channels=64, num_mel_bins=100))
+    frames = GENERATORS["spectrogram"](vocoder, shape, gen).shape[1]
+    assert GENERATORS["noise_sequence"](vocoder, shape, gen).shape == (2, frames, 64)  # one noise vector a frame
+
+
+def test_speech_inputs_follow_the_config_names_of_their_widths_and_vocabularies():
+    """Stacked low-frame-rate features (num_stacked_frames x mel bins), Gemma 3n's audio_mel (input_feat_size wide, a
+    mask True at padding), a TTS model's vocabulary under its vocoder wrapper (model_config), a speech decoder's mel
+    frames, text + per-codebook codes a step, and a waveform of one hop a feature frame."""
+    from types import SimpleNamespace as NS
+
+    import torch
+
+    from zoo_runner.inputs import GENERATORS, ConfigView
+
+    shape, gen = {"batch": 2, "seq": 8}, torch.Generator().manual_seed(0)
+    stacked = ConfigView.of(NS(num_mel_bins=80, num_stacked_frames=7))
+    assert GENERATORS["input_features"](stacked, shape, gen).shape == (2, 32, 560)
+    gemma = ConfigView.of(NS(input_feat_size=128))
+    assert GENERATORS["audio_mel"](gemma, shape, gen).shape == (2, 32, 128)
+    assert not GENERATORS["audio_mel_mask"](gemma, shape, gen).any()
+    tts = ConfigView.of(NS(model_config=NS(vocab_size=78, num_mel_bins=20)))
+    assert GENERATORS["input_ids"](tts, shape, gen).max() < 78
+    assert GENERATORS["decoder_input_values"](ConfigView.of(NS(num_mel_bins=20)), shape, gen).shape == (2, 8, 20)
+    kyutai = ConfigView.of(NS(vocab_size=4001, codebook_vocab_size=2049, num_codebooks=3))
+    ids = GENERATORS["text_and_codes"](kyutai, shape, gen)
+    assert ids.shape == (2, 8, 4) and ids[..., 1:].max() < 2049
+    codec = ConfigView.of(NS(hop_length=320))
+    assert GENERATORS["waveform_per_frame"](codec, shape, gen).shape == (2, 1, 320 * 32)

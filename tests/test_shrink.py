@@ -253,8 +253,55 @@ def test_per_layer_query_heads_and_cross_config_widths_follow_the_shrunk_sizes()
         {"audio_config": {"hidden_size": 512}, "head_config": {"hidden_size": 192, "audio_hidden_size": 512}}
     )
     assert diar["head_config"]["audio_hidden_size"] == diar["audio_config"]["hidden_size"] == 64
+    # a vision tower projecting to its text decoder's width (PP-FormulaNet)
+    ocr = shrink_dict({"vision_config": {"decoder_hidden_size": 512}, "text_config": {"d_model": 512}})
+    assert ocr["vision_config"]["decoder_hidden_size"] == ocr["text_config"]["d_model"] == 64
 
 
 def test_byte_level_halves_see_the_shrunk_global_width():
     blt = shrink_dict({"encoder_config": {"hidden_size_global": 2048}, "global_config": {"hidden_size": 2048}})
     assert blt["encoder_config"]["hidden_size_global"] == blt["global_config"]["hidden_size"] == 64
+
+
+def test_an_unset_forecast_horizon_is_set_and_the_label_window_fits_the_context():
+    import torch
+    import transformers
+
+    from zoo_runner.inputs import GENERATORS, ConfigView
+
+    cfg = shrink_dict(CONFIG_MAPPING["autoformer"]().to_dict())
+    assert cfg["prediction_length"] == cfg["context_length"] >= cfg["label_length"] > 0
+    # lagged forecasters read the context plus its largest lag, with as many time features a step
+    view = ConfigView.of(transformers.InformerConfig(prediction_length=4, num_time_features=2))
+    shape, g = {"batch": 2, "seq": 16}, torch.Generator()
+    assert GENERATORS["past_time_features"](view, shape, g).shape == (2, 4 + 7, 2)
+    assert GENERATORS["future_values"](view, shape, g).shape == (2, 4)
+
+
+def test_an_audio_tower_beside_a_vision_tower_hands_the_text_model_its_width():
+    cfg = shrink_dict(
+        {
+            "image_token_id": 200092,
+            "text_config": {"model_type": "llama", "vocab_size": 202048, "hidden_size": 4096, "num_attention_heads": 8},
+            "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "num_attention_heads": 16},
+            "audio_config": {"hidden_size": 1024, "out_hidden_size": 8192},
+        }
+    )
+    assert cfg["audio_config"]["out_hidden_size"] == cfg["text_config"]["hidden_size"]
+
+
+def test_every_layer_kind_a_pixel_shuffled_tower_width_and_a_vit_pooler_survive_shrinking():
+    import torch
+
+    from zoo_runner.inputs import GENERATORS, ConfigView
+
+    hybrid = shrink_dict({"num_hidden_layers": 8, "layer_types": ["linear_attention"] * 3 + ["full_attention"] * 5})
+    assert sorted(set(hybrid["layer_types"])) == ["full_attention", "linear_attention"]  # OLMo Hybrid needs both
+    vlm = shrink_dict({"vision_config": {"hidden_size": 1536, "merge_size": 2}, "out_hidden_size": 6144})
+    assert vlm["out_hidden_size"] == 4 * vlm["vision_config"]["hidden_size"]  # the adapter reads width x merge²
+    assert shrink_dict({"hidden_size": 768, "pooler_output_size": 768})["pooler_output_size"] == 64
+    # a block-diffusion drafter's noised block and the target layers' hidden states, side by side
+    view = ConfigView(**{**ConfigView.of(object()).__dict__, "hidden_size": 8, "draft_block": 4, "target_layers": 3})
+    g = torch.Generator()
+    assert GENERATORS["noise_embeds"](view, {"batch": 2, "seq": 5}, g).shape == (2, 4, 8)
+    assert GENERATORS["context_hidden_states"](view, {"batch": 2, "seq": 5}, g).shape == (2, 5, 24)

@@ -37,6 +37,7 @@ class ConfigView:
     temporal_patch_size: int = 1
     audio_channels: int = 1
     num_codebooks: int = 1
+    codebook_vocab_size: int = 1  # the codes of one codebook, where text and audio codes share a step (Kyutai STT)
     code_channels: int = 1  # audio decoders reading one code per channel a step (Dia): (batch, length, channels)
     task_seq_len: int = 77
     image_hw: tuple[int, int] = (224, 224)  # (height, width) where a tower's image_size is a pair
@@ -53,21 +54,32 @@ class ConfigView:
     series_channels: int = 0  # multivariate forecasters (PatchTST): channels a step; 0 = one univariate series a row
     context_length: int = 0  # the context those forecasters insist on; 0 = any length
     series_patch: int = 1  # univariate forecasters that cut the context into patches (TimesFM): its length divides
+    series_lags: int = 0  # forecasters that read lagged copies of the series (Informer): the context's extra steps
+    time_features: int = 0  # ... and the date features each step comes with
+    horizon: int = 1  # ... and the steps they forecast
     visual_feat_dim: int = 2048  # region features from an object detector (LXMERT): one vector a box
     num_languages: int = 1  # per-language adapters or embeddings (X-MOD): rows pick one language each
     frame_features: int = 0  # speech encoders fed stacked filter-bank frames (w2v-BERT: 160 a frame); 0 = mel bins
     qformer_vocab_size: int = 30522  # the query transformer's own text vocabulary (InstructBLIP)
     hidden_size: int = 64  # the model's width, for heads that take embeddings rather than ids
+    draft_block: int = 16  # block-diffusion drafters (DFlash: Muse Glimmer's assistant): positions drafted at once
+    target_layers: int = 1  # ... and the target model's layers whose hidden states they read, side by side
     high_res_size: int = 1024  # the image size of a hybrid model's high-resolution tower (DeepSeek-VL hybrid)
     latent_queries: int = 0  # learned image queries whose embeddings replace text positions (Kosmos-2)
     spatial_merge_size: int = 1  # patches merged per side into one language-model token (Qwen2-VL-style towers)
     audio_per_token: int = 8  # mel frames per text token, for streaming models that add audio to each token (Voxtral)
     noise_channels: int = 64  # vocoders fed a noise sequence beside the spectrogram (UnivNet): its width a frame
+    hop_length: int = 320  # waveform samples a codec frame (X-Codec 2: the product of its downsampling ratios)
     min_samples: int = 0  # the shortest waveform a speaker-embedding head's TDNN layers can read (x-vectors); 0 = any
 
     @classmethod
     def of(cls, config: Any) -> ConfigView:
-        text = getattr(config, "text_config", None) or getattr(config, "decoder", None) or config
+        text = (
+            getattr(config, "text_config", None)
+            or getattr(config, "decoder", None)
+            or getattr(config, "model_config", None)  # a text-to-speech model wrapped with its vocoder (FastSpeech 2)
+            or config
+        )
         vision = getattr(config, "vision_config", None) or config
         audio = (
             getattr(config, "audio_config", None)
@@ -95,16 +107,19 @@ class ConfigView:
             type_vocab_size=first([config, text], ["type_vocab_size"], 1),
             image_size=first([vision, config], ["image_size", "img_size", "input_size"], 224),
             num_channels=first([vision, config], ["num_channels", "in_channels", "in_chans"], 3),
-            num_mel_bins=first([config, audio], ["num_mel_bins", "feature_size", "input_feat_per_channel"], 80),
+            num_mel_bins=first(
+                [config, audio], ["num_mel_bins", "feature_size", "input_feat_per_channel", "input_feat_size"], 80
+            ),
             audio_frames=2 * max_src,
             decoder_vocab_size=first([text, config, *halves[1]], ["decoder_vocab_size", "vocab_size"], vocab),
             code_channels=first(halves[1], ["num_channels"], 1),
             num_patches=(first([vision, config], ["image_size"], 224) // first([vision, config], ["patch_size"], 16))
             ** 2,
             patch_size=first([vision, config], ["patch_size"], 16),
-            temporal_patch_size=first([vision], ["temporal_patch_size"], 1),
+            temporal_patch_size=first([vision], ["temporal_patch_size", "patch_temporal"], 1),
             audio_channels=first([config], ["audio_channels"], 1),
             num_codebooks=first([text, config], ["num_codebooks"], 1),
+            codebook_vocab_size=first([text, config], ["codebook_vocab_size"], 1),
             task_seq_len=first([config], ["task_seq_len"], 77),
             image_hw=_image_hw([vision, getattr(config, "backbone_config", None), config]),
             anyres_tiles=_anyres_tiles(config, first([vision, config], ["image_size"], 224)),
@@ -123,21 +138,37 @@ class ConfigView:
             series_channels=first([config], ["num_input_channels"], 0),
             context_length=first([config], ["context_length"], 0),
             series_patch=first([config], ["patch_length"], 1),
+            series_lags=max((getattr(config, "lags_sequence", None) or [0]), default=0),
+            time_features=first([config], ["num_time_features"], 0),
+            horizon=first([config], ["prediction_length"], 1),
             visual_feat_dim=first([config], ["visual_feat_dim"], 2048),
             num_languages=len(getattr(config, "languages", None) or ()) or first([config], ["num_languages"], 1),
             # also where a w2v-BERT encoder is a codec's semantic tower (NeuCodec)
             frame_features=first(
                 [config, getattr(config, "semantic_model_config", None)], ["feature_projection_input_dim"], 0
-            ),
+            )
+            or _stacked_frame_width([config, audio]),
             qformer_vocab_size=first([getattr(config, "qformer_config", None)], ["vocab_size"], 30522),
             hidden_size=first([config, text], ["hidden_size", "d_model", "n_embd"], 64),
+            draft_block=first([config], ["block_size"], 16),
+            target_layers=len(getattr(config, "target_layer_ids", None) or ()) or 1,
             audio_per_token=first([config], ["audio_length_per_tok"], 8),
             noise_channels=first([config], ["model_in_channels"], 64),
             min_samples=_tdnn_min_samples(config),
+            hop_length=first([config], ["hop_length"], 320),
             spatial_merge_size=first([vision], ["spatial_merge_size"], 1),
             latent_queries=first([config], ["latent_query_num"], 0),
             high_res_size=first([getattr(config, "high_res_vision_config", None)], ["image_size"], 1024),
         )
+
+
+def _stacked_frame_width(configs: list[Any]) -> int:
+    """Encoders fed low-frame-rate features, num_stacked_frames mel frames side by side a step (Fun-ASR-Nano)."""
+    for c in configs:
+        stacked, bins = getattr(c, "num_stacked_frames", None), getattr(c, "num_mel_bins", None)
+        if isinstance(stacked, int) and isinstance(bins, int) and stacked > 0 and bins > 0:
+            return stacked * bins
+    return 0
 
 
 def _time_patches(v: ConfigView) -> int:
@@ -215,7 +246,10 @@ def _past_values(v: ConfigView, s: dict, g: torch.Generator) -> torch.Tensor:
 
 
 def _series_length(v: ConfigView, s: dict) -> int:
-    """A univariate context's length: eight steps a token, in whole patches."""
+    """A univariate context's length: eight steps a token, in whole patches; or, for forecasters that read lagged
+    copies of it, the context they insist on and the largest lag before it."""
+    if v.series_lags and v.context_length:
+        return v.context_length + v.series_lags
     return -(-8 * s["seq"] // v.series_patch) * v.series_patch
 
 
@@ -305,6 +339,16 @@ GENERATORS: dict[str, Gen] = {
     # ... which steps of it are padding (none), and its frequency bucket (TimesFM: 0, high frequency)
     "past_values_padding": lambda v, s, g: torch.zeros(s["batch"], _series_length(v, s)),
     "freq": lambda v, s, g: torch.zeros(s["batch"], 1, dtype=torch.long),
+    # which tokens attend globally in a sliding-window encoder (Longformer, LED): the first, as for classification
+    "global_attention_mask": lambda v, s, g: torch.nn.functional.pad(
+        torch.ones(s["batch"], 1, dtype=torch.long), (0, s["seq"] - 1)
+    ),
+    # probabilistic forecasters (Informer, Autoformer): each step's date features, which steps were observed (all),
+    # and the horizon's values and features, which the decoder reads
+    "past_time_features": lambda v, s, g: torch.randn(s["batch"], _series_length(v, s), v.time_features, generator=g),
+    "past_observed_mask": lambda v, s, g: torch.ones(s["batch"], _series_length(v, s)),
+    "future_values": lambda v, s, g: random_walk(s["batch"], v.horizon, g),
+    "future_time_features": lambda v, s, g: torch.randn(s["batch"], v.horizon, v.time_features, generator=g),
     "aspect_ratio_ids": lambda v, s, g: torch.ones(s["batch"], 1, dtype=torch.long),
     # which image tiles each text token attends to (Mllama): every token sees the first tile of its image
     "cross_attention_mask": lambda v, s, g: torch.nn.functional.one_hot(
@@ -318,6 +362,9 @@ GENERATORS: dict[str, Gen] = {
     "spectrogram": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], v.num_mel_bins, generator=g),
     # which frames of such a spectrogram are real: all of them
     "spectrogram_mask": lambda v, s, g: torch.ones(s["batch"], 4 * s["seq"], dtype=torch.long),
+    # the same under the names Gemma 3n's audio encoder gives them; its mask is True where a frame is padding
+    "audio_mel": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], v.num_mel_bins, generator=g),
+    "audio_mel_mask": lambda v, s, g: torch.zeros(s["batch"], 4 * s["seq"], dtype=torch.bool),
     # encoders fed four stacked mel frames a step, as their feature extractor stacks them (Granite Speech 5)
     "mel_frames_by_four": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], 4 * v.num_mel_bins, generator=g),
     # streaming speech models that add one audio embedding to each text token (Voxtral Realtime): (batch, mel, frames)
@@ -336,8 +383,20 @@ GENERATORS: dict[str, Gen] = {
     ),
     # audio codecs take (batch, channels, samples)
     "waveform_channels": lambda v, s, g: torch.randn(s["batch"], v.audio_channels, 400 * s["seq"], generator=g),
+    # ... one codec frame (hop_length samples) for each frame of the features read beside it (4 x seq, X-Codec 2's)
+    "waveform_per_frame": lambda v, s, g: torch.randn(
+        s["batch"], v.audio_channels, v.hop_length * 4 * s["seq"], generator=g
+    ),
     # multi-codebook decoders (MusicGen) take one row of codes per codebook per example
     "codebook_ids": lambda v, s, g: _ids(v.decoder_vocab_size, (s["batch"] * v.num_codebooks, s["seq"]), g),
+    # ... or a text token and one code per codebook at each step (Kyutai speech-to-text), each in its own vocabulary
+    "text_and_codes": lambda v, s, g: torch.cat(
+        [
+            _ids(v.vocab_size, (s["batch"], s["seq"], 1), g),
+            _ids(v.codebook_vocab_size, (s["batch"], s["seq"], v.num_codebooks), g),
+        ],
+        dim=-1,
+    ),
     # ... or one code per channel at each step (Dia)
     "channel_codes": lambda v, s, g: _ids(v.decoder_vocab_size, (s["batch"], s["seq"], v.code_channels), g),
     # OneFormer's task prompt ("the task is semantic"), as token ids of its fixed length
@@ -349,6 +408,8 @@ GENERATORS: dict[str, Gen] = {
     ),
     # how many patches a side each image merges into one token (VideoLLaMA 3): the tower's merge size
     "image_merge_sizes": lambda v, s, g: torch.full((s["batch"],), v.spatial_merge_size, dtype=torch.long),
+    # ... under the name the tower on its own takes them
+    "merge_sizes": lambda v, s, g: torch.full((s["batch"],), v.spatial_merge_size, dtype=torch.long),
     "image_grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
     # vision towers that read raw patch cubes, channels last (Inkling): one (frames, patch, patch, channels) an image
     "patch_cubes": lambda v, s, g: torch.randn(
@@ -356,6 +417,12 @@ GENERATORS: dict[str, Gen] = {
     ),
     # heads that take embeddings only (Nemotron 3.5 Transcribe's word-timestamp head): one vector of the width a token
     "inputs_embeds": lambda v, s, g: torch.randn(s["batch"], s["seq"], v.hidden_size, generator=g),
+    # block-diffusion drafters (DFlash): the noised block they denoise, and the target model's hidden states before it
+    # from each of its target layers, concatenated
+    "noise_embeds": lambda v, s, g: torch.randn(s["batch"], v.draft_block, v.hidden_size, generator=g),
+    "context_hidden_states": lambda v, s, g: torch.randn(
+        s["batch"], s["seq"], v.hidden_size * v.target_layers, generator=g
+    ),
     # towers that take one pixel block per language-model token (Inkling 2): (tokens, patch x merge, patch x merge,
     # channels), with image_grid_thw counted in tokens
     "token_pixel_blocks": lambda v, s, g: torch.randn(
@@ -369,6 +436,10 @@ GENERATORS: dict[str, Gen] = {
     "grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
     # random masking (MAE-style) takes its noise as an input so both runs mask the same patches
     "noise": lambda v, s, g: torch.rand(s["batch"], v.num_patches, generator=g),
+    # a speech decoder's previous mel frames (SpeechT5's text-to-speech and speech-to-speech): (batch, frames, mel bins)
+    "decoder_input_values": lambda v, s, g: torch.randn(s["batch"], s["seq"], v.num_mel_bins, generator=g),
+    # continuous latents a codec's decoder reads on its own (Mimi's): (batch, hidden size, frames)
+    "latents": lambda v, s, g: torch.randn(s["batch"], v.hidden_size, s["seq"], generator=g),
     # a vocoder's Gaussian noise, one vector a frame of the (batch, frames, mel bins) spectrogram it reads (UnivNet)
     "noise_sequence": lambda v, s, g: torch.randn(s["batch"], 4 * s["seq"], v.noise_channels, generator=g),
     # masked-patch pre-training (VideoMAE) takes the mask: every other patch (of each tubelet, for a video), as many in
@@ -404,6 +475,7 @@ OPTIONAL_WANTED = ("attention_mask", "token_type_ids", "decoder_input_ids", "noi
 # Inputs that come with a main input: a model taking the first takes the others where it has them.
 CO_INPUTS = {
     "states": ("actions", "rewards", "returns_to_go", "timesteps"),
+    "past_time_features": ("past_observed_mask", "future_values", "future_time_features"),
     "visual_feats": ("visual_pos",),
     "qformer_input_ids": ("qformer_attention_mask",),
     "input_features": ("input_features_mask",),

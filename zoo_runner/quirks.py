@@ -89,6 +89,8 @@ _HGNET_V2_DETECTOR = Quirk(
     " channels are those of the backbone stages it reads",
     config={**{f"backbone_config.{k}": v for k, v in _HGNET_V2.items()}, "encoder_in_channels": [64, 128, 256]},
 )
+# CLVP's encoders rotate max(projection_dim // (2 x heads), 32) dims of each head: a head must be 32 wide at least
+_CLVP_ROTARY = {"hidden_size": 128, "projection_dim": 256, "num_attention_heads": 4}
 _CODEC_INPUT = {"input_values": "waveform_channels"}
 _PER_CODEBOOK_DECODER = Quirk(
     "decoder input ids are (batch * num_codebooks, length)", input_kinds={"decoder_input_ids": "codebook_ids"}
@@ -97,6 +99,25 @@ _OWL = Quirk(
     "class head width (text hidden size) must equal projection_dim; 768-960 px images are slow",
     config={"projection_dim": 64, "vision_config.image_size": 96},
 )
+
+_SAPIENS2_HEAD = {
+    "head_config.upsample_out_channels": [32],
+    "head_config.upsample_kernel_sizes": [4],
+    "head_config.use_pixel_shuffle": False,
+    "head_config.conv_out_channels": [32],
+    "head_config.conv_kernel_sizes": [1],
+}
+_SAPIENS2_DENSE_HEAD = "the default head_config has no layers (upsample/conv channel and kernel lists are None)"
+
+_SAM2_VISION = {
+    "backbone_config.hidden_size": 16,
+    "backbone_config.embed_dim_per_stage": [16, 32, 64, 128],
+    "backbone_config.blocks_per_stage": [1, 1, 2, 1],
+    "backbone_config.global_attention_blocks": [3],
+    "backbone_config.image_size": [224, 224],
+    "backbone_channel_list": [128, 64, 32, 16],
+    "backbone_feature_sizes": [[56, 56], [28, 28], [14, 14]],
+}
 
 QUIRKS: dict[str, Quirk] = {
     # Whisper's encoder insists on 2 * max_source_positions mel frames; shrink it so inputs stay small.
@@ -111,15 +132,33 @@ QUIRKS: dict[str, Quirk] = {
         config={"embed_dim": 32, "num_heads": [2, 2, 2, 2], "depths": [1, 1, 1, 1]},
     ),
     # Longformer's attention window must be even and cover the sequence in whole windows.
+    # Its question-answering and multiple-choice heads otherwise put global attention on the question, found by
+    # exactly three separator tokens a row; the first token global, as for classification, is given instead.
     "longformer": Quirk(
-        "sequence must be a multiple of the attention window", config={"attention_window": [8, 8]}, seq_lens=(16, 24)
+        "sequence must be a multiple of the attention window; global attention is given (on the first token)",
+        config={"attention_window": [8, 8]},
+        seq_lens=(16, 24),
+        extra_inputs=("global_attention_mask",),
     ),
     # Reformer-like chunking and BigBird block sparsity need lengths in whole blocks.
     # ESM's default config leaves the vocabulary unset (it comes with each checkpoint).
     "esm": Quirk("default config has no vocab_size", config={"vocab_size": 33, "pad_token_id": 1, "mask_token_id": 32}),
+    # w2v-BERT's and the wav2vec 2.0 Conformer's default configs leave the CTC vocabulary unset (wav2vec 2.0's: 32)
+    "wav2vec2-bert": Quirk("default config has no vocab_size for the CTC head", config={"vocab_size": 32}),
+    "wav2vec2-conformer": Quirk("default config has no vocab_size for the CTC head", config={"vocab_size": 32}),
     # DETR-like detectors default to a timm backbone; the transformers ResNet keeps them in one library.
     "detr": Quirk("default backbone is timm's", config={"backbone_config": _RESNET_BACKBONE}),
     "table-transformer": Quirk("default backbone is timm's", config={"backbone_config": _RESNET_BACKBONE}),
+    # DETR's panoptic mask head reads hidden_size + encoder heads channels through GroupNorm(8) (64 + 8 heads), and
+    # the backbone's last three stages below the last one as its FPN
+    "DetrForSegmentation": Quirk(
+        "default backbone is timm's; the mask head's d_model + encoder_attention_heads must divide by 8, and its FPN"
+        " reads every backbone stage",
+        config={
+            "backbone_config": {**_RESNET_BACKBONE, "out_features": ["stage1", "stage2", "stage3", "stage4"]},
+            "encoder_attention_heads": 8,
+        },
+    ),
     "conditional_detr": Quirk("default backbone is timm's", config={"backbone_config": _RESNET_BACKBONE}),
     # AST takes a (batch, frames, mel bins) spectrogram under the name input_values.
     "audio-spectrogram-transformer": Quirk(
@@ -152,6 +191,15 @@ QUIRKS: dict[str, Quirk] = {
             "LayoutLMv2's visual backbone is built by detectron2, which "
             "Zoo does not install (no wheels on PyPI; a C++/CUDA build)",
             "https://github.com/facebookresearch/detectron2/blob/main/INSTALL.md",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    "GlmImageVQVAE": Quirk(
+        "a VQ-VAE used through its encode/decode methods",
+        known_failure=KnownFailure(
+            "GlmImageVQVAE defines no forward (the GLM-Image model calls its encode and quantize methods); there is"
+            " no forward pass to validate",
+            "https://github.com/huggingface/transformers/blob/main/src/transformers/models/glm_image/modeling_glm_image.py",
             _dt.date(2027, 3, 1),
         ),
     ),
@@ -233,6 +281,19 @@ QUIRKS: dict[str, Quirk] = {
         input_kinds={"pixel_values": "tiled_images"},
         extra_inputs=("aspect_ratio_ids", "aspect_ratio_mask", "cross_attention_mask"),
     ),
+    # ... and its vision tower on its own (its config is the vision config)
+    "mllama_vision_model": Quirk(
+        "tiled images with aspect-ratio inputs; intermediate-layer indices must exist after shrinking",
+        config={
+            "image_size": 56,
+            "intermediate_layers_indices": [0],
+            "vision_output_dim": 128,
+            "num_global_layers": 1,
+            "attention_heads": 2,
+        },
+        input_kinds={"pixel_values": "tiled_images"},
+        extra_inputs=("aspect_ratio_ids", "aspect_ratio_mask"),
+    ),
     # Idefics3 / SmolVLM take several images a row: (batch, images, channels, size, size).
     "idefics3": _IMAGE_ROWS_VLM,
     "smolvlm": _IMAGE_ROWS_VLM,
@@ -292,6 +353,10 @@ QUIRKS: dict[str, Quirk] = {
     # FastConformer-style encoders that subsample (batch, frames, mel bins) themselves (a conv stem, frame stacking)
     "nemotron_asr_streaming": _FRAMES_FIRST,
     "nemotron3_diarization_audio": _FRAMES_FIRST,
+    # ... and the models whose top config is the encoder itself or wraps it (their model_type is not the sub-config's)
+    "nemotron3_diarization": _FRAMES_FIRST,
+    "nemotron_asr_streaming_encoder": _FRAMES_FIRST,
+    "nemotron3_5_transcribe_asr_audio": _FRAMES_FIRST,
     # Granite Speech 5's encoder reads its feature extractor's output, four mel frames stacked a step
     # (input_linear: num_mel_bins x 4 wide).
     "granite_speech5_ctc": Quirk(
@@ -331,6 +396,19 @@ QUIRKS: dict[str, Quirk] = {
     "BlipForQuestionAnswering": Quirk(
         "the answer decoder needs decoder_input_ids", extra_inputs=("decoder_input_ids",)
     ),
+    # CLVP conditions its speech decoder on a reference voice's mel spectrogram, optional in the signature only; the
+    # decoder's argmax tokens (8194 of them) feed the speech encoder, whose default vocabulary has 256 (the published
+    # checkpoint's has the decoder's); the encoders' rotary embedding needs heads at least 32 wide.
+    "ClvpModelForConditionalGeneration": Quirk(
+        "the conditioning encoder reads input_features (a mel spectrogram), optional in the signature; the speech"
+        " encoder reads the decoder's tokens, so its vocabulary is the decoder's",
+        config={
+            "speech_config.vocab_size": 8194,
+            **{f"{tower}.{k}": v for tower in ("text_config", "speech_config") for k, v in _CLVP_ROTARY.items()},
+            "projection_dim": 256,
+        },
+        extra_inputs=("input_features",),
+    ),
     # Audio codecs take (batch, channels, samples), not (batch, samples).
     "encodec": Quirk(
         "codec input is (batch, channels, samples); codebook_dim is the hidden size",
@@ -342,14 +420,41 @@ QUIRKS: dict[str, Quirk] = {
     "pe_audio": Quirk("the DAC audio encoder reads (batch, channels, samples)", input_kinds=_CODEC_INPUT),
     "pe_audio_encoder": Quirk("the DAC audio encoder reads (batch, channels, samples)", input_kinds=_CODEC_INPUT),
     "pocket_tts_audio_tokenizer_encoder": Quirk("codec input is (batch, channels, samples)", input_kinds=_CODEC_INPUT),
+    "pocket_tts_audio_tokenizer": Quirk("codec input is (batch, channels, samples)", input_kinds=_CODEC_INPUT),
     # VibeVoice's acoustic tokenizer encoder takes the waveform under the name hidden_states.
     "vibevoice_acoustic_tokenizer_encoder": Quirk(
         "hidden_states is the waveform, (batch, channels, samples)", input_kinds={"hidden_states": "waveform_channels"}
+    ),
+    # ... its decoder reads the latents under that name, (batch, hidden_size, frames); the whole tokenizer adds
+    # Gaussian noise to the latents (a sigma-VAE, scale vae_std): zero noise makes the forward deterministic
+    "vibevoice_acoustic_tokenizer_decoder": Quirk(
+        "hidden_states is the latents, (batch, hidden_size, frames)", input_kinds={"hidden_states": "latents"}
+    ),
+    "vibevoice_acoustic_tokenizer": Quirk(
+        "codec input is (batch, channels, samples); the latents get noise of scale vae_std, random in the forward",
+        config={"vae_std": 0.0},
+        input_kinds=_CODEC_INPUT,
     ),
     # Muse Spark's audio encoder reads whole frames of 1920 samples (its feature extractor pads to them): 400 samples
     # a token, 24 and 48 tokens.
     "muse_spark_audio": Quirk("input_values must be a multiple of 1920 samples", seq_lens=(24, 48)),
     "mimi": Quirk("codec input is (batch, channels, samples)", input_kinds=_CODEC_INPUT),
+    "mimi_encoder": Quirk("codec input is (batch, channels, samples)", input_kinds=_CODEC_INPUT),
+    # X-Codec's codebooks are as wide as its acoustic and semantic towers together (64 + 64 shrunk); the default
+    # config spells that sum out (1024) before shrinking
+    "xcodec": Quirk(
+        "codec input is (batch, channels, samples), one channel; codebook_dim is acoustic + semantic hidden_size",
+        config={"codebook_dim": 128},
+        input_kinds=_CODEC_INPUT,
+    ),
+    # X-Codec 2 encodes the waveform (batch, channels, samples) beside its semantic tower's stacked filter banks
+    "xcodec2": Quirk(
+        "codec input is (batch, channels, samples), one channel; the acoustic and semantic frames are concatenated,"
+        " so the waveform holds one hop_length of samples per feature frame; quantization_dim is hidden_size +"
+        " semantic hidden_size (64 + 64 shrunk)",
+        config={"quantization_dim": 128},
+        input_kinds={"input_values": "waveform_per_frame"},
+    ),
     # NeuCodec encodes the waveform (batch, channels, samples) beside its semantic tower's w2v-BERT features; the
     # quantizer reads both concatenated: quantization_dim = hidden_size + the semantic tower's (64 + 64 shrunk)
     "neucodec": Quirk(
@@ -369,12 +474,47 @@ QUIRKS: dict[str, Quirk] = {
     ),
     # TVP's forward takes pixel_values as optional but always reads them: a clip of frames.
     "tvp": Quirk(
-        "pixel_values (a clip: batch, frames, channels, size, size) are optional in the signature but required",
+        "pixel_values (a clip: batch, frames, channels, size, size) are optional in the signature but required; the"
+        " visual prompt is max_img_size square (448: the frames are that size), made 224 with a short clip",
+        config={"max_img_size": 224, "num_frames": 4},
         input_kinds={"pixel_values": "pixel_values_videos"},
         extra_inputs=("pixel_values",),
+        known_failure=KnownFailure(
+            "TvpVisualInputEmbedding.add_2d_positional_embeddings views the (width, hidden) column position embeddings"
+            " as (batch_size, 1, width, hidden), which fails for every batch of more than one clip (shape"
+            " [2, 1, 3, 64] is invalid for input of size 192); a transformers bug, not Zoo's to fix",
+            "https://github.com/huggingface/transformers/blob/main/src/transformers/models/tvp/modeling_tvp.py",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    # SpeechT5's speech decoder reads the previous mel frames (decoder_input_values), optional in the signature only;
+    # the base model has no pre-nets: both its encoder and its decoder read (batch, length, hidden size) embeddings.
+    "speecht5": Quirk(
+        "the speech decoder needs decoder_input_values (mel frames), optional in the signature",
+        extra_inputs=("decoder_input_values",),
+    ),
+    "SpeechT5Model": Quirk(
+        "no pre-nets: input_values and decoder_input_values are (batch, length, hidden size) embeddings",
+        input_kinds={"input_values": "inputs_embeds", "decoder_input_values": "inputs_embeds"},
+        extra_inputs=("decoder_input_values",),
+    ),
+    # Kyutai's speech-to-text LM reads a text token and one audio code per codebook at each step, summed embeddings.
+    "kyutai_speech_to_text": Quirk(
+        "input_ids are (batch, length, 1 + num_codebooks): a text token, then one code per codebook",
+        input_kinds={"input_ids": "text_and_codes"},
     ),
     # Dia's decoder reads one audio code per channel at each step.
-    "dia": Quirk("decoder input ids are (batch, length, channels)", input_kinds={"decoder_input_ids": "channel_codes"}),
+    "dia": Quirk(
+        "decoder input ids are (batch, length, channels); the decoder's cross-attention sizes (cross_*) name the"
+        " encoder's width and heads, which the shrinking rules do not know",
+        config={
+            "decoder_config.cross_hidden_size": 64,
+            "decoder_config.cross_num_attention_heads": 4,
+            "decoder_config.cross_num_key_value_heads": 4,
+            "decoder_config.cross_head_dim": 16,
+        },
+        input_kinds={"decoder_input_ids": "channel_codes"},
+    ),
     # DBRX's attention reads attn_config.rope_theta, which its default attention config does not define, and clamps
     # q/k/v to clip_qkv unconditionally (None, the default, fails): the released checkpoints' 8.
     "dbrx": Quirk(
@@ -488,6 +628,14 @@ QUIRKS: dict[str, Quirk] = {
         config={"num_cross_attention_heads": 1, "d_latents": 64, "num_self_attends_per_block": 2},
         input_kinds={"inputs": "pixel_values"},
     ),
+    # ... its Fourier head reads the 3 pixel channels + 258 Fourier position features (261), the learned-position head
+    # pixels under ``inputs`` too.
+    "PerceiverForImageClassificationFourier": Quirk(
+        "the cross-attention reads 261 channels (3 pixel + 258 position features): one head, as published",
+        config={"num_cross_attention_heads": 1, "d_latents": 64, "num_self_attends_per_block": 2},
+        input_kinds={"inputs": "pixel_values"},
+    ),
+    "PerceiverForImageClassificationLearned": Quirk("inputs are pixels", input_kinds={"inputs": "pixel_values"}),
     # HGNetV2 sizes its stages by their own in/mid/out channel lists; the classifier reads hidden_sizes.
     "hgnet_v2": Quirk(
         "stage channel lists chain (stem out = first stage in, stage out = next in); hidden_sizes repeats the outputs",
@@ -513,6 +661,36 @@ QUIRKS: dict[str, Quirk] = {
             "blocks_per_stage": [1, 1, 2, 1],
             "global_attention_blocks": [3],
             "image_size": [256, 256],
+        },
+    ),
+    # ... the same backbone nested in SAM 2's vision tower, whose neck reads each stage's width (last first) and
+    # feature map size (the generated 224 px images: 56, 28, 14 px maps).
+    "sam2_vision_model": Quirk(
+        "the Hiera backbone as above; the FPN neck's channel list and feature sizes follow its stages",
+        config=_SAM2_VISION,
+    ),
+    "sam2": Quirk(
+        "the vision tower as above; the prompt encoder reads the same image size",
+        config={
+            **{f"vision_config.{k}": v for k, v in _SAM2_VISION.items()},
+            "prompt_encoder_config.image_size": 224,
+        },
+    ),
+    # LW-DETR's ViT backbone cuts the patch grid into num_windows_side x num_windows_side windows: the generated
+    # 224 px images make 14 x 14 patches, which 4 a side do not divide; 2 a side (7 x 7 windows) do. Its default
+    # config has no projector scales (no feature level for the decoder): one, at scale 1, as the small checkpoints.
+    "lw_detr": Quirk(
+        "the patch grid (14 x 14 at 224 px) must split into whole windows, num_windows_side a side; the default"
+        " projector_scale_factors is empty (no feature levels)",
+        config={
+            "backbone_config.num_windows_side": 2,
+            "backbone_config.num_windows": 4,
+            "projector_scale_factors": [1.0],
+            # what the config derives from the scales when built, which a stored dict's own values override
+            "num_feature_levels": 1,
+            "projector_in_channels": [64],
+            "projector_out_channels": 64,
+            "num_queries": 64,  # the top proposals of 196 feature positions (300 by default)
         },
     ),
     # InstructBLIP Video puts num_query_tokens embeddings per frame where its video tokens are.
@@ -580,6 +758,11 @@ QUIRKS: dict[str, Quirk] = {
     # Qwen3-Omni's thinker finds each image by the vision start token before it (3-D rotary positions), which its
     # config class does not declare (the talker's does: 151652, and Qwen's vision end token is the next id).
     "qwen3_omni_moe_thinker": Quirk(
+        "the rotary position index reads vision_start_token_id, which the thinker's default config lacks",
+        config={"vision_start_token_id": 151652, "vision_end_token_id": 151653},
+    ),
+    # Qwen2.5-Omni's thinker: the same (its Qwen2.5-VL vision start and end tokens, 151652 and 151653)
+    "qwen2_5_omni_thinker": Quirk(
         "the rotary position index reads vision_start_token_id, which the thinker's default config lacks",
         config={"vision_start_token_id": 151652, "vision_end_token_id": 151653},
     ),
@@ -662,6 +845,25 @@ QUIRKS: dict[str, Quirk] = {
         "input_features are required, audio_length_per_tok mel frames per text token",
         input_kinds={"input_features": "features_per_token"},
         extra_inputs=("input_features",),
+    ),
+    "sam2_video": Quirk(
+        "a stateful video tracker",
+        known_failure=KnownFailure(
+            "Sam2VideoModel's forward runs one frame of a tracking session: it requires a Sam2VideoInferenceSession"
+            " (built by the processor from a video, with prompts) and a frame index, not tensors Zoo can generate",
+            "https://huggingface.co/docs/transformers/model_doc/sam2_video",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    "sam3_tracker_video": Quirk(
+        "a stateful video tracker",
+        known_failure=KnownFailure(
+            "Sam3TrackerVideoModel's forward runs one frame of a tracking session: it requires a"
+            " Sam3TrackerVideoInferenceSession (built by the processor from a video, with prompts) and a frame index,"
+            " not tensors Zoo can generate",
+            "https://huggingface.co/docs/transformers/model_doc/sam3_tracker_video",
+            _dt.date(2027, 3, 1),
+        ),
     ),
     "sam3_video": Quirk(
         "a stateful video tracker",
@@ -747,6 +949,11 @@ QUIRKS: dict[str, Quirk] = {
             "head_config.conv_kernel_sizes": [1],
         },
     ),
+    # Sapiens 2's dense heads (normals, pointmaps, segmentation), as the pose head above: the default layer lists are
+    # None; one deconvolution and one 1x1 conv each, normals and points as 3 channels (the pointmap's scale head off)
+    "Sapiens2ForNormalEstimation": Quirk(_SAPIENS2_DENSE_HEAD, config={"num_labels": 3, **_SAPIENS2_HEAD}),
+    "Sapiens2ForPointmapEstimation": Quirk(_SAPIENS2_DENSE_HEAD, config={"num_labels": 3, **_SAPIENS2_HEAD}),
+    "Sapiens2ForSemanticSegmentation": Quirk(_SAPIENS2_DENSE_HEAD, config=_SAPIENS2_HEAD),
     # Sapiens 2's matting head, as the pose head above (its default layer lists are None too): a pixel-shuffle decoder,
     # one upsampling conv and one conv, predicting a foreground (3 channels) and an alpha matte (1).
     "Sapiens2ForImageMatting": Quirk(
@@ -768,6 +975,15 @@ QUIRKS: dict[str, Quirk] = {
         " mrope_section needs head_dim 128, the tiny head_dim is 16",
         config={
             "rope_parameters": {
+                kind: {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2]}
+                for kind in ("full_attention", "sliding_attention")
+            }
+        },
+    ),
+    "cohere_compass": Quirk(
+        "the composite's text config, as cohere_compass_text above: no rope_parameters by default",
+        config={
+            "text_config.rope_parameters": {
                 kind: {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2]}
                 for kind in ("full_attention", "sliding_attention")
             }
@@ -811,6 +1027,39 @@ QUIRKS: dict[str, Quirk] = {
             "Qwen2_5OmniForConditionalGeneration has no forward (generate() only, chaining thinker, talker and"
             " token2wav); the thinker and the talker are classes of their own, each with a forward",
             "https://github.com/huggingface/transformers/blob/main/src/transformers/models/qwen2_5_omni/modeling_qwen2_5_omni.py",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    # Qwen3-Omni's top-level class, likewise (and its default talker text config lacks the shared expert's width).
+    "Qwen3OmniMoeForConditionalGeneration": Quirk(
+        "a composite of generation models",
+        known_failure=KnownFailure(
+            "Qwen3OmniMoeForConditionalGeneration has no forward (generate() only, chaining thinker, talker and"
+            " code2wav), and at the default config the talker does not build: Qwen3OmniMoeTalkerTextConfig declares"
+            " no shared_expert_intermediate_size, which its sparse MoE block reads; the thinker is a class of its own",
+            "https://github.com/huggingface/transformers/blob/main/src/transformers/models/qwen3_omni_moe/modeling_qwen3_omni_moe.py",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    # Gemma 4's assistants (speculative drafters) reuse the target model's key/value states in every layer; their
+    # default configs are invalid, and the forward takes the target's shared_kv_states, which Zoo cannot make alone.
+    "Gemma4AssistantForCausalLM": Quirk(
+        "a drafter over the target model's key/value states",
+        known_failure=KnownFailure(
+            "Gemma4AssistantConfig() fails its own validate_architecture: the default Gemma 4 text config has"
+            " hidden_size_per_layer_input 256, which the assistant requires to be 0; and the forward needs the"
+            " target model's shared_kv_states",
+            "https://github.com/huggingface/transformers/blob/main/src/transformers/models/gemma4_assistant/configuration_gemma4_assistant.py",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    "Gemma4UnifiedAssistantForCausalLM": Quirk(
+        "a drafter over the target model's key/value states",
+        known_failure=KnownFailure(
+            "every layer of the default assistant config is kv-shared (num_kv_shared_layers = num_hidden_layers), so"
+            " Gemma4UnifiedTextConfig.kv_sharing_modes finds no layer producing a cache and raises while the"
+            " attention layers are built; the forward also needs the target model's shared_kv_states",
+            "https://github.com/huggingface/transformers/blob/main/src/transformers/models/gemma4_unified/configuration_gemma4_unified.py",
             _dt.date(2027, 3, 1),
         ),
     ),
@@ -880,6 +1129,10 @@ QUIRKS: dict[str, Quirk] = {
         "pixel_values are (patches, channels, patch, patch) with their (t, h, w) grid; projection_hidden_size is"
         " the vision tower's width",
         config={"projection_hidden_size": 64},
+        input_kinds={"pixel_values": "patch_images"},
+    ),
+    "kimi_k25_vision": Quirk(
+        "the tower on its own, as the composite above: pixel_values are (patches, channels, patch, patch)",
         input_kinds={"pixel_values": "patch_images"},
     ),
     # Inkling 2 takes one (patch x merge)-square pixel block per image token, channels last, and its grid in tokens.

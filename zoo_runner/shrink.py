@@ -32,6 +32,7 @@ WIDTH = {
     "word_embed_proj_dim",
     "embedding_size",
     "pooler_hidden_size",
+    "pooler_output_size",  # a ViT pooler's output, which dual encoders (VisionTextDualEncoder) project
     "projection_size",
     "reassemble_hidden_size",
     "fpn_hidden_size",  # SAM 2/3's vision neck: the width the prompt encoder and mask decoder read
@@ -114,7 +115,11 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
         kv: h for kv in sorted(KV_HEADS) for h in sorted(HEADS) if _is_int(cfg.get(h)) and cfg.get(kv) == cfg[h] > 0
     }
     vision_layers_before = _depth(cfg.get("vision_config"))
+    types_before = cfg.get("layer_types")
+    layer_kinds = list(dict.fromkeys(types_before)) if _str_list(types_before) else []
     width_refs = _width_refs(cfg)
+    shuffled_before = _shuffled_width(cfg.get("vision_config"))
+    shuffled = [k for k in VISION_OUT_WIDTH if shuffled_before and cfg.get(k) == shuffled_before]
     for key, value in list(cfg.items()):
         if key == PER_LAYER_CONFIG:
             continue  # overrides by layer index: after the depth is known
@@ -162,6 +167,7 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     for key in PER_LAYER_KV_HEADS:  # each layer's key/value heads divide the shrunk query heads
         if heads_now and _int_list(cfg.get(key)):
             cfg[key] = [math.gcd(heads_now, min(v, TINY_KV_HEADS)) for v in cfg[key]]
+    _keep_layer_kinds(cfg, layer_kinds)
     if isinstance(cfg.get(PER_LAYER_CONFIG), dict):
         _keep_per_layer_overrides(cfg, layers_after)
     for key, stages in tied.items():  # still the first stage's width, now shrunk
@@ -181,10 +187,36 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
         cfg[child][key] = (cfg if source is None else cfg[source])[width]
     _keep_feature_layers_in_range(cfg, vision_layers_before)
     _fix_vision_language(cfg)
+    for key in shuffled:  # the tower's pixel-shuffled output the adapter reads (Muse Glimmer): still width x merge²
+        cfg[key] = _shuffled_width(cfg["vision_config"])
     return cfg
 
 
+def _str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _keep_layer_kinds(cfg: dict[str, Any], kinds: list) -> None:
+    """The shrunk stack keeps a layer of every kind the full one has, where it is deep enough (OLMo Hybrid: three
+    linear-attention layers, then a full-attention one): the last layers of kinds it repeats become the missing."""
+    types = cfg.get("layer_types")
+    if not isinstance(types, list) or not types or len(kinds) > len(types):
+        return
+    for kind in [k for k in kinds if k not in types]:
+        i = max(j for j, t in enumerate(types) if types.count(t) > 1)
+        types[i] = kind
+
+
+def _shuffled_width(vision: Any) -> int | None:
+    """A vision tower's output width after pixel-shuffling merge x merge patches into one: hidden size x merge²."""
+    if not isinstance(vision, dict) or not _is_int(vision.get("hidden_size")):
+        return None
+    merge = next((vision[k] for k in ("merge_size", "spatial_merge_size") if _is_int(vision.get(k))), None)
+    return vision["hidden_size"] * merge**2 if merge and merge > 1 else None
+
+
 GLOBAL_LAYER_INDICES = ("global_attn_indexes",)
+FORECAST_HORIZON = 4  # steps a forecaster predicts, where its default config leaves that unset
 KV_SHARED_LAYERS = ("num_kv_shared_layers",)  # trailing layers that reuse an earlier layer's cache (Gemma 3n)
 
 
@@ -317,8 +349,8 @@ def _fix_vision_language(cfg: dict[str, Any]) -> None:
     ids = [cfg[k] for k in SPECIAL_TOKENS if _is_int(cfg.get(k)) and cfg[k] >= 0]
     if not ids:
         return
-    if width:
-        for node in (vision, cfg):
+    if width:  # so does an audio tower beside it (Muse Spark's scatters its output onto the text embeddings)
+        for node in [n for n in (vision, cfg, cfg.get("audio_config")) if isinstance(n, dict)]:
             for key in VISION_OUT_WIDTH:
                 if _is_int(node.get(key)):
                     node[key] = width
@@ -478,6 +510,15 @@ def _fix_constraints(cfg: dict[str, Any]) -> None:
         for groups in ("mamba_n_groups", "mamba_ngroups"):
             if _is_int(cfg.get(groups)) and cfg[mh] % cfg[groups]:
                 cfg[groups] = math.gcd(cfg[mh], cfg[groups])
+    # probabilistic forecasters (Time Series Transformer, Informer, Autoformer) leave the horizon unset: a short one,
+    # the context as long as it, as their configs default it
+    if "prediction_length" in cfg and cfg["prediction_length"] is None:
+        cfg["prediction_length"] = FORECAST_HORIZON
+        if "context_length" in cfg and cfg["context_length"] is None:
+            cfg["context_length"] = FORECAST_HORIZON
+    # the decoder starts from the context's last label_length steps (Autoformer): no more than the context has
+    if _is_int(cfg.get("label_length")) and _is_int(cfg.get("context_length")):
+        cfg["label_length"] = min(cfg["label_length"], cfg["context_length"])
     if "head_dim" in cfg and cfg["head_dim"] is None and width_key and heads_key:
         cfg["head_dim"] = cfg[width_key] // cfg[heads_key]  # "derive it" made explicit: some modeling code reads it raw
     if heads_key:  # an unset kv head count means one per query head; some modeling code reads it raw (Nemotron)

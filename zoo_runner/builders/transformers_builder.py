@@ -83,7 +83,7 @@ CHOICES = 2  # answers per question for multiple-choice heads
 def _as_choices(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Multiple-choice heads take (batch, choices, seq) text: each row's text paired with a second,
     shifted answer so the choices differ."""
-    text = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
+    text = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "global_attention_mask")
     return {
         k: torch.stack([v, v.roll(1, dims=-1)], dim=1) if k in text and v.dim() == 2 else v for k, v in inputs.items()
     }
