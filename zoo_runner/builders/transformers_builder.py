@@ -120,7 +120,9 @@ def _resolve_class(architecture: str):
     if isinstance(cls, type) and getattr(cls, "_backends", None) and not issubclass(cls, transformers.PreTrainedModel):
         # transformers' placeholder for a class whose optional dependency is missing
         raise NotSupported(
-            Reason.LIBRARY_UNSUPPORTED, f"arch:{architecture} needs {', '.join(cls._backends)}, not installed here"
+            Reason.LIBRARY_UNSUPPORTED,
+            f"arch:{architecture} needs {', '.join(cls._backends)}, not installed here "
+            f"(pip install {' '.join(cls._backends)})",
         )
     auto = cls.__module__.startswith("transformers.models.auto.") if isinstance(cls, type) else True
     if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)) or auto:
