@@ -393,3 +393,26 @@ def test_speech_inputs_follow_the_config_names_of_their_widths_and_vocabularies(
     assert ids.shape == (2, 8, 4) and ids[..., 1:].max() < 2049
     codec = ConfigView.of(NS(hop_length=320))
     assert GENERATORS["waveform_per_frame"](codec, shape, gen).shape == (2, 1, 320 * 32)
+
+
+def test_unit_masking_draws_one_noise_entry_a_mask_unit():
+    from transformers import HieraConfig
+
+    from zoo_runner.inputs import ConfigView
+
+    assert ConfigView.of(HieraConfig()).mask_units == 49  # 224 px / 4 px patch stride / 8-token units, squared
+
+
+@pytest.mark.parametrize(
+    ("arch", "names"),
+    [
+        ("Blip2QFormerModel", {"query_embeds", "encoder_hidden_states"}),
+        ("Gemma4VisionModel", {"pixel_values", "pixel_position_ids"}),
+        ("SpeechEncoderDecoderModel", {"inputs"}),
+        ("JevForDecision", {"input_ids", "marks", "num_options", "question_type_ids"}),
+    ],
+)
+def test_inputs_named_for_their_role_get_generated(arch, names):
+    r = _validate(arch)
+    assert r["status"] == "pass", r["error"]
+    assert names <= set(r["details"]["input_shapes"][0])

@@ -19,6 +19,7 @@ PATCH_GRID = (1, 4, 4)  # one image of 4x4 patches per row (a multiple of every 
 NAFLEX_GRID = (4, 4)  # a NaFlex image of 4x4 patches
 IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
 VISUAL_BOXES = 8  # detected regions a row, for text-and-regions models (LXMERT)
+DECISION_QUESTIONS = 2  # questions a prompt asks, for decision heads that score each question's options (JEV)
 
 
 @dataclass
@@ -71,6 +72,9 @@ class ConfigView:
     noise_channels: int = 64  # vocoders fed a noise sequence beside the spectrogram (UnivNet): its width a frame
     hop_length: int = 320  # waveform samples a codec frame (X-Codec 2: the product of its downsampling ratios)
     min_samples: int = 0  # the shortest waveform a speaker-embedding head's TDNN layers can read (x-vectors); 0 = any
+    mask_units: int = 0  # MAE noise entries where masking is by units of several patches (Hiera's); 0 = one a patch
+    query_tokens: int = 32  # learned queries a query transformer (BLIP-2's Q-Former) reads, as embeddings
+    encoder_hidden_size: int = 64  # the width of the image features such a query transformer cross-attends to
 
     @classmethod
     def of(cls, config: Any) -> ConfigView:
@@ -155,6 +159,9 @@ class ConfigView:
             audio_per_token=first([config], ["audio_length_per_tok"], 8),
             noise_channels=first([config], ["model_in_channels"], 64),
             min_samples=_tdnn_min_samples(config),
+            query_tokens=first([config], ["num_query_tokens"], 32),
+            mask_units=_mask_units(config),
+            encoder_hidden_size=first([config], ["encoder_hidden_size"], first([config, text], ["hidden_size"], 64)),
             hop_length=first([config], ["hop_length"], 320),
             spatial_merge_size=first([vision], ["spatial_merge_size"], 1),
             latent_queries=first([config], ["latent_query_num"], 0),
@@ -169,6 +176,16 @@ def _stacked_frame_width(configs: list[Any]) -> int:
         if isinstance(stacked, int) and isinstance(bins, int) and stacked > 0 and bins > 0:
             return stacked * bins
     return 0
+
+
+def _mask_units(config: Any) -> int:
+    """Models that mask whole units of patches (Hiera: masked_unit_size tokens a side, after the patch_stride
+    embedding) draw one noise entry a unit."""
+    unit, stride = getattr(config, "masked_unit_size", None), getattr(config, "patch_stride", None)
+    size = getattr(config, "image_size", None)
+    if not (isinstance(unit, (list, tuple)) and isinstance(stride, (list, tuple)) and isinstance(size, (list, tuple))):
+        return 0
+    return math.prod(n // p // u for n, p, u in zip(size, stride, unit))
 
 
 def _time_patches(v: ConfigView) -> int:
@@ -299,6 +316,13 @@ GENERATORS: dict[str, Gen] = {
     # as long as the encoder input: sequence classifiers (BART) pool decoder states at the EOS of input_ids
     "decoder_input_ids": lambda v, s, g: _ids(v.decoder_vocab_size, (s["batch"], s["seq"]), g),
     "pixel_values": lambda v, s, g: torch.randn(s["batch"], v.num_channels, *v.pixel_hw, generator=g),
+    # in-context segmenters (SegGPT) take a prompt image and its mask, each shaped like the image
+    "prompt_pixel_values": lambda v, s, g: torch.randn(s["batch"], v.num_channels, *v.pixel_hw, generator=g),
+    "prompt_masks": lambda v, s, g: torch.randn(s["batch"], v.num_channels, *v.pixel_hw, generator=g),
+    # ... or images half the configured height, for models that stack two of them (prompt above input) to that size
+    "half_height": lambda v, s, g: torch.randn(
+        s["batch"], v.num_channels, v.pixel_hw[0] // 2, v.pixel_hw[1], generator=g
+    ),
     # keypoint matchers (SuperGlue, LightGlue, EfficientLoFTR) match one pair of images a row: (batch, 2, C, H, W)
     "image_pairs": lambda v, s, g: torch.randn(s["batch"], 2, v.num_channels, *v.pixel_hw, generator=g),
     # non-square images (pose estimators: 256 x 192), sized by the (height, width) pair of the config
@@ -334,6 +358,10 @@ GENERATORS: dict[str, Gen] = {
     ),
     "spatial_shapes": lambda v, s, g: torch.tensor([list(NAFLEX_GRID)] * s["batch"]),
     "pixel_attention_mask": lambda v, s, g: torch.ones(s["batch"], math.prod(NAFLEX_GRID), dtype=torch.long),
+    # ... or, for towers given each patch's (x, y) in the image instead (Gemma 4's), those coordinates
+    "pixel_position_ids": lambda v, s, g: torch.tensor(
+        [[x, y] for y in range(NAFLEX_GRID[0]) for x in range(NAFLEX_GRID[1])]
+    ).expand(s["batch"], -1, -1),
     # time-series forecasters (TimesFM): one context series a row
     "past_values": _past_values,
     # ... which steps of it are padding (none), and its frequency bucket (TimesFM: 0, high frequency)
@@ -411,6 +439,7 @@ GENERATORS: dict[str, Gen] = {
     # ... under the name the tower on its own takes them
     "merge_sizes": lambda v, s, g: torch.full((s["batch"],), v.spatial_merge_size, dtype=torch.long),
     "image_grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
+    "image_grid_hw": lambda v, s, g: torch.tensor([list(PATCH_GRID[1:])] * s["batch"]),
     # vision towers that read raw patch cubes, channels last (Inkling): one (frames, patch, patch, channels) an image
     "patch_cubes": lambda v, s, g: torch.randn(
         s["batch"], v.temporal_patch_size, v.patch_size, v.patch_size, v.num_channels, generator=g
@@ -435,7 +464,7 @@ GENERATORS: dict[str, Gen] = {
     # a Qwen2-VL-style vision tower on its own takes the same grid under the name grid_thw
     "grid_thw": lambda v, s, g: torch.tensor([list(PATCH_GRID)] * s["batch"]),
     # random masking (MAE-style) takes its noise as an input so both runs mask the same patches
-    "noise": lambda v, s, g: torch.rand(s["batch"], v.num_patches, generator=g),
+    "noise": lambda v, s, g: torch.rand(s["batch"], v.mask_units or v.num_patches, generator=g),
     # a speech decoder's previous mel frames (SpeechT5's text-to-speech and speech-to-speech): (batch, frames, mel bins)
     "decoder_input_values": lambda v, s, g: torch.randn(s["batch"], s["seq"], v.num_mel_bins, generator=g),
     # continuous latents a codec's decoder reads on its own (Mimi's): (batch, hidden size, frames)
@@ -464,6 +493,17 @@ GENERATORS: dict[str, Gen] = {
     # the instruction as the query transformer reads it (InstructBLIP), in its own vocabulary
     "qformer_input_ids": lambda v, s, g: _ids(v.qformer_vocab_size, (s["batch"], s["seq"]), g),
     "qformer_attention_mask": lambda v, s, g: torch.ones(s["batch"], s["seq"], dtype=torch.long),
+    # a query transformer on its own (BLIP-2's Q-Former) takes its learned queries as embeddings, and the image
+    # features its cross-attention layers read: (batch, patches, encoder hidden size)
+    "query_embeds": lambda v, s, g: torch.randn(s["batch"], v.query_tokens, v.hidden_size, generator=g),
+    "encoder_hidden_states": lambda v, s, g: torch.randn(s["batch"], s["seq"], v.encoder_hidden_size, generator=g),
+    # decision heads (JEV) score each question of a prompt at the token before its mark: the marks' positions (1-based,
+    # spread over the text), each question's option count (two, as a yes/no question has) and type (the first, yes/no)
+    "marks": lambda v, s, g: (
+        torch.linspace(s["seq"] // DECISION_QUESTIONS, s["seq"], DECISION_QUESTIONS).long().expand(s["batch"], -1)
+    ),
+    "num_options": lambda v, s, g: torch.full((s["batch"], DECISION_QUESTIONS), 2, dtype=torch.long),
+    "question_type_ids": lambda v, s, g: torch.zeros(s["batch"], DECISION_QUESTIONS, dtype=torch.long),
     # which speech frames are real (AudioFlamingo 3's encoder counts them): every frame of the generated features
     "input_features_mask": lambda v, s, g: torch.ones(
         s["batch"], 4 * s["seq"] if v.frame_features else v.audio_frames, dtype=torch.long
@@ -478,6 +518,7 @@ CO_INPUTS = {
     "past_time_features": ("past_observed_mask", "future_values", "future_time_features"),
     "visual_feats": ("visual_pos",),
     "qformer_input_ids": ("qformer_attention_mask",),
+    "query_embeds": ("encoder_hidden_states",),
     "input_features": ("input_features_mask",),
     "pixel_values": ("image_embeds_position_mask",),
 }
@@ -523,6 +564,10 @@ def make_inputs(
     if "input_ids" not in wanted:
         wanted = [w for w in wanted if w not in ("attention_mask", "token_type_ids")]
     kinds = dict(kinds or {})
+    # a wrapper's generic main input (Speech Encoder-Decoder's inputs) is what its encoder reads: input_values, ...
+    encoder = getattr(model, "encoder", None)
+    if "inputs" in wanted and "inputs" not in kinds and isinstance(encoder, torch.nn.Module):
+        kinds["inputs"] = getattr(encoder, "main_input_name", "inputs")
     grid = _patch_grid_input(model, params, wanted)
     if "pixel_values" in wanted and grid:  # a (t, h, w) grid per image: images are rows of flattened patches
         kinds.setdefault("pixel_values", "flat_patches")
@@ -532,6 +577,8 @@ def make_inputs(
     # hidden_states, next to their grid
     if "hidden_states" in wanted and any(g in wanted for g in GRID_INPUTS):
         kinds.setdefault("hidden_states", "flat_patches")
+    if "pixel_values" in wanted and "pixel_position_ids" in wanted:  # patch coordinates: rows of flattened patches
+        kinds.setdefault("pixel_values", "naflex_patches")
     if "pixel_values" in wanted and "pixel_values" not in kinds and _is_video(config):
         kinds["pixel_values"] = "pixel_values_videos"  # a video model's pixel_values is a clip
     if "pixel_values" in wanted and "pixel_values" not in kinds and getattr(config, "image_grid_pinpoints", None):
@@ -547,7 +594,8 @@ def make_inputs(
     return out
 
 
-GRID_INPUTS = ("image_grid_thw", "grid_thw")  # the (t, h, w) patch grid of each image, Qwen2-VL style
+# the (t, h, w) patch grid of each image, Qwen2-VL style, or its (h, w) for image-only towers (Nemotron 3 Omni)
+GRID_INPUTS = ("image_grid_thw", "grid_thw", "image_grid_hw")
 
 
 def _patch_grid_input(model: torch.nn.Module, params: dict[str, Any], wanted: list[str]) -> str | None:

@@ -693,6 +693,12 @@ QUIRKS: dict[str, Quirk] = {
             "num_queries": 64,  # the top proposals of 196 feature positions (300 by default)
         },
     ),
+    # Nemotron 3 Omni's default config leaves the image placeholder token unset (each checkpoint sets its own); a
+    # small id inside the tiny vocabulary stands in.
+    "nemotron_h_omni": Quirk(
+        "image_token_id is None in the default config, so no text position receives the image embeddings",
+        config={"image_token_id": 10},
+    ),
     # InstructBLIP Video puts num_query_tokens embeddings per frame where its video tokens are.
     "instructblipvideo": Quirk(
         "pixel_values is a video clip (batch, frames, channels, size, size), with video placeholder tokens",
@@ -846,6 +852,26 @@ QUIRKS: dict[str, Quirk] = {
         input_kinds={"input_features": "features_per_token"},
         extra_inputs=("input_features",),
     ),
+    # Hiera's default config leaves the MAE decoder unsized (decoder_hidden_size, depth and heads all None): only
+    # HieraForPreTraining builds that decoder, and it cannot without them; these are small ones.
+    "hiera": Quirk(
+        "the pre-training decoder's width, depth and heads default to None",
+        config={"decoder_hidden_size": 32, "decoder_depth": 1, "decoder_num_heads": 2},
+    ),
+    # SegGPT stacks the prompt image above the input image (and the prompt mask above itself) before patching: the
+    # configured image_size (896 x 448) is the stacked size, each input half its height. Its decoder reads the layers of
+    # intermediate_hidden_state_indices (5, 11, 17, 23 of 24), all after the merge_index (2) layer where prompt and
+    # input merge: in the tiny stack, a merge after the first layer and the second read.
+    "seggpt": Quirk(
+        "prompt and input images are stacked in height to image_size, so each is half as high; the decoder's"
+        " intermediate layers must exist in the shrunk stack",
+        config={"merge_index": 0, "intermediate_hidden_state_indices": [1]},
+        input_kinds={
+            "pixel_values": "half_height",
+            "prompt_pixel_values": "half_height",
+            "prompt_masks": "half_height",
+        },
+    ),
     "sam2_video": Quirk(
         "a stateful video tracker",
         known_failure=KnownFailure(
@@ -871,6 +897,16 @@ QUIRKS: dict[str, Quirk] = {
             "Sam3VideoModel's forward runs one frame of a tracking session: it requires a Sam3VideoInferenceSession"
             " (built by the processor from a video, with prompts) and a frame index, not tensors Zoo can generate",
             "https://huggingface.co/docs/transformers/model_doc/sam3_video",
+            _dt.date(2027, 3, 1),
+        ),
+    ),
+    "edgetam_video": Quirk(
+        "a stateful video tracker",
+        known_failure=KnownFailure(
+            "EdgeTamVideoModel's forward runs one frame of a tracking session: it requires an"
+            " EdgeTamVideoInferenceSession (built by the processor from a video, with prompts) and a frame index,"
+            " not tensors Zoo can generate",
+            "https://huggingface.co/docs/transformers/model_doc/edgetam_video",
             _dt.date(2027, 3, 1),
         ),
     ),

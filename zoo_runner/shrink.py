@@ -346,6 +346,9 @@ def _fix_vision_language(cfg: dict[str, Any]) -> None:
             for key in TO_TEXT_WIDTH:
                 if _is_int(node.get(key)):
                     node[key] = width
+    # the composite's own note of the tower's width (Nemotron 3 Omni's projector reads it): the shrunk tower's
+    if _is_int(cfg.get("vision_hidden_size")) and _is_int(vision.get("hidden_size")):
+        cfg["vision_hidden_size"] = vision["hidden_size"]
     ids = [cfg[k] for k in SPECIAL_TOKENS if _is_int(cfg.get(k)) and cfg[k] >= 0]
     if not ids:
         return
