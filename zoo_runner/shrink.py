@@ -98,6 +98,8 @@ def _is_int(v: Any) -> bool:
 def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     """Shrink one config level (and its nested config dicts) in place; returns it."""
     layers_before = next((cfg[k] for k in LAYERS if _is_int(cfg.get(k)) and cfg[k] > 0), None)
+    # the values per-layer overrides are merged into, as they were before shrinking
+    unshrunk = {k: copy.deepcopy(v) for k, v in cfg.items() if k != PER_LAYER_CONFIG and not isinstance(v, dict)}
     # stage-list backbones (ResNet, Swin: ``depths``) count stages, not layers, in num_layers
     stage_based = any(isinstance(cfg.get(k), list) for k in DEPTH_LISTS)
     tied = _tied_to_first_stage(cfg)
@@ -167,9 +169,9 @@ def shrink_dict(cfg: dict[str, Any]) -> dict[str, Any]:
     for key in PER_LAYER_KV_HEADS:  # each layer's key/value heads divide the shrunk query heads
         if heads_now and _int_list(cfg.get(key)):
             cfg[key] = [math.gcd(heads_now, min(v, TINY_KV_HEADS)) for v in cfg[key]]
-    _keep_layer_kinds(cfg, layer_kinds)
+    _keep_layer_kinds(cfg, layer_kinds, types_before if layer_kinds else [])
     if isinstance(cfg.get(PER_LAYER_CONFIG), dict):
-        _keep_per_layer_overrides(cfg, layers_after)
+        _keep_per_layer_overrides(cfg, layers_after, unshrunk)
     for key, stages in tied.items():  # still the first stage's width, now shrunk
         cfg[key] = cfg[stages][0]
     for key, width in depthwise.items():
@@ -196,7 +198,7 @@ def _str_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _keep_layer_kinds(cfg: dict[str, Any], kinds: list) -> None:
+def _keep_layer_kinds(cfg: dict[str, Any], kinds: list, types_before: list) -> None:
     """The shrunk stack keeps a layer of every kind the full one has, where it is deep enough (OLMo Hybrid: three
     linear-attention layers, then a full-attention one): the last layers of kinds it repeats become the missing."""
     types = cfg.get("layer_types")
@@ -205,6 +207,29 @@ def _keep_layer_kinds(cfg: dict[str, Any], kinds: list) -> None:
     for kind in [k for k in kinds if k not in types]:
         i = max(j for j, t in enumerate(types) if types.count(t) > 1)
         types[i] = kind
+        _take_overrides_of_kind(cfg, i, types_before.index(kind))
+
+
+def _take_overrides_of_kind(cfg: dict[str, Any], layer: int, model: int) -> None:
+    """A layer that became another kind takes the per-layer overrides of the full stack's first layer of that kind
+    (Dots3 Note's sliding-window layers override their query/key head split)."""
+    overrides = cfg.get(PER_LAYER_CONFIG)
+    if not isinstance(overrides, dict):
+        return
+    by_index = {}
+    for key in overrides:
+        try:
+            by_index[int(key)] = key
+        except (TypeError, ValueError):
+            return  # keyed by something else than a layer index
+    key = by_index.get(layer)
+    if key is not None:
+        del overrides[key]
+    source = by_index.get(model)
+    if source is not None:
+        overrides[str(layer).zfill(len(str(source))) if isinstance(source, str) else layer] = copy.deepcopy(
+            overrides[source]
+        )
 
 
 def _shuffled_width(vision: Any) -> int | None:
@@ -223,11 +248,12 @@ KV_SHARED_LAYERS = ("num_kv_shared_layers",)  # trailing layers that reuse an ea
 PER_LAYER_CONFIG = "per_layer_config"  # {layer index: overrides of the config's values for that layer}
 
 
-def _keep_per_layer_overrides(cfg: dict[str, Any], layers: int | None) -> None:
+def _keep_per_layer_overrides(cfg: dict[str, Any], layers: int | None, unshrunk: dict[str, Any]) -> None:
     """Heterogeneous configs override values layer by layer (Gemma 4: a wider head on its full-attention layers):
     the layers the shrunk depth keeps keep their overrides, shrunk by the same rules as the config around them;
     the overrides of layers that are gone go too."""
     kept = {}
+    plain = shrink_dict(copy.deepcopy(unshrunk))  # what the layers without overrides get
     for index, override in cfg[PER_LAYER_CONFIG].items():
         try:
             alive = layers is None or int(index) < layers
@@ -235,9 +261,11 @@ def _keep_per_layer_overrides(cfg: dict[str, Any], layers: int | None) -> None:
             alive = True
         if not alive or not isinstance(override, dict):
             continue
-        base = {k: copy.deepcopy(v) for k, v in cfg.items() if k != PER_LAYER_CONFIG and not isinstance(v, dict)}
-        merged = shrink_dict({**base, **copy.deepcopy(override)})
+        merged = shrink_dict({**copy.deepcopy(unshrunk), **copy.deepcopy(override)})
         kept[index] = {k: merged.get(k, v) for k, v in override.items()}
+        # a size the layer's overrides change once shrunk (its head dim, the sum of an overridden split) is its own
+        own = {k: v for k, v in merged.items() if k not in kept[index] and _is_int(v) and _is_int(plain.get(k))}
+        kept[index].update({k: v for k, v in own.items() if v != plain[k]})
     cfg[PER_LAYER_CONFIG] = kept
 
 
