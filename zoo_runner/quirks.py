@@ -132,89 +132,62 @@ _QWEN4_EXP_INDEXER = Quirk(
 )
 
 
-_KNOWN_DEPTH_PRO = Quirk(
-    "a known failure, see its reason",
-    known_failure=KnownFailure(
-        "DepthPro scales each image by scaled_images_ratios (0.25, 0.5, 1) and cuts patch_size (384) patches"
-        " from every scale, so it needs images of at least 1536 px; Zoo's tiny tier makes 224 px images and"
-        " does not yet shrink patch_size with them (a Zoo gap)",
-        "https://github.com/huggingface/transformers/blob/main/src/transformers/models/depth_pro/modeling_depth_pro.py",
-        _dt.date(2027, 3, 1),
-    ),
+def _known(reason: str, link: str) -> Quirk:
+    """A row that is only a known failure: its reason, where to read more, re-checked on the usual date."""
+    return Quirk("a known failure, see its reason", known_failure=KnownFailure(reason, link, _dt.date(2027, 3, 1)))
+
+
+_KNOWN_DEPTH_PRO = _known(
+    "DepthPro scales each image by scaled_images_ratios (0.25, 0.5, 1) and cuts patch_size (384) patches"
+    " from every scale, so it needs images of at least 1536 px; Zoo's tiny tier makes 224 px images and"
+    " does not yet shrink patch_size with them (a Zoo gap)",
+    "https://github.com/huggingface/transformers/blob/main/src/transformers/models/depth_pro/modeling_depth_pro.py",
 )
 
-_KNOWN_PI0 = Quirk(
-    "a known failure, see its reason",
-    known_failure=KnownFailure(
-        "PI0 needs robot-policy inputs Zoo has no generators for yet: state (batch, max_state_dim), action"
-        " noise (batch, chunk_size, max_action_dim), a timestep, action_embeds for the base model and"
-        " multi-camera pixel_values with a camera mask (a Zoo gap)",
-        "https://github.com/huggingface/transformers/blob/main/src/transformers/models/pi0/modeling_pi0.py",
-        _dt.date(2027, 3, 1),
-    ),
+_KNOWN_PI0 = _known(
+    "PI0 needs robot-policy inputs Zoo has no generators for yet: state (batch, max_state_dim), action"
+    " noise (batch, chunk_size, max_action_dim), a timestep, action_embeds for the base model and"
+    " multi-camera pixel_values with a camera mask (a Zoo gap)",
+    "https://github.com/huggingface/transformers/blob/main/src/transformers/models/pi0/modeling_pi0.py",
 )
 
-_KNOWN_GRANITE4_VISION = Quirk(
-    "a known failure, see its reason",
-    known_failure=KnownFailure(
-        "the default Granite4VisionConfig leaves deepstack_layer_map None and the model takes its len() while"
-        " it is built; only a published config sets it (a transformers default-config gap)",
-        "https://github.com/huggingface/transformers/blob/main/src/transformers/models/granite4_vision/configuration_granite4_vision.py",
-        _dt.date(2027, 3, 1),
-    ),
+_KNOWN_GRANITE4_VISION = _known(
+    "the default Granite4VisionConfig leaves deepstack_layer_map None and the model takes its len() while"
+    " it is built; only a published config sets it (a transformers default-config gap)",
+    "https://github.com/huggingface/transformers/blob/main/src/transformers/models/granite4_vision/configuration_granite4_vision.py",
 )
 
-_KNOWN_MINICPM_VISION = Quirk(
-    "a known failure, see its reason",
-    known_failure=KnownFailure(
-        "the vision tower's forward takes target_sizes (each image's patch grid) as optional but calls"
-        " get_vision_nearest_position_ids on it unconditionally, so None fails; Zoo has no target_sizes"
-        " generator yet (a Zoo gap beside a misleading signature)",
-        "https://github.com/huggingface/transformers/blob/main/src/transformers/models/minicpm_ocr/modeling_minicpm_ocr.py",
-        _dt.date(2027, 3, 1),
-    ),
+_KNOWN_MINICPM_VISION = _known(
+    "the vision tower's forward takes target_sizes (each image's patch grid) as optional but calls"
+    " get_vision_nearest_position_ids on it unconditionally, so None fails; Zoo has no target_sizes"
+    " generator yet (a Zoo gap beside a misleading signature)",
+    "https://github.com/huggingface/transformers/blob/main/src/transformers/models/minicpm_ocr/modeling_minicpm_ocr.py",
 )
 
-_KNOWN_PP_OCRV5_SERVER_DET = Quirk(
-    "a known failure, see its reason",
-    known_failure=KnownFailure(
-        "PP-OCRv5 server det's default config leaves intraclass_block_config unset (None) and the neck"
-        " indexes it while it is built (modeling line 51); only the published config.json defines it",
-        "https://github.com/huggingface/transformers/blob/main/src/transformers/models/pp_ocrv5_server_det/modeling_pp_ocrv5_server_det.py",
-        _dt.date(2027, 3, 1),
-    ),
+_KNOWN_PP_OCRV5_SERVER_DET = _known(
+    "PP-OCRv5 server det's default config leaves intraclass_block_config unset (None) and the neck"
+    " indexes it while it is built (modeling line 51); only the published config.json defines it",
+    "https://github.com/huggingface/transformers/blob/main/src/transformers/models/pp_ocrv5_server_det/modeling_pp_ocrv5_server_det.py",
 )
 
-_KNOWN_EOMT_DINOV3 = Quirk(
-    "a known failure, see its reason",
-    known_failure=KnownFailure(
-        "Zoo's tiny config breaks a channel coupling of its mask upscaler (a transposed conv of 64 channels"
-        " gets the 56-channel shrunk hidden states); not yet diagnosed which config key couples them (a Zoo"
-        " gap)",
-        "https://github.com/huggingface/transformers/blob/main/src/transformers/models/eomt_dinov3/modeling_eomt_dinov3.py",
-        _dt.date(2027, 3, 1),
-    ),
+_KNOWN_EOMT_DINOV3 = _known(
+    "Zoo's tiny config breaks a channel coupling of its mask upscaler (a transposed conv of 64 channels"
+    " gets the 56-channel shrunk hidden states); not yet diagnosed which config key couples them (a Zoo"
+    " gap)",
+    "https://github.com/huggingface/transformers/blob/main/src/transformers/models/eomt_dinov3/modeling_eomt_dinov3.py",
 )
 
-_KNOWN_GLM_IMAGE = Quirk(
-    "a known failure, see its reason",
-    known_failure=KnownFailure(
-        "with Zoo's generated text and image inputs the forward indexes a second image grid that is not there"
-        " (index 1 out of bounds for a dimension of size 1); not yet diagnosed (a Zoo gap in its image inputs)",
-        "https://github.com/huggingface/transformers/blob/main/src/transformers/models/glm_image/modeling_glm_image.py",
-        _dt.date(2027, 3, 1),
-    ),
+_KNOWN_GLM_IMAGE = _known(
+    "with Zoo's generated text and image inputs the forward indexes a second image grid that is not there"
+    " (index 1 out of bounds for a dimension of size 1); not yet diagnosed (a Zoo gap in its image inputs)",
+    "https://github.com/huggingface/transformers/blob/main/src/transformers/models/glm_image/modeling_glm_image.py",
 )
 
-_KNOWN_PP_DOCLAYOUT_V2 = Quirk(
-    "a known failure, see its reason",
-    known_failure=KnownFailure(
-        "Zoo's tiny config breaks the coupling of the backbone's output channels (512) and the encoder's"
-        " input projection (32); the PP-DocLayout-V4 row's fix does not carry over; not yet diagnosed (a Zoo"
-        " gap)",
-        "https://github.com/huggingface/transformers/blob/main/src/transformers/models/pp_doclayout_v2/modeling_pp_doclayout_v2.py",
-        _dt.date(2027, 3, 1),
-    ),
+_KNOWN_PP_DOCLAYOUT_V2 = _known(
+    "Zoo's tiny config breaks the coupling of the backbone's output channels (512) and the encoder's"
+    " input projection (32); the PP-DocLayout-V4 row's fix does not carry over; not yet diagnosed (a Zoo"
+    " gap)",
+    "https://github.com/huggingface/transformers/blob/main/src/transformers/models/pp_doclayout_v2/modeling_pp_doclayout_v2.py",
 )
 
 
