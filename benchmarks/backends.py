@@ -15,15 +15,28 @@ its own torch: run ``--plan xla:1000`` from ``.venv-xla``) add up in one databas
 Prints per run: functional, strict and harness coverage by count and download-weighted with their
 denominators, status counts, the fallback ops that would unlock the most downloads, the largest
 failure clusters, and the wall times. Each section names the top-N slice its numbers cover.
+
+A slice too long for one sitting (the top 1000 on ``xla`` is hours of a 2-core machine) goes in
+several: ``--state DIR`` keeps every stored result as JSON lines (``DIR/rows.jsonl.gz``) and the wall
+times (``DIR/walls.json``), loads them into a fresh database at the start and writes them back
+after every ``--chunk`` models, so a crash or a new machine loses at most one chunk. With it, a
+first pass skips the models that already have a result this ISO week for that backend and
+precision, and its wall time is the sum of its sittings (each listed with its load and commit);
+later passes (the warm-cache re-runs) start only once the first is complete and run in one sitting.
+
+    python -m benchmarks.backends --state benchmarks/data/backends --plan cpu+openvino:1000 \
+        --out benchmarks/backends_latest.txt
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import logging
 import os
 import re
+import subprocess
 import tempfile
 import time
 from collections import Counter
@@ -69,6 +82,137 @@ def run_backend(ids: list[str], backend: str, precision: str, jobs: int, timeout
     return {"wall_s": round(wall, 1), "load": round(load, 2), "compile_cache": dict(sorted(caches.items()))}
 
 
+def _stored_this_week(ids: list[str], backend: str, precision: str) -> set[str]:
+    """The models of ``ids`` that already have a result this ISO week on ``backend`` at tier tiny,
+    judged as a request of ``precision`` would be (a resumed first pass skips them)."""
+    from sqlalchemy import select
+
+    from db import repository
+    from db.models import Result
+    from db.session import session_scope
+    from db.weeks import iso_week
+
+    with session_scope() as s:
+        q = (
+            select(Result.model_id)
+            .where(Result.backend == backend, Result.tier == "tiny", Result.week == iso_week())
+            .where(Result.model_id.in_(ids), repository.same_precision(precision))
+        )
+        return set(s.scalars(q).all())
+
+
+def _load_rows(path: Path) -> int:
+    """Store every result kept in ``path`` (JSON lines, gzip) in the database; returns how many."""
+    from db import repository
+    from db.session import session_scope
+
+    if not path.exists():
+        return 0
+    n = 0
+    with gzip.open(path, "rt", encoding="utf-8") as fh, session_scope() as s:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                row.pop("week", None)  # the week follows from started_at, as for any stored result
+                repository.store_result(s, row)
+                n += 1
+    return n
+
+
+def _save_rows(path: Path) -> int:
+    """Write every stored result to ``path`` (JSON lines, gzip), in a stable order; returns how many."""
+    from sqlalchemy import select
+
+    from db.models import Result
+    from db.rows import result_dict
+    from db.session import session_scope
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with session_scope() as s:
+        rows = s.scalars(select(Result).order_by(Result.backend, Result.precision, Result.model_id, Result.week)).all()
+        with gzip.GzipFile(tmp, "wb", mtime=0) as raw:
+            for r in rows:
+                raw.write((json.dumps(result_dict(r), sort_keys=True, default=str) + "\n").encode())
+    tmp.replace(path)
+    return len(rows)
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def _chunks(ids: list[str], n: int) -> list[list[str]]:
+    return [ids[i : i + n] for i in range(0, len(ids), max(1, n))] or [[]]
+
+
+def _fold_sittings(entry: dict) -> None:
+    """A resumed first pass's totals from its sittings: the wall times and compile-cache answers add up."""
+    first = entry["passes"][0]
+    sittings = first.get("sittings") or []
+    first["wall_s"] = round(sum(x["wall_s"] for x in sittings), 1)
+    if sittings:
+        first["load"] = sittings[0]["load"]
+    caches: Counter = Counter()
+    for x in sittings:
+        caches.update(x.get("compile_cache") or {})
+    first["compile_cache"] = dict(sorted(caches.items()))
+    entry["walls_s"][0] = first["wall_s"]
+
+
+def resume_plan_item(
+    ids: list[str],
+    backend: str,
+    precision: str | None,
+    passes: int,
+    entry: dict | None,
+    args: argparse.Namespace,
+    save: Callable[[dict], None],
+) -> dict:
+    """One plan item under ``--state``: the first pass validates only the models of ``ids`` with no
+    result this week (``--chunk`` at a time, ``save(entry)`` after each, so the state on disk is at
+    most one chunk behind), as one more sitting of that pass; once every model has its result, the
+    later passes run over all of ``ids``. Returns the walls entry."""
+    requested = precision or "auto"
+    done = _stored_this_week(ids, backend, requested)
+    todo = [m for m in ids if m not in done]
+    if entry is None or entry.get("top") != len(ids) or (todo and len(entry.get("passes") or []) > 1):
+        # a new slice, or a complete one whose rows belong to an earlier week: its first pass starts over
+        entry = {"walls_s": [0.0], "passes": [{"wall_s": 0.0, "sittings": []}]}
+    entry.update(
+        top=len(ids),
+        timeout_s=args.timeout,
+        jobs=args.jobs,
+        precision=_judged_precision(backend, precision),
+        machine=machine(),
+    )
+    if todo:
+        sitting = {"wall_s": 0.0, "load": round(os.getloadavg()[0], 2), "models": 0, "commit": _commit()}
+        sitting["started"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        entry["passes"][0].setdefault("sittings", []).append(sitting)
+        caches: Counter = Counter()
+        for chunk in _chunks(todo, args.chunk):
+            r = run_backend(chunk, backend, requested, args.jobs, args.timeout)
+            caches.update(r["compile_cache"])
+            sitting.update(
+                wall_s=round(sitting["wall_s"] + r["wall_s"], 1),
+                models=sitting["models"] + len(chunk),
+                compile_cache=dict(sorted(caches.items())),
+            )
+            _fold_sittings(entry)
+            save(entry)
+    while len(entry["passes"]) < passes:
+        r = run_backend(ids, backend, requested, args.jobs, args.timeout)
+        entry["passes"].append(r)
+        entry["walls_s"].append(r["wall_s"])
+        save(entry)
+    return entry
+
+
 def _judged_precision(backend: str, requested: str | None) -> str:
     from zoo_runner.backends import BackendSpec
     from zoo_runner.precision import resolve
@@ -104,6 +248,13 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
         if p.get("compile_cache"):
             line += "; compile cache: " + ", ".join(f"{k} {v}" for k, v in p["compile_cache"].items())
         out.append(line)
+        sittings = p.get("sittings") or []
+        if len(sittings) > 1 or (sittings and sittings[0].get("models") != run["top"]):
+            for j, x in enumerate(sittings, 1):
+                out.append(
+                    f"    sitting {j}: {x['models']} models in {x['wall_s']:.0f}s, started {x.get('started', '?')} "
+                    f"at {x.get('commit', '?')}, load {x['load']:.2f} at its start"
+                )
     if run.get("timeout_s"):
         out.append(f"  time budget per model process: {run['timeout_s']:.0f}s")
     rows = (
@@ -188,50 +339,73 @@ def main(argv: list[str] | None = None) -> int:
         help="database URL; an existing one keeps its runs, so backends from several venvs "
         "(xla needs its own) can go into one database (default: a fresh SQLite file in a temp dir)",
     )
+    p.add_argument(
+        "--state",
+        help="directory keeping the stored results (rows.jsonl.gz) and wall times (walls.json) across "
+        "sittings and machines: loaded at the start, written after every --chunk models; a first pass "
+        "then skips models with a result this week (see above)",
+    )
+    p.add_argument("--chunk", type=int, default=50, help="with --state: models between saves (default %(default)s)")
     p.add_argument("--report-only", action="store_true", help="run nothing: print the report of what --db holds")
     p.add_argument("--out", help="also write the report here")
     args = p.parse_args(argv)
 
     work = Path(os.environ.get("ZOO_BENCH_WORK") or tempfile.mkdtemp(prefix="zoo-backends-"))
     work.mkdir(parents=True, exist_ok=True)
+    state = Path(args.state) if args.state else None
     args.db = args.db or f"sqlite:///{work / 'zoo.db'}"
-    walls_path = _walls_file(args.db)
+    walls_path = state / "walls.json" if state else _walls_file(args.db)
     walls: dict[str, dict] = json.loads(walls_path.read_text()) if walls_path.exists() else {}
     mine: dict[str, dict] = {}  # the runs this invocation made
     stop = _standin(args, work)
     try:
+        from db import queries
+        from db.session import session_scope
         from services import catalog
         from zoo import jobs as zjobs
 
-        if not args.report_only:
-            from db import queries
-            from db.session import session_scope
+        with session_scope() as s:
+            have = queries.latest_snapshot(s) is not None
+        if not have:
+            catalog.sync(catalog.from_file(args.csv), f"file:{Path(args.csv).name}")
+        if state:
+            log.info("loaded %d stored results from %s", _load_rows(state / "rows.jsonl.gz"), state)
 
-            with session_scope() as s:
-                have = queries.latest_snapshot(s) is not None
-            if not have:
-                catalog.sync(catalog.from_file(args.csv), f"file:{Path(args.csv).name}")
-            for backend, precision, top, passes in _plan(args.plan):
-                try:
-                    backend = zjobs.resolve_backend(backend)
-                except Exception as exc:  # a backend this machine (or venv) lacks is said, not fatal
-                    log.warning("%s: not run here: %s", backend, exc)
-                    continue
-                _, ids = zjobs.pick_models(top)
-                runs = [run_backend(ids, backend, precision or "auto", args.jobs, args.timeout) for _ in range(passes)]
-                judged = _judged_precision(backend, precision)
-                mine[f"{backend}@{precision or 'declared'}"] = {
+        def save(key: str, entry: dict) -> None:
+            mine[key] = entry
+            # another venv's run may have written its own since this one started: keep them
+            on_disk = json.loads(walls_path.read_text()) if walls_path.exists() else {}
+            walls.clear()
+            walls.update({**on_disk, **mine})
+            walls_path.parent.mkdir(parents=True, exist_ok=True)
+            walls_path.write_text(json.dumps(walls, indent=1))
+            if state:
+                _save_rows(state / "rows.jsonl.gz")
+
+        for backend, precision, top, passes in [] if args.report_only else _plan(args.plan):
+            try:
+                backend = zjobs.resolve_backend(backend)
+            except Exception as exc:  # a backend this machine (or venv) lacks is said, not fatal
+                log.warning("%s: not run here: %s", backend, exc)
+                continue
+            _, ids = zjobs.pick_models(top)
+            key = f"{backend}@{precision or 'declared'}"
+            if state:
+                resume_plan_item(ids, backend, precision, passes, walls.get(key), args, lambda e, k=key: save(k, e))
+                continue
+            runs = [run_backend(ids, backend, precision or "auto", args.jobs, args.timeout) for _ in range(passes)]
+            save(
+                key,
+                {
                     "top": len(ids),
                     "walls_s": [r["wall_s"] for r in runs],
                     "passes": runs,
                     "timeout_s": args.timeout,
                     "jobs": args.jobs,
-                    "precision": judged,
+                    "precision": _judged_precision(backend, precision),
                     "machine": machine(),
-                }
-                # another venv's run may have written its own since this one started: keep them
-                walls = {**(json.loads(walls_path.read_text()) if walls_path.exists() else {}), **mine}
-                walls_path.write_text(json.dumps(walls, indent=1))
+                },
+            )
         header = [
             f"Backends benchmark — tier tiny, {Path(args.csv).name}; each section names the top-N slice it covers",
             machine(),
