@@ -188,6 +188,25 @@ def test_gpt2_passes_at_the_precision_openvino_declares():
         )
 
 
+def test_a_second_model_process_loads_what_the_first_compiled_from_the_compile_cache(tmp_path, monkeypatch):
+    pytest.importorskip("openvino")
+    monkeypatch.setenv(ov_plugin.CACHE_ENV, str(tmp_path / "openvino"))  # what the sandbox sets
+    first, second = _validate(), _validate()
+    assert first["status"] in ("pass", "pass_with_fallback"), _explain(first)
+    assert first["details"]["compile_cache"] == "miss"
+    assert any((tmp_path / "openvino").iterdir())  # OpenVINO's own blobs, in Zoo's directory
+    assert second["details"]["compile_cache"] == "hit"
+    assert second["status"] == first["status"], _explain(second)
+    assert second["details"]["fallback_report"]["openvino_partitions"] >= 1  # still run by OpenVINO
+
+
+def test_without_a_compile_cache_the_row_says_nothing_of_one(monkeypatch):
+    pytest.importorskip("openvino")
+    monkeypatch.delenv(ov_plugin.CACHE_ENV, raising=False)
+    r = _validate()
+    assert "compile_cache" not in r["details"], _explain(r)
+
+
 def test_gpt2_is_a_mismatch_judged_at_fp32_when_openvino_computes_bf16():
     if _cpu_precision() != "bf16":
         pytest.skip("OpenVINO computes fp32 on this CPU")

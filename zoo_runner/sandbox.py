@@ -107,6 +107,7 @@ CACHE_VARS = {
     "TRITON_CACHE_DIR": "triton",
     "NEURON_COMPILE_CACHE_URL": "neuron",
     "XLA_PERSISTENT_CACHE_PATH": "xla",  # torch_xla's persistent compilation cache (zoo_runner/plugins/xla.py)
+    "OPENVINO_CACHE_DIR": "openvino",  # OpenVINO's CACHE_DIR of compiled blobs (zoo_runner/plugins/openvino.py)
 }
 # Directories the model process must not see: scratch space other processes share, sockets, homes.
 HIDE = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/root", "/home")

@@ -17,16 +17,24 @@ Importing ``openvino.torch`` registers the backend with dynamo. What this plugin
   recorded: their ATen ops are ``fallback_ops`` (so the row is ``pass_with_fallback``), the counts
   and reasons ``details.fallback_report``. This reads OpenVINO internals (2026.x): where they
   moved, the report says ``unavailable`` and nothing else changes.
+- **Compile cache.** The model process's ``OPENVINO_CACHE_DIR`` (set by the sandbox under
+  ``ZOO_COMPILE_CACHE``, like inductor's) goes to OpenVINO as its ``CACHE_DIR`` config: the CPU
+  plugin stores each compiled partition there and loads it the next time, in any model process
+  that compiles the same graph. ``details.compile_cache`` is ``hit``, ``miss`` or ``partial`` from
+  each compiled model's ``LOADED_FROM_CACHE``. Not OpenVINO's ``model_caching`` option: in 2026.4.1
+  its cache hit fails (``openvino_compile`` reads the cached IR, then names an unbound ``decoder``)
+  and OpenVINO runs that partition in PyTorch instead (``docs/findings/openvino.md``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import warnings
 from typing import Any
 
-from ..backends import BackendSpec, CompilerPlugin, FallbackTracker, register_compiler
+from ..backends import BackendSpec, CompilerPlugin, FallbackTracker, cache_verdict, register_compiler
 from ..exceptions import UnknownBackend
 from ..settings import settings
 
@@ -58,13 +66,23 @@ def requested_hint() -> str | None:
     return _HINTS[raw]
 
 
+CACHE_ENV = "OPENVINO_CACHE_DIR"  # set by the sandbox for the model process (zoo_runner/sandbox.py)
+
+
 def _config() -> dict[str, str] | None:
     hint = requested_hint()
     return {"INFERENCE_PRECISION_HINT": hint} if hint else None
 
 
+def _cache_dir() -> str | None:
+    return os.environ.get(CACHE_ENV, "").strip() or None
+
+
 def compile_options(spec: BackendSpec) -> dict | None:
-    config = _config()
+    config = dict(_config() or {})
+    cache = _cache_dir()
+    if cache:
+        config["CACHE_DIR"] = cache
     return {"config": config} if config else None
 
 
@@ -94,6 +112,7 @@ _SEEN: dict[str, Any] = {
     "ops": set(),
     "failed_partitions": [],
     "graphs_on_inductor": [],
+    "from_cache": [],  # one bool per model OpenVINO compiled: LOADED_FROM_CACHE
 }
 _INSTRUMENTED: list[str] = []  # "ok", or why the report is unavailable
 
@@ -140,10 +159,11 @@ def _instrument() -> None:
         from openvino.frontend.pytorch.torchdynamo import execute as ov_execute
         from openvino.frontend.pytorch.torchdynamo.partition import Partitioner
 
-        make_partitions, openvino_execute, compile_fx = (
+        make_partitions, openvino_execute, compile_fx, openvino_compile = (
             Partitioner.make_partitions,
             ov_execute.openvino_execute,
             ov_backend.compile_fx,
+            ov_execute.openvino_compile,
         )
     except (ImportError, AttributeError) as exc:
         _INSTRUMENTED.append(f"unavailable: {type(exc).__name__}: {exc}"[:200])
@@ -171,7 +191,16 @@ def _instrument() -> None:
         _SEEN["ops"] |= _traced_ops(subgraph, example_inputs)
         return compile_fx(subgraph, example_inputs, *args, **kwargs)
 
+    def recording_compile(*args: Any, **kwargs: Any) -> Any:
+        compiled = openvino_compile(*args, **kwargs)
+        try:
+            _SEEN["from_cache"].append(bool(compiled.get_property("LOADED_FROM_CACHE")))
+        except Exception:  # a device that does not say: no verdict for this one
+            pass
+        return compiled
+
     Partitioner.make_partitions = recording_make_partitions
+    ov_execute.openvino_compile = recording_compile
     ov_execute.openvino_execute = recording_execute
     ov_backend.compile_fx = recording_compile_fx
     _INSTRUMENTED.append("ok")
@@ -184,7 +213,7 @@ class OpenVINOFallbacks(FallbackTracker):
         _instrument()
 
     def clear(self) -> None:
-        _SEEN.update(partitions=0, outside=set(), ops=set(), failed_partitions=[], graphs_on_inductor=[])
+        _SEEN.update(partitions=0, outside=set(), ops=set(), failed_partitions=[], graphs_on_inductor=[], from_cache=[])
         try:  # OpenVINO keys compiled partitions by id(graph module): a new model must not meet an old one's
             from openvino.frontend.pytorch.torchdynamo.execute import clear_caches
 
@@ -194,6 +223,14 @@ class OpenVINOFallbacks(FallbackTracker):
 
     def collect(self) -> list[str]:
         return sorted(_SEEN["ops"])
+
+    def compile_cache(self) -> str | None:
+        """``hit`` when every model OpenVINO compiled came from its ``CACHE_DIR``, ``miss`` when none
+        did, ``partial`` between; None when it compiled nothing or the cache is off."""
+        if not _cache_dir():
+            return None
+        hits = sum(_SEEN["from_cache"])
+        return cache_verdict(hits, len(_SEEN["from_cache"]) - hits)
 
     def report(self) -> dict:
         if _INSTRUMENTED != ["ok"]:
