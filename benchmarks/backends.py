@@ -204,7 +204,9 @@ def resume_plan_item(
                 compile_cache=dict(sorted(caches.items())),
             )
             _fold_sittings(entry)
+            entry["stored"] = len(_stored_this_week(ids, backend, requested))
             save(entry)
+    entry["stored"] = len(_stored_this_week(ids, backend, requested))
     while len(entry["passes"]) < passes:
         r = run_backend(ids, backend, requested, args.jobs, args.timeout)
         entry["passes"].append(r)
@@ -238,6 +240,11 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
     ]
     walls = run["walls_s"]
     passes = run.get("passes") or [{} for _ in walls]  # older walls files kept the times only
+    if run.get("stored") is not None and run["stored"] < run["top"]:
+        out.append(
+            f"  in progress: {run['stored']} of the top {run['top']} have a result so far (resume with the same "
+            "--state and --plan); every figure below covers those only"
+        )
     for i, (wall, p) in enumerate(zip(walls, passes)):
         name = "first run (cold caches)" if i == 0 else "second run (warm caches)" if i == 1 else f"run {i + 1}"
         line = f"  wall: {name} {wall:.0f}s"

@@ -38,6 +38,8 @@ def test_a_slice_resumes_on_a_fresh_database_and_the_report_comes_from_the_state
     assert backends.main(["--csv", str(csv_path), "--plan", "cpu:1", "--state", str(state), "--jobs", "1"]) == 0
     first = _rows(state)
     assert [r["model_id"] for r in first] == ids[:1]
+    walls = json.loads((state / "walls.json").read_text())
+    assert walls["cpu@declared"]["stored"] == 1
     assert first[0]["backend"] == "cpu" and first[0]["status"] in ("pass", "pass_with_fallback")
 
     # a new machine: another work directory, so a fresh database; the state brings the rows back
@@ -53,8 +55,10 @@ def test_a_slice_resumes_on_a_fresh_database_and_the_report_comes_from_the_state
     entry = walls["cpu@declared"]
     assert entry["top"] == 2
     assert [s["models"] for s in entry["passes"][0]["sittings"]] == [1]  # the top-1 entry was another slice
+    assert entry["stored"] == 2
     text = out.read_text()
     assert "top 2 models" in text and "(2/2)" in text
+    assert "in progress" not in text
 
     # the report alone, from the state on a third fresh database, says the same
     monkeypatch.setenv("ZOO_BENCH_WORK", str(tmp_path / "work3"))
