@@ -147,7 +147,7 @@ def _commit() -> str:
 
 
 def _chunks(ids: list[str], n: int) -> list[list[str]]:
-    return [ids[i : i + n] for i in range(0, len(ids), max(1, n))] or [[]]
+    return [ids[i : i + n] for i in range(0, len(ids), max(1, n))]
 
 
 def _fold_sittings(entry: dict) -> None:
@@ -240,9 +240,6 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
     ]
     walls = run["walls_s"]
     passes = run.get("passes") or [{} for _ in walls]  # older walls files kept the times only
-    sittings = (passes[0] if passes else {}).get("sittings")
-    if run.get("stored") is None and sittings:  # walls written before "stored" was: the sittings' models
-        run = {**run, "stored": sum(x["models"] for x in sittings)}
     if run.get("stored") is not None and run["stored"] < run["top"]:
         out.append(
             f"  in progress: {run['stored']} of the top {run['top']} have a result so far (resume with the same "
