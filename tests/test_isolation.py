@@ -7,6 +7,7 @@ import os
 import pytest
 
 from tests.conftest import ROOT
+from zoo_runner.hang import stuck
 from zoo_runner.launcher import child_env, run_isolated
 from zoo_runner.request import ValidationRequest
 
@@ -30,12 +31,35 @@ def test_segfault_becomes_crash_with_signal_then_next_model_runs():
     _ok_after()
 
 
-def test_hang_becomes_timeout_and_the_process_group_is_killed():
+@pytest.mark.parametrize("launcher", ["forkserver", "spawn"])
+def test_hang_becomes_timeout_that_says_where_it_was_stuck(monkeypatch, launcher):
+    monkeypatch.setenv("ZOO_LAUNCHER", launcher)
     r = run_isolated(ValidationRequest("arch:BertModel", backend="cpu+zoo_test_hang", timeout_s=20))
     assert r["status"] == "timeout"
     assert "20s" in r["error"]["message"]
     assert 20 <= r["duration_s"] < 40
+    # it dumped its stacks when asked at the deadline: the row names the call that never returned
+    assert r["details"]["stuck_in"].startswith("zoo_test_hang (tests/plugins/faulty_backends.py:")
+    assert "stuck in zoo_test_hang" in r["error"]["message"]
+    assert "in zoo_test_hang" in r["error"]["traceback"] and "(most recent call first)" in r["error"]["traceback"]
     _ok_after()
+
+
+def test_the_deepest_thread_of_a_stack_dump_is_where_it_was_stuck():
+    dump = """noise before
+Thread 0x00007f01 (most recent call first):
+  File "/usr/lib/python3.11/threading.py", line 331 in wait
+  File "/usr/lib/python3.11/threading.py", line 1002 in _bootstrap
+
+Current thread 0x00007f02 (most recent call first):
+  File "/v/lib/python3.11/site-packages/openvino/runtime/ie_api.py", line 543 in compile_model
+  File "/v/lib/python3.11/site-packages/openvino/frontend/pytorch/torchdynamo/compile.py", line 140 in openvino_compile
+  File "/w/zoo_runner/engine.py", line 10 in validate_here
+"""
+    found = stuck(dump)
+    assert found is not None and found.frame == "compile_model (openvino/runtime/ie_api.py:543)"
+    assert found.stack.startswith("Current thread") and "threading.py" not in found.stack
+    assert stuck('Traceback (most recent call last):\n  File "x.py", line 3, in f\nValueError') is None
 
 
 def test_runaway_allocation_becomes_oom():

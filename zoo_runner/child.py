@@ -15,6 +15,9 @@ def main(argv: list[str]) -> int:
         from .sandbox_linux import enter
 
         enter(argv[4])
+    from .hang import listen
+
+    listen()  # a hang's stacks, for the launcher to ask for before it kills this process
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
     def stage(name: str) -> None:

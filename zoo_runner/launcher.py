@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import reference_cache, sandbox
+from . import hang, reference_cache, sandbox
 from .exceptions import SandboxUnavailable
 from .request import ValidationRequest, error_info
 from .result import failure_result
@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 REFERENCE_STAGES = ("start", "build", "reference")
 PRELOAD = ["zoo_runner.preload"]
 STDERR_TAIL = 6000
+HANG_TAIL = 1 << 17  # how much of stderr is searched for the stacks a hung process dumped
 STAGE_POLL_S = 0.5  # how often the parent reads the model process's stage for ``on_stage``
 Poll = Callable[[], None]
 # Who hears the stages of the model processes run_isolated starts in this context (thread) when it
@@ -166,7 +167,8 @@ def _run_forked(run: sandbox.Run, timeout_s: float, poll: Poll | None = None) ->
         if poll and proc.is_alive():
             poll()
     timed_out = proc.is_alive()
-    if timed_out:
+    if timed_out and proc.pid is not None:
+        hang.ask_for_stacks(proc.pid, run.stderr)
         _kill_group(proc.pid)
         proc.join()
     return proc.exitcode if proc.exitcode is not None else -signal.SIGKILL, timed_out
@@ -201,6 +203,7 @@ def _run_spawned(
                 return proc.wait(timeout=min(left, STAGE_POLL_S) if poll else left), False
             except subprocess.TimeoutExpired:
                 if time.monotonic() >= deadline:
+                    hang.ask_for_stacks(proc.pid, run.stderr)
                     _kill_group(proc.pid)
                     return proc.wait(), True
                 if poll:
@@ -264,7 +267,8 @@ def run_isolated(
         if problem:
             result = _bad_result(req, problem, stage, stderr_tail, time.perf_counter() - t0)
         else:
-            result = _failure_result(req, rc, timed_out, stage, stderr_tail, time.perf_counter() - t0)
+            stuck = hang.stuck(_tail(run.stderr, HANG_TAIL)) if timed_out else None
+            result = _failure_result(req, rc, timed_out, stage, stderr_tail, time.perf_counter() - t0, stuck)
         result["details"]["sandbox"] = details_sandbox
         return result
 
@@ -297,16 +301,26 @@ def _bad_result(req: ValidationRequest, problem: str, stage: str, stderr_tail: s
 
 
 def _failure_result(
-    req: ValidationRequest, rc: int, timed_out: bool, stage: str, stderr_tail: str, elapsed: float
+    req: ValidationRequest,
+    rc: int,
+    timed_out: bool,
+    stage: str,
+    stderr_tail: str,
+    elapsed: float,
+    stuck: hang.Stuck | None = None,
 ) -> dict[str, Any]:
     details: dict[str, Any] = {"stage": stage}
     if timed_out:
+        where = ""
+        if stuck is not None:  # the call that never returned, from the stacks it dumped at the deadline
+            details["stuck_in"] = stuck.frame
+            where = f", stuck in {stuck.frame}"
         status, err = (
             Status.TIMEOUT,
             error_info(
                 type_="Timeout",
-                message=f"exceeded the time budget of {req.timeout_s:g}s during {stage}",
-                tb=stderr_tail,
+                message=f"exceeded the time budget of {req.timeout_s:g}s during {stage}{where}",
+                tb=stuck.stack[:STDERR_TAIL] if stuck is not None else stderr_tail,
             ),
         )
     elif rc == -signal.SIGXCPU:
