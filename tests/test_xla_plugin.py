@@ -268,6 +268,15 @@ def test_fnet_falls_back_to_cpu_for_its_fft(backend):
     assert r["details"]["fallback_report"]["xla_cpu_fallback_counts"]["aten::_fft_c2c"] > 0
 
 
+def test_state_the_reference_leaves_behind_does_not_reach_the_backend():
+    """Mimi caches its codebook as a plain tensor attribute on first use, which ``.to("xla")`` does
+    not move: the backend runs a copy of the model as built, not the one the CPU reference ran
+    (before, ``cdist`` met an xla and a cpu tensor: a runtime_error that was Zoo's, not torch-xla's)."""
+    r = _validate("arch:MimiModel", "xla")
+    assert r["status"] in ("pass", "pass_with_fallback"), _explain(r)
+    assert "target_model" not in r["details"]
+
+
 def test_an_unlowered_op_is_counted_by_the_tracker():
     pytest.importorskip("torch_xla")
     import torch

@@ -291,6 +291,7 @@ def _validate(req: ValidationRequest, result: ValidationResult, stage: Callable[
     build_tier = SAME_BUILD_AS.get(req.tier, req.tier)
     build_fp = plan.fingerprint(built.library, build_tier) if build_tier != req.tier else result.fingerprint
 
+    target_model = _pristine_copy(req, built.model, result)
     stage("reference")
     ref32, ref64, ref_at = _run_references(req, spec, built.model, all_inputs, result, judged_at, build_fp)
     if req.tier == "census":
@@ -298,11 +299,30 @@ def _validate(req: ValidationRequest, result: ValidationResult, stage: Callable[
         return
 
     stage("target")
-    outs = _run_target(req, spec, built.model, all_inputs, result)
+    outs = _run_target(req, spec, target_model, all_inputs, result)
 
     stage("compare")
     cmp = _compare(spec, built, outs, ref32, ref64, ref_at, result, judged_at)
     _verdict(cmp, result)
+
+
+def _pristine_copy(req: ValidationRequest, model: torch.nn.Module, result: ValidationResult) -> torch.nn.Module:
+    """The model as built, for the backend, kept apart from the one the CPU reference runs: a forward
+    can leave state behind that ``.to(device)`` does not move (Mimi caches its codebook as a plain
+    tensor attribute on first use), and the backend must meet the model a user loads, not one the
+    CPU has already run. A copy is made when two fit in half the memory budget; otherwise (or when
+    the model cannot be copied) the backend gets the reference's model and ``details.target_model``
+    says so."""
+    tensors = [*model.parameters(), *model.buffers()]
+    nbytes = sum(t.numel() * t.element_size() for t in tensors)
+    if 2 * nbytes > req.memory_gb * (1 << 30) / 2:
+        result.details["target_model"] = "the reference's (no room for a copy)"
+        return model
+    try:
+        return copy.deepcopy(model)
+    except Exception as exc:  # a module that refuses deepcopy: run it as before
+        result.details["target_model"] = f"the reference's (not copyable: {type(exc).__name__})"
+        return model
 
 
 def _build(req: ValidationRequest, result: ValidationResult) -> tuple[Any, Any]:
