@@ -44,6 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks.precision import machine
+from zoo_runner.statuses import Status
 
 log = logging.getLogger("benchmarks.backends")
 ROOT = Path(__file__).resolve().parent.parent
@@ -232,7 +233,7 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
     with session_scope() as s:
         cov = queries.coverage(s, backend=backend, tier="tiny", precision=precision).to_dict()
         gaps = queries.op_gaps(s, backend=backend, tier="tiny", limit=10, precision=precision)
-        fails = queries.failure_clusters(s, backend=backend, tier="tiny", limit=5, precision=precision)
+        fails = queries.failure_clusters(s, backend=backend, tier="tiny", limit=10_000, precision=precision)
     how = "its declared precision" if requested == "declared" else f"--precision {requested}"
     out = [
         f"== {backend} at {precision} ({how}), top {run['top']} "
@@ -283,9 +284,15 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
             f"falls back in {g['affected_models']} models / {g['affected_downloads']:,} downloads"
             for g in items[:10]
         ]
-    clusters = fails.get("items") or []
+    # the backend's failures: Zoo's own gaps (unsupported, reference_error) are in the statuses line
+    zoos = {Status.UNSUPPORTED.value, Status.REFERENCE_ERROR.value}
+    clusters = [c for c in fails.get("items") or [] if set(c.get("statuses") or {}) - zoos]
+    out.append(
+        "  largest failure clusters of the backend (Zoo's unsupported and reference_error rows left out):"
+        if clusters
+        else "  no failure of the backend's (Zoo's unsupported and reference_error rows left out)"
+    )
     if clusters:
-        out.append("  largest failure clusters:")
         for c in clusters[:5]:
             example = (c.get("example_models") or [{}])[0].get("model_id")
             flag = f" --precision {requested}" if requested != "declared" else ""

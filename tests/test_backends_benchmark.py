@@ -59,6 +59,8 @@ def test_a_slice_resumes_on_a_fresh_database_and_the_report_comes_from_the_state
     text = out.read_text()
     assert "top 2 models" in text and "(2/2)" in text
     assert "in progress" not in text
+    # both pass: no cluster is the backend's
+    assert "no failure of the backend's" in text
 
     # the report alone, from the state on a third fresh database, says the same
     monkeypatch.setenv("ZOO_BENCH_WORK", str(tmp_path / "work3"))
