@@ -259,3 +259,27 @@ def test_video_naflex_series_and_conformer_inputs(arch, input_name, dims):
     r = validate_here(ValidationRequest(f"arch:{arch}", backend="cpu", reference_cache=""))
     assert r["status"] == "pass", r["error"]
     assert len(r["details"]["input_shapes"][0][input_name]) == dims
+
+
+def test_the_backend_gets_its_own_copy_of_the_model_unless_there_is_no_room(monkeypatch):
+    import zoo_runner.engine as engine
+
+    seen: dict[str, object] = {}
+    run_target, run_references = engine._run_target, engine._run_references
+    monkeypatch.setattr(
+        engine,
+        "_run_references",
+        lambda req, spec, model, *a: seen.update(ref=model) or run_references(req, spec, model, *a),
+    )
+    monkeypatch.setattr(
+        engine,
+        "_run_target",
+        lambda req, spec, model, *a: seen.update(target=model) or run_target(req, spec, model, *a),
+    )
+    r = validate_here(ValidationRequest("arch:BertModel", backend="cpu"))
+    assert r["status"] == "pass" and "target_model" not in r["details"]
+    assert seen["target"] is not seen["ref"]
+    # a budget too small for a second copy: the backend runs the reference's model, and the row says so
+    r = validate_here(ValidationRequest("arch:BertModel", backend="cpu", memory_gb=1e-4))
+    assert r["status"] == "pass" and r["details"]["target_model"] == "the reference's (no room for a copy)"
+    assert seen["target"] is seen["ref"]

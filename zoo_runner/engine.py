@@ -306,16 +306,20 @@ def _validate(req: ValidationRequest, result: ValidationResult, stage: Callable[
     _verdict(cmp, result)
 
 
+COPY_ROOM = 5  # the backend's own copy of the model is made when this many times its size fits the memory budget
+
+
 def _pristine_copy(req: ValidationRequest, model: torch.nn.Module, result: ValidationResult) -> torch.nn.Module:
     """The model as built, for the backend, kept apart from the one the CPU reference runs: a forward
     can leave state behind that ``.to(device)`` does not move (Mimi caches its codebook as a plain
     tensor attribute on first use), and the backend must meet the model a user loads, not one the
-    CPU has already run. A copy is made when two fit in half the memory budget; otherwise (or when
-    the model cannot be copied) the backend gets the reference's model and ``details.target_model``
-    says so."""
+    CPU has already run. A copy is made when five times the model's size fits in the memory budget
+    (the model, its copy and the fp64 reference's copy at twice the size, with room for activations);
+    otherwise (or when the model cannot be copied) the backend gets the reference's model and
+    ``details.target_model`` says so."""
     tensors = [*model.parameters(), *model.buffers()]
     nbytes = sum(t.numel() * t.element_size() for t in tensors)
-    if 2 * nbytes > req.memory_gb * (1 << 30) / 2:
+    if COPY_ROOM * nbytes > req.memory_gb * (1 << 30):
         result.details["target_model"] = "the reference's (no room for a copy)"
         return model
     try:
