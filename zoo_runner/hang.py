@@ -62,21 +62,17 @@ class Stuck:
 
 def stuck(text: str) -> Stuck | None:
     """The deepest thread stack in ``text`` (a stderr that holds a faulthandler dump), or ``None``."""
-    blocks: list[tuple[str, list[re.Match[str]], list[str]]] = []
+    blocks: list[tuple[list[re.Match[str]], list[str]]] = []  # per thread: its frames, its lines
     for line in text.splitlines():
         if "(most recent call first):" in line:
-            blocks.append((line, [], [line]))
-            continue
-        if not blocks:
-            continue
-        m = _FRAME.match(line)
-        if m:
-            blocks[-1][1].append(m)
-            blocks[-1][2].append(line)
-    deepest = max(blocks, key=lambda b: len(b[1]), default=None)
-    if deepest is None or not deepest[1]:
+            blocks.append(([], [line]))
+        elif blocks and (m := _FRAME.match(line)):
+            blocks[-1][0].append(m)
+            blocks[-1][1].append(line)
+    frames, lines = max(blocks, key=lambda b: len(b[0]), default=([], []))
+    if not frames:
         return None
-    top = deepest[1][0]
+    top = frames[0]
     path = top["path"]
     for marker in ("site-packages/", "dist-packages/"):
         if marker in path:
@@ -84,4 +80,4 @@ def stuck(text: str) -> Stuck | None:
             break
     else:
         path = "/".join(Path(path).parts[-3:])
-    return Stuck(frame=f"{top['func']} ({path}:{top['line']})", stack="\n".join(deepest[2]))
+    return Stuck(frame=f"{top['func']} ({path}:{top['line']})", stack="\n".join(lines))
