@@ -139,3 +139,78 @@ def test_what_onnx_cannot_express_is_a_compile_error():
     torch._dynamo.reset()
     with pytest.raises(BackendCompilerFailed):  # no fallback to PyTorch: the engine calls this compile_error
         torch.compile(lambda x: torch.special.zeta(x, x + 2), backend="onnxrt")(torch.rand(3) + 1)
+
+
+def test_a_graph_that_returns_numbers_beside_tensors_runs():
+    """torch.onnx's exporter fails on a module that returns an int (it skips ``None``); a dynamo graph
+    does return one where a size computed from a dynamic shape is live after a graph break (Longformer,
+    Qwen2.5-VL). Only the tensors go through ONNX; the numbers come back in their places."""
+    _need_extra()
+    import torch
+
+    from zoo_runner.plugins.onnxrt import OnnxGraph
+
+    class Outputs(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple:
+            return x + 1, 16, {"scaled": x * 2, "none": None}
+
+    gm = torch.fx.symbolic_trace(Outputs())
+    x = torch.arange(4.0)
+    out = OnnxGraph(gm, [x])([x])
+    assert out[1] == 16 and out[2]["none"] is None
+    torch.testing.assert_close(out[0], x + 1)
+    torch.testing.assert_close(out[2]["scaled"], x * 2)
+
+
+def test_a_graph_that_writes_into_its_input_writes_into_the_callers_tensor():
+    """A write into an input (Longformer masks its attention scores in place across a graph break)
+    is functionalised by the export and dropped from the ONNX model; the plugin copies it back."""
+    _need_extra()
+    import torch
+
+    from zoo_runner.plugins.onnxrt import OnnxGraph
+
+    class Writes(torch.nn.Module):
+        def forward(self, scores: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            scores.narrow(1, 0, 2).fill_(-1.0)
+            return x * 3
+
+    gm = torch.fx.symbolic_trace(Writes())
+    scores, x = torch.zeros(2, 4), torch.arange(3.0)
+    graph = OnnxGraph(gm, [scores, x])
+    assert graph.mutated == [0]
+    scores = torch.zeros(2, 4)
+    torch.testing.assert_close(graph([scores, x]), x * 3)
+    assert scores[:, :2].eq(-1).all() and scores[:, 2:].eq(0).all()
+
+
+def test_as_strided_on_a_view_is_wrong_in_torch_onnx():
+    """The finding behind Longformer's ``mismatch`` on this backend (docs/findings/onnxrt.md): the
+    exporter applies ``as_strided``'s strides to the input's logical order, not to its storage, so on
+    a view it picks other elements, silently. Zoo must call that a mismatch, never a pass; when
+    torch.onnx mends it, this test says so."""
+    _need_extra()
+    import torch
+
+    class Strided(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.t().as_strided((2, 3), (4, 1))
+
+    x = torch.arange(12.0).reshape(3, 4)
+    check_backend(SPEC)
+    torch._dynamo.reset()
+    got = torch.compile(Strided(), backend="onnxrt")(x)
+    assert Strided()(x).tolist() == [[0.0, 1.0, 2.0], [4.0, 5.0, 6.0]]
+    assert got.tolist() == [[0.0, 4.0, 8.0], [5.0, 9.0, 2.0]]
+
+
+def test_longformer_is_a_mismatch_not_a_compile_error():
+    """allenai/longformer-base-4096 was a compile_error on this backend in the top-100 run (its graphs
+    return ints beside tensors). With those carried, what is left is torch.onnx's ``as_strided``
+    (above) in Longformer's sliding-window chunks: a mismatch, the backend's."""
+    from zoo_runner.engine import validate_here
+
+    _need_extra()
+    r = validate_here(ValidationRequest("arch:LongformerModel", backend="cpu+onnxrt"))
+    assert r["status"] == "mismatch", (r["status"], r["error"] and r["error"]["message"][-1500:])
+    assert "exceeds the fp32 budget" in r["error"]["message"]

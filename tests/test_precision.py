@@ -131,6 +131,37 @@ def test_a_nondeterministic_model_is_a_reference_error(monkeypatch):
     assert "two CPU fp32 runs on the same inputs differ" in r["error"]["message"]
 
 
+def test_a_model_that_samples_is_not_blamed_on_a_backend_with_its_own_generator(monkeypatch):
+    """SpeechT5's decoder prenet keeps dropout on at inference (``aten::bernoulli`` in its census). A
+    backend that computes exactly as the CPU but draws its own random numbers (as a device does)
+    gives other outputs: the CPU reference re-run at another seed moves too, so the verdict is the
+    model's (``reference_error`` / ``nondeterministic``), never the backend's ``mismatch``."""
+    monkeypatch.setenv("ZOO_PLUGINS", "tests.plugins.own_generator")
+    r = validate_here(ValidationRequest("arch:SpeechT5ForTextToSpeech", backend="cpu+zoo_own_generator"))
+    assert (r["status"], r["reason"]) == ("reference_error", "nondeterministic"), _explain(r)
+    assert "the forward draws random numbers (aten::bernoulli)" in r["error"]["message"]
+    assert r["details"]["random_ops"] == {"ops": ["aten::bernoulli"], "seed_check": "output moves with the seed"}
+    assert r["metrics"]["max_abs_diff"] > 0  # the mismatch's own figures stay on the row
+    same = validate_here(ValidationRequest("arch:SpeechT5ForTextToSpeech", backend="cpu+aot_eager"))
+    assert same["status"] == "pass", _explain(same)  # a backend that draws the CPU's numbers is judged as usual
+
+
+def test_a_backend_with_its_own_generator_passes_a_model_that_does_not_sample(monkeypatch):
+    monkeypatch.setenv("ZOO_PLUGINS", "tests.plugins.own_generator")
+    r = validate_here(ValidationRequest("arch:BertModel", backend="cpu+zoo_own_generator"))
+    assert r["status"] == "pass" and "random_ops" not in r["details"], _explain(r)
+
+
+def test_a_mismatch_of_a_model_that_samples_stands_when_the_backend_ran_the_cpus_model(monkeypatch):
+    """No room for the backend's own copy: the reference's module went to the backend, so the CPU
+    cannot re-run it at another seed; the mismatch is kept and the row says the check did not run."""
+    monkeypatch.setenv("ZOO_PLUGINS", "tests.plugins.own_generator")
+    monkeypatch.setattr("zoo_runner.engine.COPY_ROOM", 10**9)
+    r = validate_here(ValidationRequest("arch:SpeechT5ForTextToSpeech", backend="cpu+zoo_own_generator"))
+    assert r["status"] == "mismatch", _explain(r)
+    assert r["details"]["random_ops"]["seed_check"] == "not run: the backend ran the CPU's model"
+
+
 def test_a_deterministic_model_passes_the_determinism_check():
     r = validate_here(ValidationRequest("arch:BertModel", backend="cpu", reference_cache=""))
     assert r["status"] == "pass" and r["reason"] is None, _explain(r)

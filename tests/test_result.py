@@ -132,3 +132,27 @@ def test_a_stored_result_reads_back_as_the_same_result(database_url):
     expected = json.loads(json.dumps(r.to_dict()))
     assert week and started[:19] == expected.pop("started_at")[:19]  # SQLite keeps no time zone
     assert back == expected and list(back) == [k for k in RESULT_KEYS if k != "started_at"]
+
+
+def test_an_error_signature_groups_one_failure_across_models():
+    from zoo_runner.request import error_info
+
+    a = error_info(type_="RuntimeError", message="shape '[2, 640]' is invalid for input of size 0\nmore")
+    b = error_info(type_="RuntimeError", message="shape '[8, 16]' is invalid for input of size 12")
+    assert a["signature"] == b["signature"] == "RuntimeError: shape '…' is invalid for input of size N"
+    assert a["signature_hash"] == b["signature_hash"]
+
+
+def test_a_compiler_failure_is_signed_by_the_error_the_backend_raised():
+    """dynamo's ``BackendCompilerFailed`` says ``backend='onnxrt' raised:`` on its first line: the
+    signature takes the backend's own error from the next (its colour codes dropped), so two
+    different failures of one backend are two clusters, not one."""
+    from zoo_runner.request import error_info
+
+    conv = "backend='onnxrt' raised:\nConversionError: Failed to convert. \x1b[96mThis is step 3/3\x1b[0m\n\nsummary"
+    other = "backend='onnxrt' raised:\nDispatchError: no ONNX function for aten::special_zeta"
+    sigs = {error_info(type_="BackendCompilerFailed", message=m)["signature"] for m in (conv, other)}
+    assert sigs == {
+        "BackendCompilerFailed: backend='…' raised: ConversionError: Failed to convert. This is step N/N",
+        "BackendCompilerFailed: backend='…' raised: DispatchError: no ONNX function for aten::special_zeta",
+    }

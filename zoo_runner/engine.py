@@ -303,6 +303,12 @@ def _validate(req: ValidationRequest, result: ValidationResult, stage: Callable[
 
     stage("compare")
     cmp = _compare(spec, built, outs, ref32, ref64, ref_at, result, judged_at)
+    if not cmp.ok:
+        try:
+            _check_seed_independent(req, built.model, target_model is built.model, all_inputs, ref32, result)
+        except NonDeterministic as exc:
+            _verdict(cmp, result)  # the metrics stay, for the reader; the status is Zoo's
+            raise _zoos_failure(exc, policy=False, stage="compare") from exc
     _verdict(cmp, result)
 
 
@@ -653,17 +659,20 @@ def _check_deterministic(runs: list[dict]) -> None:
     """Two CPU fp32 runs on the same inputs (same seed) must agree bit for bit: a model that does
     not (state carried across calls, uninitialised memory, unseeded randomness) cannot be a
     reference, and a difference from it is never the backend's."""
-    first, second = runs[0], runs[1]
+    how = _difference(runs[0], runs[1])
+    if how:
+        raise NonDeterministic(f"two CPU fp32 runs on the same inputs {how}")
+
+
+def _difference(first: dict, second: dict) -> str | None:
+    """How two runs' outputs differ ("differ in logits: 3 of 40 values, max abs diff 0.2"), or None
+    when they agree bit for bit (NaN where both have NaN)."""
     if set(first) != set(second):
-        raise NonDeterministic(
-            f"two CPU fp32 runs on the same inputs return different outputs: {sorted(set(first) ^ set(second))[:5]}"
-        )
+        return f"return different outputs: {sorted(set(first) ^ set(second))[:5]}"
     for name, a in first.items():
         b = second[name]
         if a.shape != b.shape or a.dtype != b.dtype:
-            raise NonDeterministic(
-                f"two CPU fp32 runs on the same inputs differ in {name}: shape {tuple(a.shape)} vs {tuple(b.shape)}"
-            )
+            return f"differ in {name}: shape {tuple(a.shape)} vs {tuple(b.shape)}"
         same = a == b
         if a.is_floating_point() or a.is_complex():
             same |= torch.isnan(a) & torch.isnan(b)
@@ -671,7 +680,55 @@ def _check_deterministic(runs: list[dict]) -> None:
             how = f"{int((~same).sum())} of {same.numel()} values"
             if a.is_floating_point():
                 how += f", max abs diff {float((a.double() - b.double()).abs().nan_to_num(float('inf')).max()):.3g}"
-            raise NonDeterministic(f"two CPU fp32 runs on the same inputs differ in {name}: {how}")
+            return f"differ in {name}: {how}"
+    return None
+
+
+# ATen ops that draw from the random number generator. A forward that runs one (SpeechT5's decoder
+# prenet keeps dropout on at inference) is seeded like the reference on every backend, but a device or
+# compiler with its own generator (XLA's, Inductor's Philox) draws other numbers from the same seed.
+RANDOM_OPS = frozenset(
+    f"aten::{name}"
+    for name in (
+        "bernoulli bernoulli_ native_dropout _fused_dropout dropout feature_dropout alpha_dropout "
+        "rand rand_like randn randn_like randint randint_like randperm normal normal_ uniform_ "
+        "multinomial exponential_ geometric_ cauchy_ log_normal_ random_ poisson rrelu_with_noise"
+    ).split()
+)
+RESEED = 7919  # the other seed the CPU reference runs at, to see whether its output moves with the draws
+
+
+def _check_seed_independent(
+    req: ValidationRequest,
+    model: torch.nn.Module,
+    moved_to_target: bool,
+    all_inputs: list[dict],
+    ref32: list[dict],
+    result: ValidationResult,
+) -> None:
+    """On a mismatch, for a model whose forward draws random numbers (``RANDOM_OPS`` in its op
+    census): the CPU fp32 reference runs input 0 again at another seed. When its own output moves,
+    the output depends on which numbers are drawn, and a backend that draws other ones cannot be
+    judged against it: ``NonDeterministic`` (``reference_error``, never the backend's). The model
+    must still be the CPU's: where the backend ran the reference's own module (no room for a copy),
+    the check cannot run and the mismatch stands, with ``details.random_ops`` saying so."""
+    drawn = sorted(op for op in result.op_census if op in RANDOM_OPS)
+    if not drawn:
+        return
+    if moved_to_target:
+        result.details["random_ops"] = {"ops": drawn, "seed_check": "not run: the backend ran the CPU's model"}
+        return
+    torch.manual_seed(req.seed + RESEED)
+    with torch.no_grad():
+        other = _detach_cpu(model(**all_inputs[0]))
+    how = _difference(ref32[0], other)
+    result.details["random_ops"] = {"ops": drawn, "seed_check": "output moves with the seed" if how else "no effect"}
+    if how:
+        raise NonDeterministic(
+            f"the forward draws random numbers ({', '.join(drawn[:5])}) and its CPU output moves with them: "
+            f"input 0 at seeds {req.seed} and {req.seed + RESEED} {how}; a backend that draws other numbers "
+            "cannot be judged against it (a quirk row that turns the sampling off would let it)"
+        )
 
 
 def _precision_reference(

@@ -102,7 +102,10 @@ def error_info(
         type_ = type_ or type(exc).__name__
         message = message or str(exc)
         tb = tb or "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    first = (message or "").strip().splitlines()[0] if message else ""
+    lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;]*m", "", message or "").splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if first.endswith(" raised:") and len(lines) > 1:  # dynamo's "backend='x' raised:": the error is the next line
+        first = f"{first} {lines[1]}"
     # A signature groups the same failure across models: type + message without numbers/ids/paths.
     norm = re.sub(r"0x[0-9a-f]+|\d+", "N", first)
     norm = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", norm)[:200]

@@ -46,51 +46,90 @@ def _signature(args: list | tuple) -> tuple:
 
 
 class OnnxGraph:
-    """One dynamo graph as an ONNX model for the shapes of ``args``, run by ONNX Runtime."""
+    """One dynamo graph as an ONNX model for the shapes of ``args``, run by ONNX Runtime.
+
+    Two things torch.onnx's exporter does not carry, done here so the graph means what it does in
+    PyTorch:
+
+    - Numbers among the outputs. A dynamo graph can return Python numbers (a size it computed from a
+      dynamic shape, which the fixed shapes here make a constant); the exporter fails on an int output
+      (``'int' object has no attribute 'name'``; it skips ``None``). Only the tensors go through ONNX;
+      the numbers are kept from the export's own trace and put back in their places.
+    - In-place writes to inputs. A graph that writes into one of its inputs (``x[..] = ..`` on a
+      tensor live across a graph break) is functionalised by the export, and the ONNX model drops
+      the write. Such a graph is exported again returning the written inputs too, and each call
+      copies them back into the caller's tensors.
+    """
 
     def __init__(self, gm: Any, args: list | tuple) -> None:
         import torch
-        from torch._guards import tracing
-        from torch.export.graph_signature import ConstantArgument, OutputKind
 
-        tensor_at = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        self.tensor_at = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         fixed = {i: _concrete(a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor)}
-        n = len(args)
-
-        class Graph(torch.nn.Module):  # the graph with its non-tensor arguments fixed
-            def forward(self, tensors: tuple) -> Any:
-                full = [fixed.get(i) for i in range(n)]
-                for i, t in zip(tensor_at, tensors):
-                    full[i] = t
-                return gm(*full)
-
-        logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(
-            logging.ERROR
-        )  # "torchvision is not installed"
-        with tracing(None), warnings.catch_warnings():  # exported apart from dynamo's own tracing context
-            warnings.simplefilter("ignore")
-            self.program = torch.onnx.export(
-                Graph(), (tuple(args[i] for i in tensor_at),), dynamo=True, verbose=False, report=False
-            )
-        if len(self.program.model.graph.inputs) != len(tensor_at):
+        tensors = tuple(args[i] for i in self.tensor_at)
+        self.mutated: list[int] = []  # positions in ``tensors`` the graph writes into
+        self.program, traced = _export(gm, self.tensor_at, fixed, len(args), tensors, self.mutated)
+        self.mutated = _mutated_inputs(self.program.exported_program)
+        if self.mutated:
+            self.program, traced = _export(gm, self.tensor_at, fixed, len(args), tensors, self.mutated)
+        if len(self.program.model.graph.inputs) != len(self.tensor_at):
             raise RuntimeError(
                 f"the ONNX model takes {len(self.program.model.graph.inputs)} "
-                f"inputs for the graph's {len(tensor_at)} tensors"
+                f"inputs for the graph's {len(self.tensor_at)} tensors"
             )
-        ep = self.program.exported_program
-        user = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
-        self.constants = {i: s.arg.value for i, s in enumerate(user) if isinstance(s.arg, ConstantArgument)}
-        self.n_outputs = len(user)
-        self.out_spec = ep.call_spec.out_spec
-        self.tensor_at = tensor_at
+        self.out_spec, self.constants = traced["spec"], traced["constants"]
+        self.n_outputs = self.out_spec.num_leaves
         self.program.initialize_inference_session(_cpu_session)
 
     def __call__(self, args: list | tuple) -> Any:
         from torch.utils._pytree import tree_unflatten
 
-        produced = iter(self.program(tuple(args[i] for i in self.tensor_at)))
-        flat = [self.constants[i] if i in self.constants else next(produced) for i in range(self.n_outputs)]
+        tensors = tuple(args[i] for i in self.tensor_at)
+        produced = list(self.program(tensors))
+        n_written = len(self.mutated)
+        if n_written:
+            for j, value in zip(self.mutated, produced[-n_written:]):
+                tensors[j].copy_(value)
+            produced = produced[:-n_written]
+        it = iter(produced)
+        flat = [self.constants[i] if i in self.constants else next(it) for i in range(self.n_outputs)]
         return tree_unflatten(flat, self.out_spec)
+
+
+def _export(gm: Any, tensor_at: list[int], fixed: dict, n: int, tensors: tuple, mutated: list[int]) -> tuple:
+    """``gm`` with its non-tensor arguments fixed, exported to ONNX returning its tensor outputs and
+    then the inputs at ``mutated``; with what the export's trace saw of the output's structure."""
+    import torch
+    from torch._guards import tracing
+    from torch.utils._pytree import tree_flatten
+
+    traced: dict[str, Any] = {}
+
+    class Graph(torch.nn.Module):
+        def forward(self, tensors: tuple) -> tuple:
+            full = [fixed.get(i) for i in range(n)]
+            for i, t in zip(tensor_at, tensors):
+                full[i] = t
+            leaves, traced["spec"] = tree_flatten(gm(*full))
+            traced["constants"] = {i: _concrete(v) for i, v in enumerate(leaves) if not isinstance(v, torch.Tensor)}
+            return tuple(v for v in leaves if isinstance(v, torch.Tensor)) + tuple(tensors[j] for j in mutated)
+
+    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(
+        logging.ERROR
+    )  # "torchvision is not installed"
+    with tracing(None), warnings.catch_warnings():  # exported apart from dynamo's own tracing context
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(Graph(), (tensors,), dynamo=True, verbose=False, report=False)
+    return program, traced
+
+
+def _mutated_inputs(ep: Any) -> list[int]:
+    """Positions (among the user inputs) of the inputs an exported program writes into."""
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    names = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    written = {s.target for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_INPUT_MUTATION}
+    return [j for j, name in enumerate(names) if name in written]
 
 
 def _cpu_session(model: str | bytes) -> Any:
