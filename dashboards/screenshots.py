@@ -61,6 +61,17 @@ def shoot(base: str, out: Path, full_page: bool = True) -> list[Path]:
     return written
 
 
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m dashboards.screenshots", description=__doc__.split("\n\n")[1])
+    ap.add_argument("base_url", help="where `zoo serve` listens, e.g. http://127.0.0.1:8000")
+    ap.add_argument("out_dir", type=Path, help="folder for the dashboard-*.png files (docs/ for the README's)")
+    args = ap.parse_args(argv)
+    for p in shoot(args.base_url.rstrip("/"), args.out_dir):
+        sys.stdout.write(f"{p}\n")
+    return 0
+
+
 if __name__ == "__main__":
-    for p in shoot(sys.argv[1].rstrip("/"), Path(sys.argv[2])):
-        print(p)
+    raise SystemExit(main())
