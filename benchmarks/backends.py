@@ -102,8 +102,12 @@ def _stored_this_week(ids: list[str], backend: str, precision: str) -> set[str]:
         return set(s.scalars(q).all())
 
 
+STORED_SOURCE = "stored_precision_source"  # a state row's source column, beside its SPEC result
+
+
 def _load_rows(path: Path) -> int:
-    """Store every result kept in ``path`` (JSON lines, gzip) in the database; returns how many."""
+    """Store every result kept in ``path`` (JSON lines, gzip) in the database, each with the source
+    column it had when saved; returns how many."""
     from db import repository
     from db.session import session_scope
 
@@ -115,13 +119,20 @@ def _load_rows(path: Path) -> int:
             if line.strip():
                 row = json.loads(line)
                 row.pop("week", None)  # the week follows from started_at, as for any stored result
-                repository.store_result(s, row)
+                keep = STORED_SOURCE in row
+                source = row.pop(STORED_SOURCE, None)
+                stored = repository.store_result(s, row)
+                if keep:
+                    # a --precision flag run over a declared row kept the row declared while its details
+                    # say "flag" (db.repository._stored_source): the column, not the details, says which
+                    stored.precision_source = source
                 n += 1
     return n
 
 
 def _save_rows(path: Path) -> int:
-    """Write every stored result to ``path`` (JSON lines, gzip), in a stable order; returns how many."""
+    """Write every stored result to ``path`` (JSON lines, gzip), in a stable order, each with its
+    row's source column (``STORED_SOURCE``); returns how many."""
     from sqlalchemy import select
 
     from db.models import Result
@@ -134,7 +145,8 @@ def _save_rows(path: Path) -> int:
         rows = s.scalars(select(Result).order_by(Result.backend, Result.precision, Result.model_id, Result.week)).all()
         with gzip.GzipFile(tmp, "wb", mtime=0) as raw:
             for r in rows:
-                raw.write((json.dumps(result_dict(r), sort_keys=True, default=str) + "\n").encode())
+                row = {**result_dict(r), STORED_SOURCE: r.precision_source}
+                raw.write((json.dumps(row, sort_keys=True, default=str) + "\n").encode())
     tmp.replace(path)
     return len(rows)
 
@@ -179,7 +191,8 @@ def resume_plan_item(
     most one chunk behind), as one more sitting of that pass; once every model has its result, the
     later passes run over all of ``ids``. Returns the walls entry."""
     requested = precision or "auto"
-    done = _stored_this_week(ids, backend, requested)
+    scope = _rows_scope(backend, precision)
+    done = _stored_this_week(ids, backend, scope)
     todo = [m for m in ids if m not in done]
     if entry is None or entry.get("top") != len(ids) or (todo and len(entry.get("passes") or []) > 1):
         # a new slice, or a complete one whose rows belong to an earlier week: its first pass starts over
@@ -191,6 +204,8 @@ def resume_plan_item(
         precision=_judged_precision(backend, precision),
         machine=machine(),
     )
+    if precision and scope == "auto":
+        entry.update(declared_rows=True, state=True)  # see section()
     if todo:
         sitting = {"wall_s": 0.0, "load": round(os.getloadavg()[0], 2), "models": 0, "commit": _commit()}
         sitting["started"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -205,15 +220,26 @@ def resume_plan_item(
                 compile_cache=dict(sorted(caches.items())),
             )
             _fold_sittings(entry)
-            entry["stored"] = len(_stored_this_week(ids, backend, requested))
+            entry["stored"] = len(_stored_this_week(ids, backend, scope))
             save(entry)
-    entry["stored"] = len(_stored_this_week(ids, backend, requested))
+    entry["stored"] = len(_stored_this_week(ids, backend, scope))
+    save(entry)  # a slice whose rows all came from elsewhere (the declared run's) has its section too
     while len(entry["passes"]) < passes:
         r = run_backend(ids, backend, requested, args.jobs, args.timeout)
         entry["passes"].append(r)
         entry["walls_s"].append(r["wall_s"])
         save(entry)
     return entry
+
+
+def _rows_scope(backend: str, precision: str | None) -> str:
+    """The request whose stored rows are a plan item's: ``auto`` for the declared precision, and for
+    a ``--precision`` flag naming the precision the backend declares on this machine (``@fp32`` on
+    OpenVINO without bf16 units): such a flag judges the same thing, and the database keeps its
+    results as the declared rows (``db.repository._stored_source``). Otherwise the flag itself."""
+    if not precision or precision == "auto":
+        return "auto"
+    return "auto" if _judged_precision(backend, precision) == _judged_precision(backend, None) else precision
 
 
 def _judged_precision(backend: str, requested: str | None) -> str:
@@ -248,6 +274,9 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
         )
     for i, (wall, p) in enumerate(zip(walls, passes)):
         name = "first run (cold caches)" if i == 0 else "second run (warm caches)" if i == 1 else f"run {i + 1}"
+        if p.get("sittings") == []:  # under --state, every model had its result before this slice ran
+            out.append(f"  wall: {name}: none of its own, every model of the slice already had its result")
+            continue
         line = f"  wall: {name} {wall:.0f}s"
         if i:
             line += f", {walls[0] / max(wall, 1e-9):.1f}x faster than the first"
@@ -263,6 +292,13 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
                     f"    sitting {j}: {x['models']} models in {x['wall_s']:.0f}s, started {x.get('started', '?')} "
                     f"at {x.get('commit', '?')}, load {x['load']:.2f} at its start"
                 )
+    if run.get("declared_rows"):
+        resumed = "; under --state a model with a declared result this week is not validated again"
+        out.append(
+            f"  --precision {requested} names {backend}'s declared precision on this machine, so it judges what the "
+            "declared run judges: its results are the declared rows (one row per precision) and these figures are "
+            "the declared section's" + (resumed if run.get("state") else "")
+        )
     if run.get("timeout_s"):
         out.append(f"  time budget per model process: {run['timeout_s']:.0f}s")
     rows = (
@@ -418,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
                     "jobs": args.jobs,
                     "precision": _judged_precision(backend, precision),
                     "machine": machine(),
+                    "declared_rows": bool(precision) and _rows_scope(backend, precision) == "auto",
                 },
             )
         header = [

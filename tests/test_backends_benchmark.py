@@ -68,3 +68,64 @@ def test_a_slice_resumes_on_a_fresh_database_and_the_report_comes_from_the_state
     assert backends.main(["--csv", str(csv_path), "--state", str(state), "--report-only", "--out", str(again)]) == 0
     body = lambda t: t.split("\n", 2)[2]  # noqa: E731 - the header names the load at the start
     assert body(again.read_text()) == body(text)
+
+
+def test_a_flag_run_over_a_declared_row_stays_declared_through_the_state(tmp_path, sqlite_url):
+    """``--precision fp32`` over a row judged at fp32 as declared keeps the row declared while its
+    details say ``flag``: the state carries the row's source column, so a fresh database gets the
+    declared row back, not a flag row."""
+    from sqlalchemy import select
+
+    from db import repository
+    from db import session as dbs
+    from db.models import Result
+    from db.session import session_scope
+
+    def result(status: str, source: str) -> dict:
+        return {
+            "model_id": "org/a",
+            "backend": "cpu",
+            "tier": "tiny",
+            "status": status,
+            "precision": "fp32",
+            "started_at": "2026-11-25T10:00:00+00:00",
+            "details": {"harness_version": "1", "precision_source": source},
+        }
+
+    with session_scope() as s:
+        repository.store_result(s, result("pass", "default"))
+        repository.store_result(s, result("mismatch", "flag"))  # `--precision fp32` on cpu
+    path = tmp_path / "state" / "rows.jsonl.gz"
+    assert backends._save_rows(path) == 1
+
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    import os
+
+    os.environ["ZOO_DATABASE_URL"] = fresh  # sqlite_url's monkeypatch restores it
+    dbs._READY.clear()
+    assert backends._load_rows(path) == 1
+    with session_scope() as s:
+        row = s.scalars(select(Result)).one()
+        assert (row.status, row.precision_source, row.details["precision_source"]) == ("mismatch", "default", "flag")
+
+
+def test_a_flag_naming_the_declared_precision_reuses_the_declared_rows(tmp_path, monkeypatch):
+    """``cpu@fp32`` judges what ``cpu`` judges (cpu declares fp32): under --state it validates no model
+    that has its declared result this week, and its section says whose rows it shows."""
+    csv_path, ids = _small_csv(tmp_path, 1)
+    state = tmp_path / "state"
+    monkeypatch.setenv("ZOO_BENCH_WORK", str(tmp_path / "work"))
+    out = tmp_path / "report.txt"
+    args = ["--csv", str(csv_path), "--plan", "cpu:1,cpu@fp32:1", "--state", str(state), "--jobs", "1"]
+    assert backends.main([*args, "--out", str(out)]) == 0
+    rows = _rows(state)
+    assert len(rows) == 1 and rows[0]["stored_precision_source"] in ("default", "plugin")
+    walls = json.loads((state / "walls.json").read_text())
+    flag = walls["cpu@fp32"]
+    assert flag["declared_rows"] is True and flag["stored"] == 1
+    assert flag["passes"][0]["sittings"] == []  # nothing validated again
+    text = out.read_text()
+    assert "--precision fp32 names cpu's declared precision on this machine" in text
+    assert "not validated again" in text
+    assert "first run (cold caches): none of its own" in text
+    assert "in progress" not in text

@@ -162,6 +162,22 @@ def test_a_mismatch_of_a_model_that_samples_stands_when_the_backend_ran_the_cpus
     assert r["details"]["random_ops"]["seed_check"] == "not run: the backend ran the CPU's model"
 
 
+def test_every_random_op_is_one_the_op_census_can_record():
+    """The census sees ops at the dispatcher: a composite op (every overload CompositeImplicitAutograd,
+    like ``dropout``) reaches it as the ops it is made of, so listing it would be a dead entry."""
+    from torch._C import DispatchKey
+
+    from zoo_runner.engine import RANDOM_OPS
+
+    composite = []
+    for op in sorted(RANDOM_OPS):
+        packet = getattr(torch.ops.aten, op.split("::", 1)[1])
+        overloads = [getattr(packet, name) for name in packet.overloads()]
+        if all(o.has_kernel_for_dispatch_key(DispatchKey.CompositeImplicitAutograd) for o in overloads):
+            composite.append(op)
+    assert composite == []
+
+
 def test_a_deterministic_model_passes_the_determinism_check():
     r = validate_here(ValidationRequest("arch:BertModel", backend="cpu", reference_cache=""))
     assert r["status"] == "pass" and r["reason"] is None, _explain(r)
