@@ -204,8 +204,7 @@ def resume_plan_item(
         precision=_judged_precision(backend, precision),
         machine=machine(),
     )
-    if precision and scope == "auto":
-        entry.update(declared_rows=True, state=True)  # see section()
+    entry.update(declared_rows=bool(precision) and scope == "auto", state=True)  # see section()
     if todo:
         sitting = {"wall_s": 0.0, "load": round(os.getloadavg()[0], 2), "models": 0, "commit": _commit()}
         sitting["started"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
