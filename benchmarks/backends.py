@@ -204,7 +204,7 @@ def resume_plan_item(
         precision=_judged_precision(backend, precision),
         machine=machine(),
     )
-    entry.update(declared_rows=bool(precision) and scope == "auto", state=True)  # see section()
+    entry["declared_rows"] = bool(precision) and scope == "auto"  # see section()
     if todo:
         sitting = {"wall_s": 0.0, "load": round(os.getloadavg()[0], 2), "models": 0, "commit": _commit()}
         sitting["started"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -296,7 +296,7 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
         out.append(
             f"  --precision {requested} names {backend}'s declared precision on this machine, so it judges what the "
             "declared run judges: its results are the declared rows (one row per precision) and these figures are "
-            "the declared section's" + (resumed if run.get("state") else "")
+            "the declared section's" + (resumed if "sittings" in passes[0] else "")  # --state keeps sittings
         )
     if run.get("timeout_s"):
         out.append(f"  time budget per model process: {run['timeout_s']:.0f}s")
