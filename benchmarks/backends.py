@@ -23,6 +23,10 @@ after every ``--chunk`` models, so a crash or a new machine loses at most one ch
 first pass skips the models that already have a result this ISO week for that backend and
 precision, and its wall time is the sum of its sittings (each listed with its load and commit);
 later passes (the warm-cache re-runs) start only once the first is complete and run in one sitting.
+A plan item's entry is keyed by the precision the backend declares on the machine that runs it
+(``walls_key``): OpenVINO on a CPU with bf16 units declares bf16, so a sitting there validates its
+slice again at bf16 beside the fp32 rows of a machine without them, and each gets its own section.
+Every section's figures cover the results of its slice's models only.
 
     python -m benchmarks.backends --state benchmarks/data/backends --plan cpu+openvino:1000 \
         --out benchmarks/backends_latest.txt
@@ -83,10 +87,11 @@ def run_backend(ids: list[str], backend: str, precision: str, jobs: int, timeout
     return {"wall_s": round(wall, 1), "load": round(load, 2), "compile_cache": dict(sorted(caches.items()))}
 
 
-def _stored_this_week(ids: list[str], backend: str, precision: str) -> set[str]:
+def _stored_this_week(ids: list[str], backend: str, precision: str, judged: str) -> set[str]:
     """The models of ``ids`` that already have a result this ISO week on ``backend`` at tier tiny,
-    judged as a request of ``precision`` would be (a resumed first pass skips them)."""
-    from sqlalchemy import select
+    judged as a request of ``precision`` would be, at ``judged`` precision or before any precision
+    applied (a resumed first pass skips them; a machine that declares another precision does not)."""
+    from sqlalchemy import or_, select
 
     from db import repository
     from db.models import Result
@@ -98,6 +103,7 @@ def _stored_this_week(ids: list[str], backend: str, precision: str) -> set[str]:
             select(Result.model_id)
             .where(Result.backend == backend, Result.tier == "tiny", Result.week == iso_week())
             .where(Result.model_id.in_(ids), repository.same_precision(precision))
+            .where(or_(Result.precision.is_(None), Result.precision == judged))
         )
         return set(s.scalars(q).all())
 
@@ -192,7 +198,8 @@ def resume_plan_item(
     later passes run over all of ``ids``. Returns the walls entry."""
     requested = precision or "auto"
     scope = _rows_scope(backend, precision)
-    done = _stored_this_week(ids, backend, scope)
+    judged = _judged_precision(backend, precision)
+    done = _stored_this_week(ids, backend, scope, judged)
     todo = [m for m in ids if m not in done]
     if entry is None or entry.get("top") != len(ids) or (todo and len(entry.get("passes") or []) > 1):
         # a new slice, or a complete one whose rows belong to an earlier week: its first pass starts over
@@ -201,7 +208,7 @@ def resume_plan_item(
         top=len(ids),
         timeout_s=args.timeout,
         jobs=args.jobs,
-        precision=_judged_precision(backend, precision),
+        precision=judged,
         machine=machine(),
     )
     entry["declared_rows"] = bool(precision) and scope == "auto"  # see section()
@@ -219,9 +226,9 @@ def resume_plan_item(
                 compile_cache=dict(sorted(caches.items())),
             )
             _fold_sittings(entry)
-            entry["stored"] = len(_stored_this_week(ids, backend, scope))
+            entry["stored"] = len(_stored_this_week(ids, backend, scope, judged))
             save(entry)
-    entry["stored"] = len(_stored_this_week(ids, backend, scope))
+    entry["stored"] = len(_stored_this_week(ids, backend, scope, judged))
     save(entry)  # a slice whose rows all came from elsewhere (the declared run's) has its section too
     while len(entry["passes"]) < passes:
         r = run_backend(ids, backend, requested, args.jobs, args.timeout)
@@ -241,6 +248,20 @@ def _rows_scope(backend: str, precision: str | None) -> str:
     return "auto" if _judged_precision(backend, precision) == _judged_precision(backend, None) else precision
 
 
+def walls_key(backend: str, precision: str | None) -> str:
+    """A plan item's entry in the walls file: the backend, what was asked (``declared`` or the
+    ``--precision`` flag) and the precision the backend declares on this machine, so a machine that
+    declares another one (OpenVINO: bf16 with bf16 units, fp32 without) gets its own section beside
+    the other machine's instead of taking over its entry."""
+    return f"{backend}@{precision or 'declared'}/{_judged_precision(backend, None)}"
+
+
+def _parse_walls_key(key: str) -> tuple[str, str]:
+    """``(backend, requested)`` of a walls key (keys written before the declared suffix have none)."""
+    backend, _, rest = key.partition("@")
+    return backend, rest.partition("/")[0]
+
+
 def _judged_precision(backend: str, requested: str | None) -> str:
     from zoo_runner.backends import BackendSpec
     from zoo_runner.precision import resolve
@@ -249,16 +270,19 @@ def _judged_precision(backend: str, requested: str | None) -> str:
 
 
 def section(backend: str, requested: str, run: dict) -> list[str]:
-    """One backend's lines; ``run`` is its entry in the walls file (slice, wall times, judged precision)."""
+    """One backend's lines; ``run`` is its entry in the walls file (slice, wall times, judged
+    precision). Every figure covers the results of the slice's models only."""
     from db import queries
+    from db.session import session_scope
+    from zoo import jobs as zjobs
 
     precision = run["precision"]
-    from db.session import session_scope
-
+    models = tuple(zjobs.pick_models(run["top"])[1])
+    scope = {"backend": backend, "tier": "tiny", "precision": precision, "models": models}
     with session_scope() as s:
-        cov = queries.coverage(s, backend=backend, tier="tiny", precision=precision).to_dict()
-        gaps = queries.op_gaps(s, backend=backend, tier="tiny", limit=10, precision=precision)
-        fails = queries.failure_clusters(s, backend=backend, tier="tiny", limit=10_000, precision=precision)
+        cov = queries.coverage(s, **scope).to_dict()
+        gaps = queries.op_gaps(s, limit=10, **scope)
+        fails = queries.failure_clusters(s, limit=10_000, **scope)
     how = "its declared precision" if requested == "declared" else f"--precision {requested}"
     out = [
         f"== {backend} at {precision} ({how}), top {run['top']} "
@@ -438,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
                 log.warning("%s: not run here: %s", backend, exc)
                 continue
             _, ids = zjobs.pick_models(top)
-            key = f"{backend}@{precision or 'declared'}"
+            key = walls_key(backend, precision)
             if state:
                 resume_plan_item(ids, backend, precision, passes, walls.get(key), args, lambda e, k=key: save(k, e))
                 continue
@@ -463,8 +487,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         body: list[str] = []
         for key, w in walls.items():
-            backend, _, precision = key.partition("@")
-            body += section(backend, precision, w) + [""]
+            body += section(*_parse_walls_key(key), w) + [""]
     finally:
         stop()
     text = "\n".join(header + body)

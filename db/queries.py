@@ -191,10 +191,12 @@ def coverage(
     snapshot: Snapshot | None = None,
     precision: str | None = None,
     snapshot_id: int | None = None,
+    models: tuple[str, ...] | None = None,
 ) -> Coverage:
     """Coverage of a backend, tier and week at the backend's declared precision (``precision``
     None), or over the rows judged at ``precision``; weighted by ``snapshot`` (or the one
-    :func:`weighting_snapshot` picks for ``snapshot_id``)."""
+    :func:`weighting_snapshot` picks for ``snapshot_id``); over the results of ``models`` only when
+    given (a benchmark's slice)."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
     snapshot = snapshot or weighting_snapshot(session, snapshot_id)
     cov = Coverage(
@@ -219,6 +221,7 @@ def coverage(
             .label("rn"),
         )
         .where(Result.backend == backend, Result.tier == tier, Result.week == week, precision_scope(precision))
+        .where(*_of_models(models))
         .subquery()
     )
     q = (
@@ -318,9 +321,16 @@ def clear_cache() -> None:
         _CACHE.clear()
 
 
-def _latest_in_scope(backend: str, tier: str, week: str, *cols, precision: str | None = None):
+def _of_models(models: tuple[str, ...] | None) -> tuple:
+    """The filter keeping the results of ``models`` (none: every model's)."""
+    return () if models is None else (Result.model_id.in_(models),)
+
+
+def _latest_in_scope(
+    backend: str, tier: str, week: str, *cols, precision: str | None = None, models: tuple[str, ...] | None = None
+):
     """Subquery: every result of (backend, tier, week) in the precision scope (default: the
-    backend's declared precision) ranked per model, newest first (rn)."""
+    backend's declared precision), of ``models`` when given, ranked per model, newest first (rn)."""
     return (
         select(
             Result.model_id.label("mid"),
@@ -330,6 +340,7 @@ def _latest_in_scope(backend: str, tier: str, week: str, *cols, precision: str |
             .label("rn"),
         )
         .where(Result.backend == backend, Result.tier == tier, Result.week == week, precision_scope(precision))
+        .where(*_of_models(models))
         .subquery()
     )
 
@@ -541,11 +552,15 @@ def op_gaps(
     limit: int = 50,
     precision: str | None = None,
     snapshot_id: int | None = None,
+    models: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
-    """Ops ranked by the downloads they would unlock (see ``blocking_op`` for the rule)."""
+    """Ops ranked by the downloads they would unlock (see ``blocking_op`` for the rule); over the
+    results of ``models`` only when given."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
     snapshot = weighting_snapshot(session, snapshot_id)
-    cov = coverage(session, backend=backend, tier=tier, week=week, precision=precision, snapshot=snapshot)
+    cov = coverage(
+        session, backend=backend, tier=tier, week=week, precision=precision, snapshot=snapshot, models=models
+    )
     out: dict[str, Any] = {
         "backend": backend,
         "tier": tier,
@@ -559,7 +574,7 @@ def op_gaps(
     if backend is None or week is None:
         return out
     ranked = _latest_in_scope(
-        backend, tier, week, Result.status, Result.fallback_ops, Result.error, precision=precision
+        backend, tier, week, Result.status, Result.fallback_ops, Result.error, precision=precision, models=models
     )
     rows = session.execute(
         select(ranked.c.mid, ranked.c.status, ranked.c.fallback_ops, ranked.c.error)
@@ -626,9 +641,11 @@ def failure_clusters(
     limit: int = 50,
     precision: str | None = None,
     snapshot_id: int | None = None,
+    models: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """Failing latest results (any status but pass / pass_with_fallback) grouped by error
-    signature (the status itself where a result has none), by downloads."""
+    signature (the status itself where a result has none), by downloads; of ``models`` only when
+    given."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
     out: dict[str, Any] = {
         "backend": backend, "tier": tier, "week": week, "precision": precision_label(precision),
@@ -639,7 +656,15 @@ def failure_clusters(
         return out
     snapshot = weighting_snapshot(session, snapshot_id)
     ranked = _latest_in_scope(
-        backend, tier, week, Result.status, Result.reason, Result.error_signature, Result.details, precision=precision
+        backend,
+        tier,
+        week,
+        Result.status,
+        Result.reason,
+        Result.error_signature,
+        Result.details,
+        precision=precision,
+        models=models,
     )
     q = (
         select(

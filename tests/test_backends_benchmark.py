@@ -8,6 +8,8 @@ import csv
 import gzip
 import json
 
+import pytest
+
 from benchmarks import backends
 
 SNAPSHOT = backends.SNAPSHOT_CSV
@@ -39,7 +41,7 @@ def test_a_slice_resumes_on_a_fresh_database_and_the_report_comes_from_the_state
     first = _rows(state)
     assert [r["model_id"] for r in first] == ids[:1]
     walls = json.loads((state / "walls.json").read_text())
-    assert walls["cpu@declared"]["stored"] == 1
+    assert walls["cpu@declared/fp32"]["stored"] == 1
     assert first[0]["backend"] == "cpu" and first[0]["status"] in ("pass", "pass_with_fallback")
 
     # a new machine: another work directory, so a fresh database; the state brings the rows back
@@ -52,7 +54,7 @@ def test_a_slice_resumes_on_a_fresh_database_and_the_report_comes_from_the_state
     # the model stored in the first sitting was not validated again
     assert [r for r in rows if r["model_id"] == ids[0]][0]["started_at"] == first[0]["started_at"]
     walls = json.loads((state / "walls.json").read_text())
-    entry = walls["cpu@declared"]
+    entry = walls["cpu@declared/fp32"]
     assert entry["top"] == 2
     assert [s["models"] for s in entry["passes"][0]["sittings"]] == [1]  # the top-1 entry was another slice
     assert entry["stored"] == 2
@@ -121,7 +123,7 @@ def test_a_flag_naming_the_declared_precision_reuses_the_declared_rows(tmp_path,
     rows = _rows(state)
     assert len(rows) == 1 and rows[0]["stored_precision_source"] in ("default", "plugin")
     walls = json.loads((state / "walls.json").read_text())
-    flag = walls["cpu@fp32"]
+    flag = walls["cpu@fp32/fp32"]
     assert flag["declared_rows"] is True and flag["stored"] == 1
     assert flag["passes"][0]["sittings"] == []  # nothing validated again
     text = out.read_text()
@@ -129,3 +131,43 @@ def test_a_flag_naming_the_declared_precision_reuses_the_declared_rows(tmp_path,
     assert "not validated again" in text
     assert "first run (cold caches): none of its own" in text
     assert "in progress" not in text
+
+
+def _section(text: str, header: str) -> str:
+    return next(part for part in text.split("\n== ") if part.startswith(header))
+
+
+def test_a_machine_that_declares_another_precision_gets_its_own_rows_and_section(tmp_path, monkeypatch):
+    """OpenVINO declares what its CPU plugin resolves: fp32 without bf16 units, bf16 with them (told
+    here with its inference-precision setting, as the two machines would resolve it). A sitting on
+    the bf16 machine takes none of the fp32 machine's rows as its own: it validates its slice again
+    at bf16, the state keeps both precisions' rows, and the report has a section for each machine,
+    each over its own slice only."""
+    pytest.importorskip("openvino")
+    from zoo_runner.plugins import openvino as ov_plugin
+
+    csv_path, ids = _small_csv(tmp_path, 2)
+    state = tmp_path / "state"
+    base = ["--csv", str(csv_path), "--state", str(state), "--jobs", "1"]
+    monkeypatch.setenv("ZOO_BENCH_WORK", str(tmp_path / "work-fp32"))
+    monkeypatch.setenv(ov_plugin.ENV, "f32")
+    assert backends.main([*base, "--plan", "cpu+openvino:2"]) == 0
+
+    monkeypatch.setenv("ZOO_BENCH_WORK", str(tmp_path / "work-bf16"))  # another machine, a fresh database
+    monkeypatch.setenv(ov_plugin.ENV, "bf16")
+    out = tmp_path / "report.txt"
+    assert backends.main([*base, "--plan", "cpu+openvino:1", "--out", str(out)]) == 0
+    rows = sorted((r["model_id"], r["precision"]) for r in _rows(state))
+    assert rows == sorted([(ids[0], "fp32"), (ids[1], "fp32"), (ids[0], "bf16")])
+    walls = json.loads((state / "walls.json").read_text())
+    assert set(walls) == {"cpu+openvino@declared/fp32", "cpu+openvino@declared/bf16"}
+    bf16 = walls["cpu+openvino@declared/bf16"]
+    assert (bf16["precision"], bf16["stored"]) == ("bf16", 1)
+    assert [s["models"] for s in bf16["passes"][0]["sittings"]] == [1]  # validated again, not reused
+    assert walls["cpu+openvino@declared/fp32"]["precision"] == "fp32"
+
+    text = out.read_text()
+    fp32 = _section(text, "cpu+openvino at fp32 (its declared precision), top 2 models")
+    mine = _section(text, "cpu+openvino at bf16 (its declared precision), top 1 models")
+    assert "harness    by count 100.0% (2/2)" in fp32
+    assert "harness    by count 100.0% (1/1)" in mine  # the slice's model only, at bf16

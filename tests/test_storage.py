@@ -123,3 +123,13 @@ def test_coverage_counts_weights_and_denominators(database_url):
         r["strict_rate"] == round(1 / 3, 6) and r["harness"] == 0.75 and r["harness_weighted"] == round(1800 / 1950, 6)
     )
     assert cov.status_counts["compile_error"] == 1 and cov.status_counts["pass"] == 1
+
+    # a slice (the backends benchmark's top N): every figure over those models' results only
+    slice_ = ("org/a", "org/c")
+    with session_scope() as s:
+        cov = queries.coverage(s, backend="neuron", tier="tiny", week="2026-W48", models=slice_)
+        fails = queries.failure_clusters(s, backend="neuron", tier="tiny", week="2026-W48", models=slice_)
+        gaps = queries.op_gaps(s, backend="neuron", tier="tiny", week="2026-W48", models=("org/b",))
+    assert (cov.attempted, cov.valid_reference, cov.passing, cov.catalog_models) == (2, 2, 1, 5)
+    assert (fails["failing_models"], fails["failing_downloads"]) == (1, 300)
+    assert gaps["valid_reference"] == 1
