@@ -25,16 +25,11 @@ echo "publish: loading the rows of $STATE into a fresh database" >&2
   --out "$WORK/sections.txt" >/dev/null
 
 # every backend with rows in the state, in the order of the walls file
-mapfile -t BACKENDS < <("$VENV/bin/python" - "$STATE/walls.json" <<'EOF'
+mapfile -t BACKENDS < <("$VENV/bin/python" -c '
 import json, sys
-seen = []
-for key in json.load(open(sys.argv[1])):
-    backend = key.partition("@")[0]
-    if backend not in seen:
-        seen.append(backend)
-print("\n".join(seen))
-EOF
-)
+from benchmarks.backends import _parse_walls_key
+print("\n".join(dict.fromkeys(_parse_walls_key(k)[0] for k in json.load(open(sys.argv[1])))))
+' "$STATE/walls.json")
 mkdir -p docs/reports
 for b in "${BACKENDS[@]}"; do
   for fmt in md html; do
