@@ -26,7 +26,10 @@ later passes (the warm-cache re-runs) start only once the first is complete and 
 A plan item's entry is keyed by the precision the backend declares on the machine that runs it
 (``walls_key``): OpenVINO on a CPU with bf16 units declares bf16, so a sitting there validates its
 slice again at bf16 beside the fp32 rows of a machine without them, and each gets its own section.
-Every section's figures cover the results of its slice's models only.
+Every section's figures cover the results of its slice's models only, and a slice has its entry of
+its own (``xla:100x2`` beside ``xla:1000``). ``--fresh`` runs a plan item from nothing although its
+models have results this week (a cold first pass, then the warm ones, in one sitting): its rows
+replace the stored ones, so a larger slice of the same backend then shows them too.
 
     python -m benchmarks.backends --state benchmarks/data/backends --plan cpu+openvino:1000 \
         --out benchmarks/backends_latest.txt
@@ -35,6 +38,7 @@ Every section's figures cover the results of its slice's models only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import logging
@@ -44,8 +48,9 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from benchmarks.precision import machine
 from zoo_runner.statuses import Status
@@ -111,29 +116,73 @@ def _stored_this_week(ids: list[str], backend: str, precision: str, judged: str)
 STORED_SOURCE = "stored_precision_source"  # a state row's source column, beside its SPEC result
 
 
-def _load_rows(path: Path) -> int:
-    """Store every result kept in ``path`` (JSON lines, gzip) in the database, each with the source
-    column it had when saved; returns how many."""
+def _store_rows(rows: Iterable[dict]) -> int:
+    """Store saved results (``_saved_row``) in the database, each with the source column it had when
+    saved; returns how many."""
     from db import repository
     from db.session import session_scope
 
+    n = 0
+    with session_scope() as s:
+        for row in rows:
+            row = dict(row)
+            row.pop("week", None)  # the week follows from started_at, as for any stored result
+            keep = STORED_SOURCE in row
+            source = row.pop(STORED_SOURCE, None)
+            stored = repository.store_result(s, row)
+            if keep:
+                # a --precision flag run over a declared row kept the row declared while its details
+                # say "flag" (db.repository._stored_source): the column, not the details, says which
+                stored.precision_source = source
+            n += 1
+    return n
+
+
+def _load_rows(path: Path) -> int:
+    """Store every result kept in ``path`` (JSON lines, gzip) in the database; returns how many."""
     if not path.exists():
         return 0
-    n = 0
-    with gzip.open(path, "rt", encoding="utf-8") as fh, session_scope() as s:
-        for line in fh:
-            if line.strip():
-                row = json.loads(line)
-                row.pop("week", None)  # the week follows from started_at, as for any stored result
-                keep = STORED_SOURCE in row
-                source = row.pop(STORED_SOURCE, None)
-                stored = repository.store_result(s, row)
-                if keep:
-                    # a --precision flag run over a declared row kept the row declared while its details
-                    # say "flag" (db.repository._stored_source): the column, not the details, says which
-                    stored.precision_source = source
-                n += 1
-    return n
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return _store_rows(json.loads(line) for line in fh if line.strip())
+
+
+def _saved_row(r: Any) -> dict:
+    """A stored result as the state keeps it: its SPEC result and its row's source column."""
+    from db.rows import result_dict
+
+    return {**result_dict(r), STORED_SOURCE: r.precision_source}
+
+
+@contextlib.contextmanager
+def _set_aside(backend: str, scope: str, judged: str) -> Iterator[None]:
+    """Take this week's results of ``backend`` judged as ``scope`` at ``judged`` out of the database
+    while a ``--fresh`` item runs, so it starts from nothing as a new database would (no stored
+    result skips a model or stands in for its fingerprint), then put back each one whose model has
+    no new result (the models outside the slice, or left undone by a failure)."""
+    from sqlalchemy import delete, or_, select
+
+    from db import repository
+    from db.models import Result
+    from db.session import session_scope
+    from db.weeks import iso_week
+
+    where = (
+        Result.backend == backend,
+        Result.tier == "tiny",
+        Result.week == iso_week(),
+        repository.same_precision(scope),
+        or_(Result.precision.is_(None), Result.precision == judged),
+    )
+    with session_scope() as s:
+        aside = [_saved_row(r) for r in s.scalars(select(Result).where(*where)).all()]
+        s.execute(delete(Result).where(Result.id.in_(select(Result.id).where(*where))))
+    log.info("%s: %d results of this week set aside while the slice runs from nothing", backend, len(aside))
+    try:
+        yield
+    finally:
+        with session_scope() as s:
+            now = set(s.scalars(select(Result.model_id).where(*where)).all())
+        _store_rows(r for r in aside if r["model_id"] not in now)
 
 
 def _save_rows(path: Path) -> int:
@@ -142,7 +191,6 @@ def _save_rows(path: Path) -> int:
     from sqlalchemy import select
 
     from db.models import Result
-    from db.rows import result_dict
     from db.session import session_scope
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -151,8 +199,7 @@ def _save_rows(path: Path) -> int:
         rows = s.scalars(select(Result).order_by(Result.backend, Result.precision, Result.model_id, Result.week)).all()
         with gzip.GzipFile(tmp, "wb", mtime=0) as raw:
             for r in rows:
-                row = {**result_dict(r), STORED_SOURCE: r.precision_source}
-                raw.write((json.dumps(row, sort_keys=True, default=str) + "\n").encode())
+                raw.write((json.dumps(_saved_row(r), sort_keys=True, default=str) + "\n").encode())
     tmp.replace(path)
     return len(rows)
 
@@ -248,18 +295,24 @@ def _rows_scope(backend: str, precision: str | None) -> str:
     return "auto" if _judged_precision(backend, precision) == _judged_precision(backend, None) else precision
 
 
-def walls_key(backend: str, precision: str | None) -> str:
+def walls_key(backend: str, precision: str | None, top: int) -> str:
     """A plan item's entry in the walls file: the backend, what was asked (``declared`` or the
-    ``--precision`` flag) and the precision the backend declares on this machine, so a machine that
-    declares another one (OpenVINO: bf16 with bf16 units, fp32 without) gets its own section beside
-    the other machine's instead of taking over its entry."""
-    return f"{backend}@{precision or 'declared'}/{_judged_precision(backend, None)}"
+    ``--precision`` flag), the precision the backend declares on this machine and the slice, so a
+    machine that declares another one (OpenVINO: bf16 with bf16 units, fp32 without) gets its own
+    section beside the other machine's, and a top-100 slice run twice its own beside the top 1000's,
+    instead of taking over their entries."""
+    return f"{backend}@{precision or 'declared'}/{_judged_precision(backend, None)}:{top}"
 
 
 def _parse_walls_key(key: str) -> tuple[str, str]:
     """``(backend, requested)`` of a walls key (keys written before the declared suffix have none)."""
     backend, _, rest = key.partition("@")
-    return backend, rest.partition("/")[0]
+    return backend, rest.partition("/")[0].partition(":")[0]
+
+
+def _keyed_by_slice(walls: dict[str, dict]) -> dict[str, dict]:
+    """A walls file written before keys named their slice, with each key given its entry's ``:TOP``."""
+    return {k if ":" in k else f"{k}:{w['top']}": w for k, w in walls.items()}
 
 
 def _judged_precision(backend: str, requested: str | None) -> str:
@@ -419,6 +472,13 @@ def main(argv: list[str] | None = None) -> int:
         "then skips models with a result this week (see above)",
     )
     p.add_argument("--chunk", type=int, default=50, help="with --state: models between saves (default %(default)s)")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="with --state: each plan item runs its whole slice from nothing in this sitting (a cold first pass, "
+        "then the warm ones), as on a new database, whatever is stored this week; its rows replace the stored "
+        "ones, the state is written when it ends",
+    )
     p.add_argument("--report-only", action="store_true", help="run nothing: print the report of what --db holds")
     p.add_argument("--out", help="also write the report here")
     args = p.parse_args(argv)
@@ -428,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     state = Path(args.state) if args.state else None
     args.db = args.db or f"sqlite:///{work / 'zoo.db'}"
     walls_path = state / "walls.json" if state else _walls_file(args.db)
-    walls: dict[str, dict] = json.loads(walls_path.read_text()) if walls_path.exists() else {}
+    walls: dict[str, dict] = _keyed_by_slice(json.loads(walls_path.read_text())) if walls_path.exists() else {}
     mine: dict[str, dict] = {}  # the runs this invocation made
     stop = _standin(args, work)
     try:
@@ -447,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
         def save(key: str, entry: dict) -> None:
             mine[key] = entry
             # another venv's run may have written its own since this one started: keep them
-            on_disk = json.loads(walls_path.read_text()) if walls_path.exists() else {}
+            on_disk = _keyed_by_slice(json.loads(walls_path.read_text())) if walls_path.exists() else {}
             walls.clear()
             walls.update({**on_disk, **mine})
             walls_path.parent.mkdir(parents=True, exist_ok=True)
@@ -462,7 +522,15 @@ def main(argv: list[str] | None = None) -> int:
                 log.warning("%s: not run here: %s", backend, exc)
                 continue
             _, ids = zjobs.pick_models(top)
-            key = walls_key(backend, precision)
+            key = walls_key(backend, precision, len(ids))
+            if state and args.fresh:
+                # nothing is saved while it runs (the state on disk keeps the rows set aside): a sitting cut
+                # short is started again with --fresh
+                scope, judged = _rows_scope(backend, precision), _judged_precision(backend, precision)
+                with _set_aside(backend, scope, judged):
+                    entry = resume_plan_item(ids, backend, precision, passes, None, args, lambda e: None)
+                save(key, entry)
+                continue
             if state:
                 resume_plan_item(ids, backend, precision, passes, walls.get(key), args, lambda e, k=key: save(k, e))
                 continue

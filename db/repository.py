@@ -322,11 +322,13 @@ def same_precision(requested: str | None):
     return and_(Result.precision == requested, Result.precision_source == "flag")
 
 
-def shared_result(session: Session, fingerprint: str, req: Any) -> dict[str, Any] | None:
+def shared_result(session: Session, fingerprint: str, req: Any, judged: str | None = None) -> dict[str, Any] | None:
     """This week's result of another model with the same fingerprint, backend, tier and requested
     precision, re-addressed to ``req``'s model (fingerprint dedup). Only results the engine produced
-    count (not copies)."""
-    row = session.scalars(
+    count (not copies). ``judged``, the precision ``req`` is judged at here, also leaves out rows
+    judged at another one: a declared row of a machine whose backend declares another precision
+    (OpenVINO: fp32 without bf16 units, bf16 with them) is not this machine's verdict."""
+    q = (
         select(Result)
         .where(
             Result.fingerprint == fingerprint,
@@ -337,9 +339,10 @@ def shared_result(session: Session, fingerprint: str, req: Any) -> dict[str, Any
             Result.model_id != req.model_id,
         )
         .where(same_precision(getattr(req, "precision", "auto")))
-        .order_by(Result.started_at.desc())
-        .limit(20)
-    ).all()
+    )
+    if judged is not None:
+        q = q.where(or_(Result.precision.is_(None), Result.precision == judged))
+    row = session.scalars(q.order_by(Result.started_at.desc()).limit(20)).all()
     row = next((r for r in row if not (r.details or {}).get("deduplicated_from")), None)
     if row is None:
         return None

@@ -11,10 +11,12 @@ from typing import Any
 
 from db.repository import shared_result, store_result
 from db.session import session_scope
+from zoo_runner.backends import BackendSpec
 from zoo_runner.exceptions import DatabaseUnavailable, NotSupported, ZooError
 from zoo_runner.hub import prepare
 from zoo_runner.launcher import run_isolated
 from zoo_runner.planning import plan_fingerprint
+from zoo_runner.precision import resolve as resolve_precision
 from zoo_runner.request import ValidationRequest, error_info
 from zoo_runner.result import failure_result
 from zoo_runner.statuses import Reason, Status
@@ -66,8 +68,9 @@ def validate_and_store(
         if dedup and req.tier != "full":  # full tier: real weights differ per model, never shared
             fp = plan_fingerprint(req)
             if fp:
+                judged = resolve_precision(req.precision, BackendSpec.parse(req.backend))[0]
                 with session_scope() as s:
-                    result = shared_result(s, fp, req)
+                    result = shared_result(s, fp, req, judged=judged)
         if result is None:
             result = run_isolated(req)
     store_row(result, run_id=run_id, task_id=task_id)

@@ -41,7 +41,7 @@ def test_a_slice_resumes_on_a_fresh_database_and_the_report_comes_from_the_state
     first = _rows(state)
     assert [r["model_id"] for r in first] == ids[:1]
     walls = json.loads((state / "walls.json").read_text())
-    assert walls["cpu@declared/fp32"]["stored"] == 1
+    assert walls["cpu@declared/fp32:1"]["stored"] == 1
     assert first[0]["backend"] == "cpu" and first[0]["status"] in ("pass", "pass_with_fallback")
 
     # a new machine: another work directory, so a fresh database; the state brings the rows back
@@ -54,9 +54,10 @@ def test_a_slice_resumes_on_a_fresh_database_and_the_report_comes_from_the_state
     # the model stored in the first sitting was not validated again
     assert [r for r in rows if r["model_id"] == ids[0]][0]["started_at"] == first[0]["started_at"]
     walls = json.loads((state / "walls.json").read_text())
-    entry = walls["cpu@declared/fp32"]
+    entry = walls["cpu@declared/fp32:2"]
     assert entry["top"] == 2
-    assert [s["models"] for s in entry["passes"][0]["sittings"]] == [1]  # the top-1 entry was another slice
+    assert [s["models"] for s in entry["passes"][0]["sittings"]] == [1]  # one model was stored by the top-1 slice
+    assert walls["cpu@declared/fp32:1"]["stored"] == 1  # that slice keeps its own entry
     assert entry["stored"] == 2
     text = out.read_text()
     assert "top 2 models" in text and "(2/2)" in text
@@ -123,7 +124,7 @@ def test_a_flag_naming_the_declared_precision_reuses_the_declared_rows(tmp_path,
     rows = _rows(state)
     assert len(rows) == 1 and rows[0]["stored_precision_source"] in ("default", "plugin")
     walls = json.loads((state / "walls.json").read_text())
-    flag = walls["cpu@fp32/fp32"]
+    flag = walls["cpu@fp32/fp32:1"]
     assert flag["declared_rows"] is True and flag["stored"] == 1
     assert flag["passes"][0]["sittings"] == []  # nothing validated again
     text = out.read_text()
@@ -160,14 +161,46 @@ def test_a_machine_that_declares_another_precision_gets_its_own_rows_and_section
     rows = sorted((r["model_id"], r["precision"]) for r in _rows(state))
     assert rows == sorted([(ids[0], "fp32"), (ids[1], "fp32"), (ids[0], "bf16")])
     walls = json.loads((state / "walls.json").read_text())
-    assert set(walls) == {"cpu+openvino@declared/fp32", "cpu+openvino@declared/bf16"}
-    bf16 = walls["cpu+openvino@declared/bf16"]
+    assert set(walls) == {"cpu+openvino@declared/fp32:2", "cpu+openvino@declared/bf16:1"}
+    bf16 = walls["cpu+openvino@declared/bf16:1"]
     assert (bf16["precision"], bf16["stored"]) == ("bf16", 1)
     assert [s["models"] for s in bf16["passes"][0]["sittings"]] == [1]  # validated again, not reused
-    assert walls["cpu+openvino@declared/fp32"]["precision"] == "fp32"
+    assert walls["cpu+openvino@declared/fp32:2"]["precision"] == "fp32"
 
     text = out.read_text()
     fp32 = _section(text, "cpu+openvino at fp32 (its declared precision), top 2 models")
     mine = _section(text, "cpu+openvino at bf16 (its declared precision), top 1 models")
     assert "harness    by count 100.0% (2/2)" in fp32
     assert "harness    by count 100.0% (1/1)" in mine  # the slice's model only, at bf16
+
+
+def test_fresh_runs_a_slice_from_nothing_beside_the_larger_slice(tmp_path, monkeypatch):
+    """``--fresh`` runs a plan item from nothing although its models have results this week: the
+    slice's model is validated again in both passes, the model outside it keeps its row, and the
+    smaller slice gets an entry of its own beside the larger one's. A walls file written before keys
+    named their slice is read with each key given its entry's slice."""
+    csv_path, ids = _small_csv(tmp_path, 2)
+    state = tmp_path / "state"
+    base = ["--csv", str(csv_path), "--state", str(state), "--jobs", "1"]
+    monkeypatch.setenv("ZOO_BENCH_WORK", str(tmp_path / "work1"))
+    assert backends.main([*base, "--plan", "cpu:2"]) == 0
+    before = {r["model_id"]: r["started_at"] for r in _rows(state)}
+    walls = json.loads((state / "walls.json").read_text())
+    old = {k.partition(":")[0]: w for k, w in walls.items()}  # as an older walls file keyed them
+    (state / "walls.json").write_text(json.dumps(old))
+
+    monkeypatch.setenv("ZOO_BENCH_WORK", str(tmp_path / "work2"))
+    out = tmp_path / "report.txt"
+    assert backends.main([*base, "--plan", "cpu:1x2", "--fresh", "--out", str(out)]) == 0
+    rows = {r["model_id"]: r for r in _rows(state)}
+    assert sorted(rows) == sorted(ids)
+    assert rows[ids[1]]["started_at"] == before[ids[1]], "the model outside the slice keeps its row"
+    assert rows[ids[0]]["started_at"] != before[ids[0]] and "deduplicated_from" not in rows[ids[0]]["details"]
+    walls = json.loads((state / "walls.json").read_text())
+    assert set(walls) == {"cpu@declared/fp32:2", "cpu@declared/fp32:1"}
+    fresh = walls["cpu@declared/fp32:1"]
+    assert [s["models"] for s in fresh["passes"][0]["sittings"]] == [1]  # validated again from nothing
+    assert len(fresh["walls_s"]) == 2 and all(w > 0 for w in fresh["walls_s"])
+    assert walls["cpu@declared/fp32:2"]["stored"] == 2
+    text = out.read_text()
+    assert "top 2 models" in text and "top 1 models" in text and "second run (warm caches)" in text

@@ -57,3 +57,21 @@ def test_parent_fingerprint_equals_the_engines():
 
     req = prepare(ValidationRequest("arch:DistilBertForSequenceClassification", backend="cpu"))
     assert plan_fingerprint(req) == validate_here(req)["fingerprint"]
+
+
+def test_a_row_judged_at_another_precision_is_not_shared(twin_hub, sqlite_url):
+    """A declared row from a machine where the backend declares another precision (OpenVINO: bf16
+    with bf16 units) is not this machine's verdict: the twin runs itself instead of copying it."""
+    from sqlalchemy import update
+
+    from db.models import Result
+    from db.session import session_scope
+    from services.validation import validate_and_store
+
+    one = validate_and_store(ValidationRequest("org-a/bert-one", backend="cpu"))
+    with session_scope() as s:  # as if another machine had judged it at bf16, its declared precision there
+        s.execute(update(Result).where(Result.model_id == "org-a/bert-one").values(precision="bf16"))
+    two = validate_and_store(ValidationRequest("org-b/bert-two", backend="cpu"))
+    assert one["fingerprint"] == two["fingerprint"]
+    assert "deduplicated_from" not in two["details"] and two["precision"] == "fp32"
+    assert two["duration_s"] > 0

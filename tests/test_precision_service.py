@@ -279,6 +279,21 @@ def test_fingerprint_sharing_stays_within_a_precision(database_url):
     assert bf16 is None, "the declared bf16 row was not asked for with --precision bf16"
 
 
+def test_a_declared_row_of_another_precision_is_not_shared(database_url):
+    """OpenVINO declares bf16 on a CPU with bf16 units and fp32 on one without: a machine judging at
+    bf16 must not take another machine's declared fp32 verdict for a model of the same graph."""
+    now = dt.datetime.now(dt.timezone.utc)
+    fp32 = _judged("org/a", "mismatch", "fp32", "plugin", backend="cpu+openvino", week_day=now, fingerprint="fx")
+    fp32["details"]["harness_version"] = HARNESS_VERSION
+    with session_scope() as s:
+        repository.store_result(s, fp32)
+    req = ValidationRequest("org/b", backend="cpu+openvino", tier="tiny")
+    with session_scope() as s:
+        assert repository.shared_result(s, "fx", req, judged="bf16") is None
+        here = repository.shared_result(s, "fx", req, judged="fp32")
+    assert here["status"] == "mismatch" and here["details"]["deduplicated_from"] == "org/a"
+
+
 # ---------------------------------------------------------------- the API
 
 
