@@ -96,21 +96,31 @@ def _stored_this_week(ids: list[str], backend: str, precision: str, judged: str)
     """The models of ``ids`` that already have a result this ISO week on ``backend`` at tier tiny,
     judged as a request of ``precision`` would be, at ``judged`` precision or before any precision
     applied (a resumed first pass skips them; a machine that declares another precision does not)."""
-    from sqlalchemy import or_, select
+    from sqlalchemy import select
 
-    from db import repository
     from db.models import Result
     from db.session import session_scope
-    from db.weeks import iso_week
 
     with session_scope() as s:
-        q = (
-            select(Result.model_id)
-            .where(Result.backend == backend, Result.tier == "tiny", Result.week == iso_week())
-            .where(Result.model_id.in_(ids), repository.same_precision(precision))
-            .where(or_(Result.precision.is_(None), Result.precision == judged))
-        )
+        q = select(Result.model_id).where(*_judged_rows(backend, precision, judged), Result.model_id.in_(ids))
         return set(s.scalars(q).all())
+
+
+def _judged_rows(backend: str, scope: str, judged: str) -> tuple:
+    """The conditions on this week's results of ``backend`` at tier tiny judged as a request of
+    ``scope`` would be, at ``judged`` precision, or refused before any precision applied (those are
+    the same at every precision: keyed at fp32 with no source, ``db.queries.precision_scope``)."""
+    from db import queries, repository
+    from db.models import Result
+    from db.weeks import iso_week
+
+    return (
+        Result.backend == backend,
+        Result.tier == "tiny",
+        Result.week == iso_week(),
+        repository.same_precision(scope),
+        queries.precision_scope(judged),
+    )
 
 
 STORED_SOURCE = "stored_precision_source"  # a state row's source column, beside its SPEC result
@@ -159,20 +169,12 @@ def _set_aside(backend: str, scope: str, judged: str) -> Iterator[None]:
     while a ``--fresh`` item runs, so it starts from nothing as a new database would (no stored
     result skips a model or stands in for its fingerprint), then put back each one whose model has
     no new result (the models outside the slice, or left undone by a failure)."""
-    from sqlalchemy import delete, or_, select
+    from sqlalchemy import delete, select
 
-    from db import repository
     from db.models import Result
     from db.session import session_scope
-    from db.weeks import iso_week
 
-    where = (
-        Result.backend == backend,
-        Result.tier == "tiny",
-        Result.week == iso_week(),
-        repository.same_precision(scope),
-        or_(Result.precision.is_(None), Result.precision == judged),
-    )
+    where = _judged_rows(backend, scope, judged)
     with session_scope() as s:
         aside = [_saved_row(r) for r in s.scalars(select(Result).where(*where)).all()]
         s.execute(delete(Result).where(Result.id.in_(select(Result.id).where(*where))))

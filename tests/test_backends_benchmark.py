@@ -204,3 +204,21 @@ def test_fresh_runs_a_slice_from_nothing_beside_the_larger_slice(tmp_path, monke
     assert walls["cpu@declared/fp32:2"]["stored"] == 2
     text = out.read_text()
     assert "top 2 models" in text and "top 1 models" in text and "second run (warm caches)" in text
+
+
+def test_a_row_refused_before_any_precision_counts_at_every_precision(sqlite_url):
+    """A model refused before a precision applied (``unsupported``) is stored keyed at fp32 with no
+    source; a bf16 machine's resumed first pass counts it as done instead of validating it again."""
+    import datetime as dt
+
+    from db import repository
+    from db.session import session_scope
+    from zoo_runner.request import HARNESS_VERSION
+
+    now = dt.datetime.now(dt.timezone.utc).isoformat()
+    row = {"model_id": "org/refused", "backend": "cpu+openvino", "tier": "tiny", "status": "unsupported"}
+    with session_scope() as s:
+        repository.store_result(s, {**row, "started_at": now, "details": {"harness_version": HARNESS_VERSION}})
+    ids = ["org/refused", "org/other"]
+    assert backends._stored_this_week(ids, "cpu+openvino", "auto", "bf16") == {"org/refused"}
+    assert backends._stored_this_week(ids, "cpu+openvino", "auto", "fp32") == {"org/refused"}
