@@ -485,6 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="also write the report here")
     args = p.parse_args(argv)
 
+    at_start = machine()  # the header's load is the one this command started under
     work = Path(os.environ.get("ZOO_BENCH_WORK") or tempfile.mkdtemp(prefix="zoo-backends-"))
     work.mkdir(parents=True, exist_ok=True)
     state = Path(args.state) if args.state else None
@@ -552,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         header = [
             f"Backends benchmark — tier tiny, {Path(args.csv).name}; each section names the top-N slice it covers",
-            machine(),
+            at_start,
             "",
         ]
         body: list[str] = []
