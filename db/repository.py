@@ -340,8 +340,8 @@ def shared_result(session: Session, fingerprint: str, req: Any, judged: str | No
         )
         .where(same_precision(getattr(req, "precision", "auto")))
     )
-    if judged is not None:
-        q = q.where(or_(Result.precision.is_(None), Result.precision == judged))
+    if judged is not None:  # a row refused before any precision applied (no source) is the same at each
+        q = q.where(or_(Result.precision_source.is_(None), Result.precision == judged))
     row = session.scalars(q.order_by(Result.started_at.desc()).limit(20)).all()
     row = next((r for r in row if not (r.details or {}).get("deduplicated_from")), None)
     if row is None:
