@@ -109,7 +109,7 @@ def _stored_this_week(ids: list[str], backend: str, precision: str, judged: str)
 def _judged_rows(backend: str, scope: str, judged: str) -> tuple:
     """The conditions on this week's results of ``backend`` at tier tiny judged as a request of
     ``scope`` would be, at ``judged`` precision, or refused before any precision applied (those are
-    the same at every precision: keyed at fp32 with no source, ``db.queries.precision_scope``)."""
+    the same at every precision: keyed at fp32 with no source, ``db.rows.precision_scope``)."""
     from db import queries, repository
     from db.models import Result
     from db.weeks import iso_week
@@ -177,7 +177,7 @@ def _set_aside(backend: str, scope: str, judged: str) -> Iterator[None]:
     where = _judged_rows(backend, scope, judged)
     with session_scope() as s:
         aside = [_saved_row(r) for r in s.scalars(select(Result).where(*where)).all()]
-        s.execute(delete(Result).where(Result.id.in_(select(Result.id).where(*where))))
+        s.execute(delete(Result).where(*where))
     log.info("%s: %d results of this week set aside while the slice runs from nothing", backend, len(aside))
     try:
         yield

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from functools import wraps as _wraps
 from typing import Any
 
-from sqlalchemy import and_, case, func, literal, or_, select
+from sqlalchemy import and_, case, func, literal, select
 from sqlalchemy.orm import Session
 
 from zoo_runner.exceptions import BadInput
@@ -20,21 +20,11 @@ from zoo_runner.statuses import ALL_STATUSES, NO_VALID_REFERENCE, PASSING, Statu
 
 from .models import Model, Report, Result, Snapshot, SnapshotEntry
 from .rows import judged_precision as judged_precision  # re-exported: a read
+from .rows import precision_scope as precision_scope  # re-exported: a read
 from .rows import result_dict as result_dict  # re-exported: a read
 from .weeks import previous_week, week_minus
 
 DECLARED = "declared"  # the precision scope of every backend's own declared precision
-
-
-def precision_scope(precision: str | None = None):
-    """Rows in a precision scope. None (the default): each backend's declared precision, i.e. every
-    row not judged at a ``--precision`` flag (a NULL source counts as declared). ``fp32``, ``tf32``,
-    ``bf16`` or ``fp16``: rows judged at that precision, whoever chose it, plus rows without a
-    verdict precision (refused or failed before one applied: the same at every precision)."""
-    no_verdict = Result.precision_source.is_(None)
-    if precision is None:
-        return or_(no_verdict, Result.precision_source != "flag")
-    return or_(no_verdict, Result.precision == precision)
 
 
 def precision_label(precision: str | None) -> str:

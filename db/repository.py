@@ -17,7 +17,7 @@ from zoo_runner.request import HARNESS_VERSION
 from zoo_runner.result import ValidationResult
 
 from .models import Model, Result, Run, Snapshot, SnapshotEntry, utcnow
-from .rows import result_dict
+from .rows import precision_scope, result_dict
 from .weeks import iso_week
 
 CHUNK = 2000
@@ -340,8 +340,8 @@ def shared_result(session: Session, fingerprint: str, req: Any, judged: str | No
         )
         .where(same_precision(getattr(req, "precision", "auto")))
     )
-    if judged is not None:  # a row refused before any precision applied (no source) is the same at each
-        q = q.where(or_(Result.precision_source.is_(None), Result.precision == judged))
+    if judged is not None:
+        q = q.where(precision_scope(judged))
     row = session.scalars(q.order_by(Result.started_at.desc()).limit(20)).all()
     row = next((r for r in row if not (r.details or {}).get("deduplicated_from")), None)
     if row is None:

@@ -1,13 +1,26 @@
 """A stored result as the SPEC's JSON shape: the one serialisation the API, the dedup copies and
-the pages share. A leaf module (reads and writes both use it)."""
+the pages share, and which rows a precision scope holds. A leaf module (reads and writes both use it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import or_
+
 from zoo_runner.result import ValidationResult
 
 from .models import Result
+
+
+def precision_scope(precision: str | None = None):
+    """Rows in a precision scope. None (the default): each backend's declared precision, i.e. every
+    row not judged at a ``--precision`` flag (a NULL source counts as declared). ``fp32``, ``tf32``,
+    ``bf16`` or ``fp16``: rows judged at that precision, whoever chose it, plus rows without a
+    verdict precision (refused or failed before one applied: the same at every precision)."""
+    no_verdict = Result.precision_source.is_(None)
+    if precision is None:
+        return or_(no_verdict, Result.precision_source != "flag")
+    return or_(no_verdict, Result.precision == precision)
 
 
 def judged_precision(r: Result) -> str | None:
