@@ -50,10 +50,14 @@ class Comparison:
     rmse_ratio: float = 0.0
     cosine: float = 1.0
     problems: list[str] = field(default_factory=list)
+    # the largest share of a budget any output used (RMSE, max abs, cosine loss); over 1 fails, and a
+    # failure no budget measures (shape, NaN, integers) is infinite. The parent checks a pass by it.
+    budget_use: float = 0.0
 
-    def fail(self, msg: str) -> None:
+    def fail(self, msg: str, use: float = float("inf")) -> None:
         self.ok = False
         self.problems.append(msg)
+        self.budget_use = max(self.budget_use, use)
 
 
 def pooled_reference_error(refs: list[Any], refs64: list[Any]) -> dict[str, tuple[float, float]]:
@@ -206,18 +210,25 @@ def compare(
         # stricter linear rule.
         loss_factor = factor if precision == "fp32" or dtype != "float32" else factor * factor
         min_cos = min(MIN_COSINE.get(dtype, 0.99999), 1.0 - loss_factor * (1.0 - cos_ref32))
+        cos_use = (1 - cos) / max(1 - min_cos, 1e-30) if scale > 0 else 0.0
+        use = max(err_target / budget, max_abs / max_budget, cos_use if cos < min_cos else min(cos_use, 1.0))
         if err_target > budget:
             res.fail(
                 f"{name}: RMSE {err_target:.3g} exceeds {at} {budget:.3g}, "
-                f"{err_target / budget:.3g}x over (scale {scale:.3g})"
+                f"{err_target / budget:.3g}x over (scale {scale:.3g})",
+                use,
             )
         elif max_abs > max_budget:
             res.fail(
-                f"{name}: max abs diff {max_abs:.3g} exceeds {at} {max_budget:.3g}, {max_abs / max_budget:.3g}x over"
+                f"{name}: max abs diff {max_abs:.3g} exceeds {at} {max_budget:.3g}, {max_abs / max_budget:.3g}x over",
+                use,
             )
         elif cos < min_cos and scale > 0:
             res.fail(
                 f"{name}: cosine {cos:.6f} below {at} {min_cos:.6g}, "
-                f"{(1 - cos) / max(1 - min_cos, 1e-30):.3g}x the allowed loss"
+                f"{(1 - cos) / max(1 - min_cos, 1e-30):.3g}x the allowed loss",
+                use,
             )
+        else:
+            res.budget_use = max(res.budget_use, _finite(use))
     return res

@@ -532,6 +532,7 @@ def _verdict(cmp: Comparison, result: ValidationResult) -> None:
     nonfinite = finite_metrics(metrics)
     if nonfinite:
         result.details["nonfinite_metrics"] = nonfinite
+    result.details["budget_use"] = round(cmp.budget_use, 6) if math.isfinite(cmp.budget_use) else None
     if not cmp.ok:
         result.status = Status.MISMATCH
         result.error = error_info(type_="Mismatch", message="; ".join(cmp.problems[:5]))
@@ -569,7 +570,7 @@ def _cache_and_key(
         inputs=all_inputs,
         precision=at,
     )
-    return rc.ReferenceCache(root), key
+    return rc.ReferenceCache(root, req.reference_outbox), key
 
 
 def _references(

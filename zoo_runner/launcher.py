@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import hang, reference_cache, sandbox
+from . import cache_trust, hang, reference_cache, sandbox, verdict
 from .exceptions import SandboxUnavailable
 from .request import ValidationRequest, error_info
 from .result import failure_result
@@ -127,6 +127,7 @@ def _forked_child(
     os.dup2(fd, 2)
     os.dup2(fd, 1)
     os.close(fd)
+    close_inherited()
     os.setsid()
     from .sandbox_linux import enter
 
@@ -136,6 +137,34 @@ def _forked_child(
     from .child import main
 
     main(["child", req_path, out_path, stage_path])
+
+
+def close_inherited() -> None:
+    """Close every descriptor the model process inherited but stdin, stdout and stderr (stdin made
+    /dev/null): the forkserver's pipes and sockets and, above all, the write end of the parent's
+    ``multiprocessing`` resource tracker, a root process outside the sandbox that would unlink any
+    name written to it. The model's own uses of the tracker start a tracker of its own, inside."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    try:
+        from multiprocessing import resource_tracker
+
+        tracker = resource_tracker._resource_tracker
+        tracker._fd = None
+        tracker._pid = None
+    except Exception:
+        pass
+    try:
+        fds = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd > 2:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _stage_poll(run: sandbox.Run, on_stage: Callable[[str], None] | None) -> Poll | None:
@@ -253,24 +282,57 @@ def run_isolated(
         stage = read_stage(run.stage, owner=run.uid)
         stderr_tail = _tail(run.stderr)
         problem = None
+        result = None
         if not timed_out:
             raw, problem = read_json_file(run.result, RESULT_MAX_BYTES, owner=run.uid)
             if raw is not None:
                 try:
                     result = trusted_result(req, raw)
+                    verdict.decide(req, result)
                 except BadResult as exc:
                     problem = f"result.json fails the result schema: {exc}"
-                else:
-                    result["duration_s"] = round(time.perf_counter() - t0, 3)
-                    result["details"]["sandbox"] = details_sandbox
-                    return result
-        if problem:
+                    result = None
+        if result is not None:
+            result["duration_s"] = round(time.perf_counter() - t0, 3)
+        elif problem:
             result = _bad_result(req, problem, stage, stderr_tail, time.perf_counter() - t0)
         else:
             stuck = hang.stuck(_tail(run.stderr, HANG_TAIL)) if timed_out else None
             result = _failure_result(req, rc, timed_out, stage, stderr_tail, time.perf_counter() - t0, stuck)
+        result["versions"] = verdict.parent_versions(python, result.get("versions"), req.backend)
         result["details"]["sandbox"] = details_sandbox
+        _publish_references(run, req, result)
+        _prune_compile_cache(run)
         return result
+
+
+def _publish_references(run: sandbox.Run, req: ValidationRequest, result: dict[str, Any]) -> None:
+    """The references the model process handed back, checked and published into its namespace
+    (only from a run that ended with a result: a crashed or forged one publishes nothing)."""
+    if run.ref_ns is None:
+        return
+    if result.get("error", {}) and (result["error"] or {}).get("type") == "BadResult":
+        return
+    shapes = result.get("details", {}).get("input_shapes")
+    inputs = len(shapes) if isinstance(shapes, list) and shapes else None
+    try:
+        published = cache_trust.publish(run.outbox, run.ref_ns, run.namespace, run.uid, inputs)
+    except OSError as exc:
+        log.warning("references of %s not published: %s", req.model_id, exc)
+        return
+    if published:
+        result["details"]["reference_published"] = cache_trust.describe_publish(published)
+
+
+def _prune_compile_cache(run: sandbox.Run) -> None:
+    if run.compile_ns is None:
+        return
+    try:
+        cache_trust.prune_compile_cache(
+            str(run.compile_ns.parent), int(settings().compile_cache_mb * (1 << 20)), keep=run.namespace
+        )
+    except OSError as exc:
+        log.warning("compile cache %s not pruned: %s", run.compile_ns.parent, exc)
 
 
 def _tail(path: Any, size: int = STDERR_TAIL) -> str:

@@ -123,11 +123,16 @@ def reference_key(
 
 
 class ReferenceCache:
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    """Entries under ``root``; a model process reads its namespace of the cache (read-only) and
+    stores into ``outbox``, a directory of its own the parent publishes from
+    (:mod:`zoo_runner.cache_trust`). Without an outbox (Zoo's own process) it stores into ``root``."""
+
+    def __init__(self, root: str | os.PathLike[str], outbox: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root)
+        self.outbox = Path(outbox) if outbox else None
 
     def path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.safetensors"
+        return self.root / f"{key}.safetensors"
 
     def load(self, key: str) -> CachedReference | None:
         from safetensors import safe_open
@@ -143,7 +148,6 @@ class ReferenceCache:
                     ref64 = ref32
                 else:
                     ref64 = [{k: f.get_tensor(f"64/{i}/{k}") for k in keys} for i, keys in enumerate(meta["keys64"])]
-            os.utime(path)  # recently used: pruned last
         except Exception as exc:  # truncated, foreign or corrupt: recompute and overwrite
             log.warning("reference cache file %s unreadable (%s): recomputing", path, exc)
             return None
@@ -155,6 +159,11 @@ class ReferenceCache:
             meta.get("reference64_note"),
             bool(meta.get("fp64", True)),
         )
+        if self.outbox is None:
+            try:
+                os.utime(path)  # recently used: pruned last (the parent marks a model process's namespace)
+            except OSError:
+                pass
 
     def store(self, key: str, ref: CachedReference) -> bool:
         from safetensors.torch import save_file
@@ -174,7 +183,7 @@ class ReferenceCache:
             "reference64_note": ref.reference64_note,
             "fp64": ref.fp64,
         }
-        path = self.path(key)
+        path = self.outbox / f"{key}.safetensors" if self.outbox is not None else self.path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".safetensors")
@@ -189,14 +198,15 @@ class ReferenceCache:
         except Exception as exc:  # a full disk or an odd dtype must not fail the validation
             log.warning("reference not cached at %s: %s", path, exc)
             return False
-        self.prune(_max_bytes())
+        if self.outbox is None:
+            self.prune(_max_bytes())
         return True
 
     def prune(self, max_bytes: int) -> int:
         """Delete least recently used files until the cache fits in ``max_bytes``; returns how many."""
         files = []
         total = 0
-        for p in self.root.glob("*/*.safetensors"):
+        for p in self.root.rglob("*.safetensors"):
             try:
                 st = p.stat()
             except FileNotFoundError:
@@ -209,6 +219,7 @@ class ReferenceCache:
                 break
             try:
                 p.unlink()
+                p.with_name(p.name + ".mac").unlink(missing_ok=True)
                 total -= size
                 removed += 1
             except FileNotFoundError:

@@ -40,6 +40,7 @@ class ValidationRequest:
     extras: dict[str, Any] | None = None  # small JSON files a builder needs (modules.json, pooling config)
     plugins: str | None = None  # ZOO_PLUGINS as the parent saw it (the forkserver may be older)
     reference_cache: str | None = None  # CPU reference cache directory ("" = off); set by the parent
+    reference_outbox: str | None = None  # where a model process hands new references back (set by the parent)
     precision: str = "auto"  # what the backend is judged at: auto (its declared one), fp32, tf32, bf16, fp16
     threads: int | None = None  # torch's CPU threads in the model process (:func:`share_of_cores`); None: its default
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from . import cache_trust
 from .exceptions import BadInput, SandboxUnavailable
 from .sandbox_linux import EXIT_REFUSED, PROTECTIONS, Plan
 from .settings import DEFAULT_SANDBOX_UID, SANDBOX_MODES, settings
@@ -174,7 +175,7 @@ def compile_cache_dir(uid: int | None) -> str:
     configured = settings().compile_cache.strip()
     if configured:
         return configured
-    return str(_cache_base() / (f"compile-{uid}" if uid is not None else "compile"))
+    return str(_cache_base() / (f"compiled-{uid}" if uid is not None else "compiled"))
 
 
 def _real_dirs(paths: list[str]) -> list[str]:
@@ -295,6 +296,13 @@ class Run:
     plan: Plan
     uid: int | None  # the uid the model process is meant to run as (None: Zoo's own)
     setup: dict[str, Any]
+    namespace: str = ""  # the writer's namespace of the shared caches (:mod:`zoo_runner.cache_trust`)
+    ref_ns: Path | None = None  # that namespace of the reference cache (published into by the parent)
+    compile_ns: Path | None = None  # that namespace of the compile cache (written by the model process)
+
+    @property
+    def outbox(self) -> Path:
+        return self.work / cache_trust.OUTBOX
 
     @property
     def request(self) -> Path:
@@ -326,23 +334,6 @@ def _chown_tree(path: Path, uid: int, gid: int) -> None:
         os.chown(dirpath, uid, gid)
         for name in filenames:
             os.lchown(os.path.join(dirpath, name), uid, gid)
-
-
-def _own_reference_cache(root: Path, uid: int, gid: int) -> None:
-    """Hand the reference cache to the sandbox uid: its directory, its two-hex-digit subdirectories
-    and their cache files only (never an arbitrary tree someone pointed ZOO_REFERENCE_CACHE at)."""
-    os.chown(root, uid, gid)
-    for sub in root.iterdir():
-        if (
-            sub.is_dir()
-            and not sub.is_symlink()
-            and len(sub.name) == 2
-            and all(c in "0123456789abcdef" for c in sub.name)
-        ):
-            os.chown(sub, uid, gid)
-            for f in sub.iterdir():
-                if f.suffix == ".safetensors" and f.is_file() and not f.is_symlink():
-                    os.lchown(f, uid, gid)
 
 
 def _traversable(path: str, uid: int, gid: int) -> bool:
@@ -425,44 +416,55 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         LOGNAME=SANDBOX_USER,
     )
     binds: list[list[str]] = []
+    ro_binds: list[list[str]] = []
+    ns = cache_trust.namespace(req.model_id, req.revision, req.plugins)
+    ref_ns: Path | None = None
+    compile_ns: Path | None = None
 
-    def cache(source: str, name: str, reference: bool = False) -> str | None:
-        """The path the model process writes ``source`` at, or None where it cannot."""
-        if m == "off":
-            return source
-        Path(source).mkdir(parents=True, exist_ok=True)
-        if uid is not None and gid is not None:
-            if reference:
-                _own_reference_cache(Path(source), uid, gid)
-            elif os.stat(source).st_uid != uid:
-                os.chown(source, uid, gid)
-        if mountns:
-            inside = work / "cache" / name
-            inside.mkdir(mode=0o700)
-            binds.append([source, str(inside)])
-            return str(inside)
+    def reachable(source: str, what: str) -> bool:
+        """Whether the model process can reach ``source`` without a mount namespace showing it."""
         if uid is not None and gid is not None and not _traversable(source, uid, gid):
             warn_once(
                 f"cache:{source}",
-                f"sandbox: uid {uid} cannot reach the cache {source} (and no "
+                f"sandbox: uid {uid} cannot reach the {what} {source} (and no "
                 "mount namespace to show it): model processes run without it",
             )
-            return None
-        return source
+            return False
+        return True
 
-    if req.reference_cache:
-        inside = cache(req.reference_cache, "references", reference=True)
-        child_req.reference_cache = inside or ""
-        setup["reference_cache"] = "off" if inside is None else "bound" if mountns else "direct"
+    if req.reference_cache:  # its namespace, read-only; new references come back through the outbox
+        ref_ns = cache_trust.reference_namespace(req.reference_cache, ns)
+        outbox = work / cache_trust.OUTBOX
+        outbox.mkdir(mode=0o700)
+        child_req.reference_outbox = str(outbox)
+        if mountns:
+            inside = work / "cache" / "references"
+            inside.mkdir(mode=0o755)
+            ro_binds.append([str(ref_ns), str(inside)])
+            child_req.reference_cache = str(inside)
+            setup["reference_cache"] = "read-only"
+        elif m == "off" or reachable(str(ref_ns), "reference cache"):
+            child_req.reference_cache = str(ref_ns)
+            setup["reference_cache"] = "direct" if m == "off" else "read-only (mode bits)"
+        else:
+            child_req.reference_cache = ""
+            setup["reference_cache"] = "off"
     env["ZOO_REFERENCE_CACHE"] = child_req.reference_cache or "off"
     if m == "off":
         env.update({var: os.environ[var] for var in CACHE_VARS if var in os.environ})
-    else:  # the sandbox's own compile caches: compiled code Zoo's own processes never load
-        compile_root = cache(compile_cache_dir(uid), "compile") or str(work / "tmp")
+    else:  # the writer's own namespace of the compile caches: compiled code no other model loads
+        compile_ns = cache_trust.compile_namespace(compile_cache_dir(uid), ns, uid, gid)
+        if mountns:
+            compile_root = str(work / "cache" / "compile")
+            Path(compile_root).mkdir(mode=0o700)
+            binds.append([str(compile_ns), compile_root])
+        elif reachable(str(compile_ns), "compile cache"):
+            compile_root = str(compile_ns)
+        else:
+            compile_root = str(work / "tmp")
         env.update({var: os.path.join(compile_root, sub) for var, sub in CACHE_VARS.items()})
     if uid is not None and gid is not None:
         _chown_tree(work, uid, gid)  # before staging: hard links share their inode with Zoo's Hub cache
-    ro_binds: list[list[str]] = []
     if req.files_dir:  # Zoo's, readable and not writable by the model
         files = Path(req.files_dir)
         if mountns:  # the repo's directory of the Hub cache (snapshots link into its blobs), read-only
@@ -505,7 +507,7 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         shm_mb=limits.sandbox_shm_mb,
         rlimits=rlimits,
     )
-    run = Run(root=root, work=work, plan=plan, uid=uid, setup=setup)
+    run = Run(root=root, work=work, plan=plan, uid=uid, setup=setup, namespace=ns, ref_ns=ref_ns, compile_ns=compile_ns)
     run.plan_path.write_text(plan.to_json())
     run.request.write_text(json.dumps(child_req.to_dict()))
     for p in (run.plan_path, run.request):

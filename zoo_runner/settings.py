@@ -149,7 +149,13 @@ class Settings(BaseSettings):
         float(DEFAULT_REFERENCE_CACHE_MB),
     )
     compile_cache: str = _var(
-        "ZOO_COMPILE_CACHE", "directory of backends' compile caches; empty: ~/.cache/zoo/compile-<sandbox uid>", ""
+        "ZOO_COMPILE_CACHE", "directory of backends' compile caches; empty: ~/.cache/zoo/compiled-<sandbox uid>", ""
+    )
+    compile_cache_mb: float = _var(
+        "ZOO_COMPILE_CACHE_MB",
+        "megabytes the compile cache may hold; least recently used models' namespaces go first "
+        "(a value that is not a number: 8192)",
+        8192.0,
     )
     sandbox: Literal["off", "best_effort", "strict"] = _var(
         "ZOO_SANDBOX",
@@ -254,13 +260,13 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, value: Any, info: ValidationInfo) -> Any:
         return None if value == "" else _number(value, info, float)
 
-    @field_validator("reference_cache_mb", mode="before")
+    @field_validator("reference_cache_mb", "compile_cache_mb", mode="before")
     @classmethod
-    def _lenient_mb(cls, value: Any) -> Any:
+    def _lenient_mb(cls, value: Any, info: ValidationInfo) -> Any:
         try:
             return float(value)
         except ValueError:
-            return float(DEFAULT_REFERENCE_CACHE_MB)
+            return float(cls.model_fields[info.field_name].default)
 
     @field_validator("query_cache_s", "rate_limit", "plan_budget_s", "beat_lock_ttl", mode="before")
     @classmethod
