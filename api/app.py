@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -24,8 +25,21 @@ API_PREFIX = "/api/v1"
 ECHO_MAX = 200  # characters of an invalid input a 422 repeats
 
 
+def _finite_only(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite_only(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_finite_only(v) for v in value)
+    return True
+
+
 def _short(value: Any) -> Any:
-    """``value`` if its JSON is at most ECHO_MAX characters, else a note of its size."""
+    """``value`` if its JSON is at most ECHO_MAX characters, else a note of its size; a non-finite
+    number (NaN, Infinity, 1e999) is never echoed: JSON has no way to say it."""
+    if not _finite_only(value):
+        return "<a non-finite number, not echoed>"
     text = json.dumps(value, default=str)
     return value if len(text) <= ECHO_MAX else f"<{len(text)} characters, not echoed>"
 

@@ -252,8 +252,12 @@ class SecurityHeaders:
             return
         csp = (API_CSP if scope["path"].startswith(self.api_prefix) else PAGE_CSP).encode()
 
+        started = False
+
         async def wrapped(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = list(message.get("headers") or [])
                 present = {k.lower() for k, _ in headers}
                 headers += [(k, v) for k, v in SECURITY_HEADERS if k not in present]
@@ -262,4 +266,10 @@ class SecurityHeaders:
                 message = {**message, "headers": headers}
             await send(message)
 
-        await self.app(scope, receive, wrapped)
+        try:
+            await self.app(scope, receive, wrapped)
+        except Exception:  # a 500 is a response like any other: JSON, with the security headers
+            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            if started:
+                raise
+            await _send_json(wrapped, 500, "internal server error")

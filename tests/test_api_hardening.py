@@ -375,3 +375,51 @@ def test_cursor_bounds_on_both_databases(db_client):
     ):
         r = get(bad)
         assert r.status_code == 400 and r.json() == {"detail": "invalid cursor"}, (bad, r.status_code, r.text)
+
+
+# ---------------------------------------------------------------- non-finite numbers, 500s, proxy headers
+
+
+@pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_non_finite_number_is_a_422_that_never_echoes_it(client, raw):
+    body = '{"model_ids": ["org/plain"], "timeout": ' + raw + "}"
+    r = client.post("/api/v1/validations", content=body, headers={**AUTH, "Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    _assert_security_headers(r)
+    assert "not echoed" in r.text and "NaN" not in r.text and "Infinity" not in r.text
+
+
+def test_a_500_is_json_with_the_security_headers(client, monkeypatch):
+    app = client.app
+
+    @app.get("/api/v1/_boom")
+    def _boom():
+        raise RuntimeError("boom")
+
+    r = TestClient(app, raise_server_exceptions=False).get("/api/v1/_boom")
+    assert r.status_code == 500 and r.json() == {"detail": "internal server error"}
+    _assert_security_headers(r)
+
+
+def _rate_limited_codes(base: str, forwarded: bool) -> list[int]:
+    import httpx
+
+    codes = []
+    for i in range(6):
+        headers = {"X-Forwarded-For": f"203.0.113.{i}"} if forwarded else {}
+        codes.append(httpx.get(f"{base}/api/v1/healthz", headers=headers, timeout=10).status_code)
+    return codes
+
+
+@pytest.mark.parametrize("trusted", ["", "127.0.0.1"])
+def test_x_forwarded_for_changes_the_rate_limit_key_only_from_a_trusted_proxy(tmp_path, trusted):
+    env = child_env(ZOO_DATABASE_URL=f"sqlite:///{tmp_path / 'zoo.db'}", ZOO_RATE_LIMIT="3")
+    if trusted:
+        env["ZOO_FORWARDED_ALLOW_IPS"] = trusted
+    with serving(env, tmp_path) as base:
+        codes = _rate_limited_codes(base, forwarded=True)
+    if trusted:  # each forwarded address is a client of its own
+        assert 429 not in codes, codes
+    else:  # one peer, 127.0.0.1, whatever the header says (the readiness probe took a token)
+        assert codes.count(429) >= 3, codes

@@ -19,7 +19,7 @@ def _req(cache, backend="cpu", **kw):
 
 
 def _only_file(cache):
-    files = list(cache.glob("*/*.safetensors"))
+    files = list(cache.glob("*.safetensors"))
     assert len(files) == 1, files
     return files[0]
 
@@ -73,7 +73,7 @@ def test_a_new_seed_is_a_new_reference_and_the_census_shares_the_tiny_one(tmp_pa
     assert validate_here(_req(tmp_path, seed=1))["details"]["reference_cache"] == "stored"
     census = validate_here(_req(tmp_path, tier="census"))  # the same build as tiny: its entry
     assert census["details"]["reference_cache"] == "hit" and census["op_census"]
-    assert len(list(tmp_path.glob("*/*.safetensors"))) == 2
+    assert len(list(tmp_path.glob("*.safetensors"))) == 2
 
 
 def test_a_tiny_run_after_the_census_adds_only_the_fp64_reference(tmp_path):
@@ -86,7 +86,7 @@ def test_a_tiny_run_after_the_census_adds_only_the_fp64_reference(tmp_path):
     fresh = validate_here(_req(tmp_path / "fresh"))  # the same verdict and numbers as computing it all
     assert tiny["metrics"]["rmse_ratio"] == fresh["metrics"]["rmse_ratio"]
     assert validate_here(_req(tmp_path))["details"]["reference_cache"] == "hit"
-    assert len(list(tmp_path.glob("*/*.safetensors"))) == 1
+    assert len(list(tmp_path.glob("*.safetensors"))) == 1
 
 
 def _key(model, inputs, **over):

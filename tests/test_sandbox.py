@@ -16,7 +16,9 @@ import sys
 import uuid
 
 import pytest
+import torch
 
+import zoo_runner
 from tests.conftest import ROOT, need_service
 from tests.conftest import child_env as cli_env
 from tests.plugins.canary import MARK
@@ -200,10 +202,12 @@ def test_a_forged_result_keeps_the_parents_identity_or_is_a_crash(kind, tmp_path
         and row["details"]["harness_version"] == HARNESS_VERSION
     )
     assert row["details"]["sandbox"]["uid"] == sandbox.sandbox_ids()[0]  # the parent's account, not the forged one
-    if kind == "identity":  # measurements are the child's to report
-        assert (
-            row["status"] == "pass" and row["metrics"]["cosine"] == 1.0 and row["details"]["precision_source"] == "flag"
-        )
+    # versions are the parent's, read from installed metadata, never the forged "torch 9.9"
+    assert row["versions"]["torch"] == torch.__version__ and row["versions"]["zoo"] == zoo_runner.__version__
+    if kind == "identity":  # a pass without the measurements that make one: the parent calls it a crash
+        assert row["status"] == "crash" and row["error"]["type"] == "BadResult", (row["status"], row["error"])
+        assert "claims pass without its measurements" in row["error"]["message"]
+        assert "rmse_ratio" in row["error"]["message"] and "budget_use" in row["error"]["message"]
     else:
         assert row["status"] == "crash" and row["error"]["type"] == "BadResult", (row["status"], row["error"])
         assert {"deep": "not valid JSON", "symlink": "cannot be opened safely"}[kind] in row["error"]["message"]
@@ -415,7 +419,7 @@ def test_hub_files_are_shown_read_only_and_the_token_never(monkeypatch, tmp_path
     compile_dir = run.plan.env["TORCHINDUCTOR_CACHE_DIR"]
     assert (
         compile_dir.startswith(str(run.work / "cache"))
-        and [str(tmp_path / "compile"), str(run.work / "cache" / "compile")] in run.plan.binds
+        and [str(tmp_path / "compile" / run.namespace), str(run.work / "cache" / "compile")] in run.plan.binds
     )
 
 

@@ -205,6 +205,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from db.session import ensure_schema
+    from zoo_runner.settings import settings
 
     ensure_schema()
     log.info(
@@ -214,8 +215,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         args.workers,
         "" if args.workers == 1 else "s",
     )
-    uvicorn.run(
-        "api.app:create_app", factory=True, host=args.host, port=args.port, workers=args.workers, log_level="info"
+    trusted = settings().forwarded_allow_ips.strip()
+    uvicorn.run(  # proxy headers only from the proxies named: uvicorn would trust 127.0.0.1's by default
+        "api.app:create_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level="info",
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted or None,
     )
     return 0
 

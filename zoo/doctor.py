@@ -164,10 +164,29 @@ def render(facts: dict[str, Any]) -> str:
             ("bubblewrap", (caps.get("bwrap") or "not installed") + " (not needed: Zoo unshares itself)"),
         ]
         lines += [f"  {k:<52} {v}" for k, v in rows]
-        if sb.get("missing"):
-            lines.append(f"  missing: {sb['why']} -> best_effort warns, strict refuses")
+        mode = sb.get("mode")
+        if mode == "off":
+            lines.append(
+                "  ZOO_SANDBOX=off: none of the above is applied. Model processes run as Zoo's own user "
+                f"(uid {os.geteuid()}), on its network and file system, and can write the caches other "
+                "models read; only the environment allowlist and the staged HF_HOME remain"
+            )
+            lines.append("  this machine could give: " + ("every protection" if not sb.get("missing") else sb["why"]))
+        elif sb.get("missing"):
+            lines.append(
+                f"  missing: {sb['why']} -> "
+                + (
+                    "strict refuses to run models"
+                    if mode == "strict"
+                    else "best_effort runs models without them, with a one-line warning"
+                )
+            )
         else:
-            lines.append("  full sandbox available")
+            lines.append(f"  full sandbox available and applied (ZOO_SANDBOX={mode})")
+        lines.append(
+            "  not isolated in any mode: the process table (no PID namespace: other processes' command "
+            "lines are readable), and the process limit, shared by every model process of the uid"
+        )
     lines.append("backends (declared compute precision)")
     for b in facts["backends"]:
         lines.append(

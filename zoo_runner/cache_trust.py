@@ -88,11 +88,19 @@ def own_root(path: str | os.PathLike[str], mode: int = 0o755) -> int:
 def subdir(root_fd: int, name: str, uid: int | None = None, gid: int | None = None, mode: int = 0o755) -> int:
     """``name`` inside the directory ``root_fd``, created if missing, owned by ``uid`` (when given)
     through its own descriptor; returns that descriptor (the caller closes it)."""
-    try:
-        os.mkdir(name, mode, dir_fd=root_fd)
-    except FileExistsError:
-        pass
-    fd = _open_dir(name, dir_fd=root_fd)
+    for attempt in range(2):
+        try:
+            os.mkdir(name, mode, dir_fd=root_fd)
+        except FileExistsError:
+            pass
+        try:
+            fd = _open_dir(name, dir_fd=root_fd)
+            break
+        except OSError as exc:  # a link or a file where the directory should be: removed, never followed
+            if attempt or exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            log.warning("cache: %r was not a directory (%s): replaced", name, exc.strerror)
+            os.unlink(name, dir_fd=root_fd)
     st = os.fstat(fd)
     if uid is not None and gid is not None and (st.st_uid, st.st_gid) != (uid, gid):
         os.fchown(fd, uid, gid)

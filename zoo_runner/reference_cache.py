@@ -151,6 +151,11 @@ class ReferenceCache:
         except Exception as exc:  # truncated, foreign or corrupt: recompute and overwrite
             log.warning("reference cache file %s unreadable (%s): recomputing", path, exc)
             return None
+        if self.outbox is None:
+            try:
+                os.utime(path)  # recently used: pruned last (the parent marks a model process's namespace)
+            except OSError:
+                pass
         return CachedReference(
             ref32,
             ref64,
@@ -159,11 +164,6 @@ class ReferenceCache:
             meta.get("reference64_note"),
             bool(meta.get("fp64", True)),
         )
-        if self.outbox is None:
-            try:
-                os.utime(path)  # recently used: pruned last (the parent marks a model process's namespace)
-            except OSError:
-                pass
 
     def store(self, key: str, ref: CachedReference) -> bool:
         from safetensors.torch import save_file

@@ -80,6 +80,12 @@ class Settings(BaseSettings):
         "results database URL (postgresql://... or sqlite:///...); empty or unset: zoo.db in the working directory",
         "",
     )
+    forwarded_allow_ips: str = _var(
+        "ZOO_FORWARDED_ALLOW_IPS",
+        "comma-separated proxy addresses whose X-Forwarded-For/-Proto `zoo serve` trusts (* for any); "
+        "empty: none, the client is the peer address",
+        "",
+    )
     query_cache_s: float = _var(
         "ZOO_QUERY_CACHE_S", "seconds the dashboards' and API's read queries are cached (0 disables)", 300.0
     )
