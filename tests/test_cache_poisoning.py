@@ -137,7 +137,7 @@ def test_the_parent_publishes_only_what_checks_out(tmp_path):
     entry("b" * 64 + ".safetensors", {"32/0/y": torch.tensor([1.0, float("nan")])}, good)
     entry("c" * 64 + ".safetensors", {"32/0/z": torch.ones(3)}, good)
     entry("d" * 64 + ".safetensors", {"32/0/y": torch.ones(3)}, {**good, "keys32": [["y"], ["y"]]})
-    (outbox / "e" * 1).write_text("x")
+    (outbox / "e").write_text("x")
     os.symlink("/etc/passwd", outbox / ("f" * 64 + ".safetensors"))
     out = cache_trust.publish(outbox, ns_dir, ns, None, inputs=1)
     assert out["a" * 64] == "published"
@@ -169,7 +169,11 @@ print(n)
 """
 
 
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
 @needs_root
+@pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK), reason="the racer runs on the system's Python")
 def test_the_chown_race_never_reowns_anything_outside_the_cache(monkeypatch):
     """A process of the sandbox uid swaps cache directories with symbolic links to a root-owned
     directory while the parent prepares runs; the root-owned directory keeps its owner."""
@@ -193,8 +197,8 @@ def test_the_chown_race_never_reowns_anything_outside_the_cache(monkeypatch):
             for p in root.iterdir():
                 os.lchown(p, uid, gid)
         monkeypatch.setenv("ZOO_COMPILE_CACHE", str(compiled))
-        racer = subprocess.Popen(
-            [sys.executable, "-c", RACER, "3", *pairs],
+        racer = subprocess.Popen(  # the system's Python: the venv's lies under /root, out of the uid's reach
+            [SYSTEM_PYTHON, "-I", "-c", RACER, "3", *pairs],
             user=uid,
             group=gid,
             extra_groups=[],
