@@ -207,3 +207,19 @@ class ModelPlan(Base):
     sha: Mapped[str] = mapped_column(String(64), default="")
     fingerprint: Mapped[str | None] = mapped_column(String(64), index=True)
     computed_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class RunTask(Base):
+    """A validation task a run published, kept in the database: the run's state comes from here,
+    not from the broker. A broker that restarts empty loses its queues; the tasks of a run with
+    no row yet are published again under the same ids (``workers.reconcile``)."""
+
+    __tablename__ = "run_tasks"
+    task_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
+    model_id: Mapped[str] = mapped_column(String(255))
+    queue: Mapped[str] = mapped_column(String(128))
+    args: Mapped[list[Any]] = mapped_column(JSONType)
+    kwargs: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    enqueued_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    published: Mapped[int] = mapped_column(Integer, default=1)  # how many times it was sent

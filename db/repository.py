@@ -508,3 +508,57 @@ def store_plan(session: Session, model_id: str, tier: str, sha: str | None, fing
         index_elements=["model_id", "tier"], set_={k: values[k] for k in ("sha", "fingerprint", "computed_at")}
     )
     session.execute(stmt)
+
+
+@dataclass
+class PendingTask:
+    """A task a run published that has no row yet: what it takes to publish it again."""
+
+    task_id: str
+    model_id: str
+    queue: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    attempted_at: dt.datetime | None  # the last delivery a worker started, if any
+
+
+def record_run_tasks(session: Session, run_id: int, tasks: Iterable[tuple[str, str, str, list, dict]]) -> int:
+    """Keep every (task id, model id, queue, args, kwargs) run ``run_id`` published; returns how many."""
+    from .models import RunTask
+
+    rows = [
+        dict(task_id=t, run_id=run_id, model_id=m, queue=q, args=a, kwargs=k or {}, enqueued_at=utcnow(), published=1)
+        for t, m, q, a, k in tasks
+    ]
+    for i in range(0, len(rows), 500):  # 8 columns a row: within SQLite's bound on variables
+        stmt = _upsert_insert(session, RunTask.__table__).values(rows[i : i + 500])
+        session.execute(stmt.on_conflict_do_nothing(index_elements=["task_id"]))
+    session.commit()
+    return len(rows)
+
+
+def pending_run_tasks(session: Session, run_id: int) -> list[PendingTask]:
+    """The tasks of run ``run_id`` with no stored row for their (first) model."""
+    from .models import RunTask, TaskAttempt
+
+    stored = select(Result.task_id).where(Result.run_id == run_id, Result.task_id.is_not(None))
+    q = (
+        select(RunTask, TaskAttempt.last_at)
+        .outerjoin(TaskAttempt, TaskAttempt.task_id == RunTask.task_id)
+        .where(RunTask.run_id == run_id, RunTask.task_id.not_in(stored))
+        .order_by(RunTask.enqueued_at, RunTask.task_id)
+    )
+    return [
+        PendingTask(t.task_id, t.model_id, t.queue, list(t.args or []), dict(t.kwargs or {}), last)
+        for t, last in session.execute(q)
+    ]
+
+
+def note_republished(session: Session, task_ids: list[str]) -> None:
+    from .models import RunTask
+
+    for i in range(0, len(task_ids), CHUNK):
+        session.query(RunTask).filter(RunTask.task_id.in_(task_ids[i : i + CHUNK])).update(
+            {RunTask.published: RunTask.published + 1}, synchronize_session=False
+        )
+    session.commit()

@@ -5,13 +5,11 @@ re-owns anything outside them, however a process of the sandbox uid races it."""
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -21,7 +19,7 @@ import pytest
 import torch
 
 import zoo_runner
-from tests.conftest import ROOT, child_env, run_zoo
+from tests.conftest import child_env, run_zoo
 from zoo_runner import cache_trust, sandbox
 from zoo_runner.request import ValidationRequest
 
@@ -80,9 +78,11 @@ def test_a_hostile_model_changes_no_other_verdict(tmp_path):
         assert forged["model_id"] == "arch:GPT2Model"
         assert forged["versions"]["torch"] == torch.__version__ and forged["versions"]["zoo"] == zoo_runner.__version__
         assert "reference_published" not in forged["details"]  # a forged run publishes nothing
-        stored = sqlite3.connect(db).execute(
-            "SELECT status, versions FROM results WHERE model_id = 'arch:GPT2Model'"
-        ).fetchall()
+        stored = (
+            sqlite3.connect(db)
+            .execute("SELECT status, versions FROM results WHERE model_id = 'arch:GPT2Model'")
+            .fetchall()
+        )
         assert [(s, json.loads(v)["torch"]) for s, v in stored] == [("crash", torch.__version__)]
 
         # what it reached was its own namespace at most: B's entries are byte for byte what B wrote

@@ -407,7 +407,7 @@ def test_pipelined_messages_are_the_messages_celery_writes(redis_url):
             args=args, kwargs=kwargs, queue="cmpq", connection=conn, time_limit=None, soft_time_limit=None
         )
     celery_msg = json.loads(r.rpop("cmpq"))
-    ((tid, raw),) = list(redis_messages(app, validate_task.name, "cmpq", [(args, kwargs)]))
+    ((tid, raw),) = list(redis_messages(app, validate_task.name, "cmpq", [("t-1", args, kwargs)]))
     ours = json.loads(raw)
     assert set(ours) == set(celery_msg)
     assert set(ours["headers"]) == set(celery_msg["headers"]) and set(ours["properties"]) == set(

@@ -456,7 +456,7 @@ def test_celery_messages_and_tasks_carry_the_precision(sqlite_url, monkeypatch):
     group = Group(Candidate("org/a", 10, 0.5), [Candidate("org/b", 5, 0.25)])
     assert "precision" not in task_args(group, "cpu", "tiny", 1, 60.0)[0][0]  # auto: the default, left out
     args, kwargs = task_args(group, "cpu", "tiny", 1, 60.0, "bf16")
-    ((_, raw),) = list(redis_messages(app, validate_task.name, "cpu", [(args, kwargs)]))
+    ((_, raw),) = list(redis_messages(app, validate_task.name, "cpu", [("t-1", args, kwargs)]))
     body_args, body_kwargs, _ = json.loads(base64.b64decode(json.loads(raw)["body"]))
     assert body_args[0]["precision"] == "bf16" and body_kwargs == {"followers": ["org/b"]}
     seen: list[tuple[str, str]] = []

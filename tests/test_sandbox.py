@@ -432,3 +432,21 @@ def test_a_cpu_time_rlimit_kill_is_a_timeout():
     assert (
         r["status"] == "timeout" and "CPU time budget" in r["error"]["message"] and r["details"]["signal"] == "SIGXCPU"
     )
+
+
+@needs_root
+def test_the_model_process_sees_no_other_process(tmp_path, monkeypatch):
+    """A PID namespace with its own /proc: the model is pid 2 (its init is 1), and not one command
+    line of the host (this test's, the forkserver's, PostgreSQL's) is readable."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    req = ValidationRequest(
+        "arch:BertModel", backend="cpu+zoo_pidview", timeout_s=180, plugins="tests.plugins.pidview", reference_cache=""
+    )
+    row = run_isolated(req)
+    assert row["details"]["sandbox"]["pidns"] and row["details"]["sandbox"]["private_proc"], row["details"]["sandbox"]
+    m = re.search(r"ZOO-PIDVIEW<<(.*?)>>", row["error"]["message"], re.S)
+    assert m, row["error"]
+    seen = json.loads(m.group(1))
+    assert seen["self"] == 2 and 1 in seen["pids"], seen
+    visible = " ".join(seen["cmdlines"].values())
+    assert "pytest" not in visible and "forkserver" not in visible and "postgres" not in visible, visible

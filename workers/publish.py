@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import uuid
 from collections.abc import Iterable
 
 from services.planning import Candidate, Group
@@ -28,13 +29,12 @@ def task_args(
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
-def redis_messages(app, task_name: str, queue: str, payloads: Iterable[tuple[list, dict]]):
-    """(task id, raw broker message) for each (args, kwargs): the very envelope kombu's Redis
+def redis_messages(app, task_name: str, queue: str, payloads: Iterable[tuple[str, list, dict]]):
+    """(task id, raw broker message) for each (task id, args, kwargs): the very envelope kombu's Redis
     transport writes for ``apply_async`` (Celery's protocol 2, JSON body), built without its
     per-message overhead. The header's time limit is left empty: the worker's own applies."""
     import base64
     import json
-    import uuid
 
     template = dict(
         app.amqp.as_task_v2(
@@ -52,8 +52,7 @@ def redis_messages(app, task_name: str, queue: str, payloads: Iterable[tuple[lis
     )
     reply_to = app.thread_oid
     dumps, b64 = json.dumps, base64.b64encode
-    for args, kwargs in payloads:
-        tid = str(uuid.uuid4())
+    for tid, args, kwargs in payloads:
         headers = dict(template, id=tid, root_id=tid, argsrepr=repr(args), kwargsrepr=repr(kwargs))
         body = b64(dumps([args, kwargs, _EMBED]).encode()).decode()
         msg = {
@@ -101,16 +100,25 @@ def enqueue_groups(
     ids: list[str] = []
     if not groups:
         return ids
+    payloads = [(str(uuid.uuid4()), *task_args(g, backend, tier, run_id, timeout, precision)) for g in groups]
+    if run_id is not None:  # the run's state is the database's: a broker restarted empty loses nothing
+        _record(run_id, queue, groups, payloads)
     try:
         with app.producer_or_acquire() as producer:
             producer.connection.ensure_connection(max_retries=2, timeout=5)
-            args, kwargs = task_args(groups[0], backend, tier, run_id, timeout, precision)
+            tid, args, kwargs = payloads[0]
             ids.append(
                 validate_task.apply_async(
-                    args=args, kwargs=kwargs, queue=queue, producer=producer, time_limit=None, soft_time_limit=None
+                    args=args,
+                    kwargs=kwargs,
+                    task_id=tid,
+                    queue=queue,
+                    producer=producer,
+                    time_limit=None,
+                    soft_time_limit=None,
                 ).id
             )
-            rest = (task_args(g, backend, tier, run_id, timeout, precision) for g in groups[1:])
+            rest = payloads[1:]
             if producer.connection.transport.driver_type == "redis":
                 with producer.channel.conn_or_acquire() as client:
                     pipe = client.pipeline(transaction=False)
@@ -122,11 +130,12 @@ def enqueue_groups(
                     pipe.execute()
             else:
                 with producer.batch(max_size=batch):
-                    for args, kwargs in rest:
+                    for tid, args, kwargs in rest:
                         ids.append(
                             validate_task.apply_async(
                                 args=args,
                                 kwargs=kwargs,
+                                task_id=tid,
                                 queue=queue,
                                 producer=producer,
                                 time_limit=None,
@@ -136,6 +145,16 @@ def enqueue_groups(
     except (OperationalError, OSError) as exc:
         raise BrokerUnavailable(f"broker {redacted_broker_url()} is unreachable: {exc}") from exc
     return ids
+
+
+def _record(run_id: int, queue: str, groups: list[Group], payloads: list[tuple[str, list, dict]]) -> None:
+    from db import repository
+    from db.session import session_scope
+
+    with session_scope() as s:
+        repository.record_run_tasks(
+            s, run_id, ((tid, g.leader.model_id, queue, a, k) for g, (tid, a, k) in zip(groups, payloads))
+        )
 
 
 def enqueue_models(

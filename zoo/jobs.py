@@ -14,8 +14,9 @@ from tqdm import tqdm
 from db import queries, repository
 from db.session import session_scope
 from services import catalog
-from workers import publish
+from workers import publish, reconcile
 from zoo_runner.backends import BackendSpec, check_backend, load_plugins
+from zoo_runner.exceptions import DatabaseUnavailable
 from zoo_runner.launcher import stage_listener
 from zoo_runner.request import ValidationRequest, share_of_cores
 from zoo_runner.settings import settings
@@ -102,15 +103,27 @@ def enqueue_top(top: int, backend: str, tier: str = "tiny", timeout: float = 600
     return len(publish.enqueue_models(ids, backend, tier, run_id, timeout, precision))
 
 
-def wait_for(run_id: int, expected: int, poll_s: float = 1.0, timeout_s: float | None = None) -> int:
-    """Wait until ``expected`` results of run ``run_id`` are stored (workers may die and redeliver)."""
+def wait_for(
+    run_id: int,
+    expected: int,
+    poll_s: float = 1.0,
+    timeout_s: float | None = None,
+    reconciler: reconcile.Reconciler | None = None,
+) -> int:
+    """Wait until ``expected`` results of run ``run_id`` are stored (workers may die and redeliver);
+    ``reconciler`` publishes again the tasks a broker restarted empty lost."""
     start = time.monotonic()
     with tqdm(total=expected, desc="waiting for workers", unit="model", file=sys.stderr) as bar:
         done = 0
         while done < expected:
-            with session_scope() as s:
-                done = repository.count_results(s, run_id)
+            try:
+                with session_scope() as s:
+                    done = repository.count_results(s, run_id)
+            except DatabaseUnavailable as exc:  # the workers store nothing meanwhile either: wait
+                log.warning("run %s: %s; waiting for the database", run_id, exc)
             bar.update(done - bar.n)
+            if reconciler is not None and done < expected:
+                reconciler.tick()
             if timeout_s and time.monotonic() - start > timeout_s:
                 break
             if done < expected:
@@ -159,6 +172,7 @@ def main_job(
         source,
     )
     if broker:
+        epoch = reconcile.broker_epoch()  # read first: a broker that restarts empty after this is noticed
         publish.enqueue_models(ids, backend, tier, run_id, timeout, precision)
         if detach:
             return {
@@ -169,7 +183,7 @@ def main_job(
                 "precision": precision,
                 "detached": True,
             }
-        wait_for(run_id, len(ids))
+        wait_for(run_id, len(ids), reconciler=reconcile.Reconciler(run_id, epoch, say=say))
     else:
         run_inprocess(ids, backend, tier, run_id, timeout, jobs=jobs, precision=precision)
     with session_scope() as s:

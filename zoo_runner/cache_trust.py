@@ -123,7 +123,9 @@ def mac_key(root_fd: int) -> bytes:
             fd = os.open(KEY_FILE, flags, dir_fd=root_fd)
         except FileNotFoundError:
             tmp = f".key-{secrets.token_hex(8)}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=root_fd)
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=root_fd
+            )
             try:
                 os.write(fd, secrets.token_bytes(32))
                 os.fsync(fd)
@@ -371,7 +373,7 @@ def compile_namespace(root: str, ns: str, uid: int | None, gid: int | None) -> P
 
 def _tree_bytes(dir_fd: int) -> int:
     total = 0
-    for top, dirs, files, top_fd in os.fwalk(dir_fd=dir_fd, follow_symlinks=False):
+    for _top, dirs, files, top_fd in os.fwalk(dir_fd=dir_fd, follow_symlinks=False):
         for name in files + dirs:
             try:
                 total += os.stat(name, dir_fd=top_fd, follow_symlinks=False).st_blocks * 512

@@ -131,8 +131,8 @@ def _forked_child(
     os.setsid()
     from .sandbox_linux import enter
 
-    enter(plan_path)  # single-threaded still: the requester watch starts after
-    if requester:
+    report = enter(plan_path)  # single-threaded still: the requester watch starts after
+    if requester and not report.get("pidns"):  # in a PID namespace the shim outside watches it
         _watch_requester(requester)
     from .child import main
 

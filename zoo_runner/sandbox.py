@@ -506,6 +506,7 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         keep=kept_dirs(python) if mountns else [],
         shm_mb=limits.sandbox_shm_mb,
         rlimits=rlimits,
+        requester=os.getpid(),
     )
     run = Run(root=root, work=work, plan=plan, uid=uid, setup=setup, namespace=ns, ref_ns=ref_ns, compile_ns=compile_ns)
     run.plan_path.write_text(plan.to_json())
@@ -543,6 +544,8 @@ def describe(run: Run, report: dict[str, Any] | None) -> dict[str, Any]:
         "no_new_privs",
         "netns",
         "mountns",
+        "pidns",
+        "private_proc",
         "userns",
         "loopback",
         "rlimits",

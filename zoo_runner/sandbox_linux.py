@@ -34,14 +34,18 @@ import ctypes.util
 import json
 import os
 import resource
+import select
+import signal
 import socket
 import struct
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
@@ -89,6 +93,8 @@ class Plan:
     keep: list[str] = field(default_factory=list)  # paths under a hidden directory shown again, read-only
     shm_mb: int = 512
     rlimits: dict[str, int] = field(default_factory=dict)
+    pidns: bool = True  # a PID namespace of its own, with its own /proc, where the machine allows
+    requester: int = 0  # the process waiting for the result: the model dies with it (0: none)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -308,13 +314,122 @@ def _reset_python_state(plan: Plan) -> None:
     os.chdir(plan.work_dir)
 
 
+# ------------------------------------------------------------------ the PID namespace
+
+FORWARDED = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+
+
+def _forward_signals(to: int) -> None:
+    for sig in FORWARDED:
+        signal.signal(sig, lambda signum, frame: _kill_quietly(to, signum))
+
+
+def _kill_quietly(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
+def _die_like(status: int) -> None:
+    """End this process the way the one whose wait status is ``status`` ended."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+        time.sleep(1)
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _close_all_but(keep: set[int]) -> None:
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _shim(init_pid: int, status_r: int, requester: int) -> None:
+    """The model process as its parent knows it (outside the PID namespace): forwards signals to
+    the namespace's init, stops everything when the requester is gone, and ends as the model did."""
+    _close_all_but({status_r})
+    _forward_signals(init_pid)
+    data = b""
+    while True:
+        try:
+            ready, _, _ = select.select([status_r], [], [], 1.0)
+        except InterruptedError:
+            continue
+        if ready:
+            data = os.read(status_r, 4)
+            break
+        if requester:
+            try:
+                os.kill(requester, 0)
+            except ProcessLookupError:  # nobody waits for this result: the whole group goes
+                os.killpg(os.getpgid(0), signal.SIGKILL)
+            except PermissionError:
+                pass
+    _, init_status = os.waitpid(init_pid, 0)
+    _die_like(struct.unpack("i", data)[0] if len(data) == 4 else init_status)
+
+
+def _init(model_pid: int, status_w: int) -> None:
+    """PID 1 of the namespace: reaps every orphan, forwards signals to the model process, and
+    hands its wait status to the shim. When it exits the kernel kills whatever is left inside."""
+    _close_all_but({status_w})
+    _forward_signals(model_pid)
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        if pid == model_pid:
+            os.write(status_w, struct.pack("i", status))
+            os._exit(0)
+
+
+def enter_pid_namespace(requester: int) -> None:
+    """Unshare the PID namespace and fork twice: this process stays outside as the shim, its child
+    is the namespace's init, and the grandchild (pid 2) returns from here to run the model.
+    Raises OSError where the machine refuses (nothing forked then)."""
+    unshare(CLONE_NEWPID)
+    status_r, status_w = os.pipe()
+    init = os.fork()
+    if init:
+        os.close(status_w)
+        try:
+            _shim(init, status_r, requester)
+        finally:
+            os._exit(1)
+    os.close(status_r)
+    model = os.fork()
+    if model:
+        try:
+            _init(model, status_w)
+        finally:
+            os._exit(1)
+    os.close(status_w)
+    for sig in FORWARDED:
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def mount_proc() -> None:
+    """A /proc of this PID namespace: other processes, and their command lines, are not in it."""
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
 def apply(plan: Plan) -> dict[str, Any]:
     """Apply ``plan`` to this process; returns what held. Never raises for a missing protection."""
     report: dict[str, Any] = {"mode": plan.mode, "errors": {}}
     errors: dict[str, str] = report["errors"]
     is_root = os.geteuid() == 0
     uid, gid = os.getuid(), os.getgid()
-    netns = mountns = userns = False
+    netns = mountns = userns = pidns = private_proc = False
     fs_failed: list[str] = []
     if plan.mode != "off":
         before = (_ns("net"), _ns("mnt"))
@@ -334,6 +449,12 @@ def apply(plan: Plan) -> dict[str, Any]:
                         pass
         netns = bool(before[0]) and _ns("net") != before[0]
         mountns = bool(before[1]) and _ns("mnt") != before[1]
+        if plan.pidns and mountns:  # its own /proc needs its own mounts
+            try:
+                enter_pid_namespace(plan.requester)
+                pidns = True
+            except OSError as exc:
+                errors["pidns"] = str(exc)
         if netns:
             try:
                 loopback_up()
@@ -348,6 +469,12 @@ def apply(plan: Plan) -> dict[str, Any]:
             if fs_failed:
                 errors["mountns"] = "could not make read-only: " + ", ".join(fs_failed[:5])
                 mountns = False
+        if pidns and mountns:  # on private mounts only: a shared /proc would change the host's
+            try:
+                mount_proc()
+                private_proc = True
+            except OSError as exc:
+                errors["pidns"] = f"a /proc of its own: {exc}"
     limits = dict(plan.rlimits) if plan.mode != "off" else {k: v for k, v in plan.rlimits.items() if k == "as"}
     held_limits = set_rlimits(limits)
     _reset_python_state(plan)
@@ -379,6 +506,8 @@ def apply(plan: Plan) -> dict[str, Any]:
         netns=netns,
         userns=userns,
         mountns=mountns,
+        pidns=pidns,
+        private_proc=private_proc,
         loopback=netns and "loopback" not in errors,
         rlimits=held_limits,
     )

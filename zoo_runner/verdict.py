@@ -56,7 +56,8 @@ def decide(req: ValidationRequest, result: dict[str, Any]) -> None:
         result["reason"] = None
         result["error"] = error_info(
             type_="Mismatch",
-            message=f"the outputs used {use:.3g}x their error budget: a mismatch, though the model process said {status}",
+            message=f"the outputs used {use:.3g}x their error budget: a mismatch, though the model process "
+            f"said {status}",
         )
         result["details"]["verdict"] = "parent"
         return

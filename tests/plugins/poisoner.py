@@ -83,8 +83,11 @@ def poison_caches() -> dict[str, int]:
         from safetensors.torch import save_file
 
         meta = {"keys32": [["last_hidden_state"]], "keys64": [], "same64": True, "op_census": {}, "fp64": True}
-        save_file({"32/0/last_hidden_state": torch.ones(2, 3)}, str(outbox / f"{key}.safetensors"),
-                  metadata={"zoo": json.dumps(meta)})
+        save_file(
+            {"32/0/last_hidden_state": torch.ones(2, 3)},
+            str(outbox / f"{key}.safetensors"),
+            metadata={"zoo": json.dumps(meta)},
+        )
         done["planted"] += 1
     return done
 
