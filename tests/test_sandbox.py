@@ -450,3 +450,20 @@ def test_the_model_process_sees_no_other_process(tmp_path, monkeypatch):
     assert seen["self"] == 2 and 1 in seen["pids"], seen
     visible = " ".join(seen["cmdlines"].values())
     assert "pytest" not in visible and "forkserver" not in visible and "postgres" not in visible, visible
+
+
+@pytest.mark.parametrize("mode", ["off", "best_effort"])
+def test_doctor_says_what_each_mode_leaves_out(tmp_path, mode):
+    env = cli_env(ZOO_SANDBOX=mode)
+    proc = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "doctor"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "process limit (ZOO_SANDBOX_NPROC) counts every model process" in out
+    if mode == "off":
+        assert "NOT APPLIED" in out and "none of the above is applied" in out
+        assert "full sandbox available" not in out
+    else:
+        assert "NOT APPLIED" not in out
+        assert ("full sandbox available and applied" in out) != ("best_effort runs models without them" in out)

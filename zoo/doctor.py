@@ -137,7 +137,13 @@ def render(facts: dict[str, Any]) -> str:
     lines = []
     sb = facts["sandbox"]
     caps = sb.get("capabilities", {})
-    lines.append(f"sandbox (ZOO_SANDBOX={sb.get('mode')}, model processes as uid {sb.get('sandbox_uid', '?')})")
+    if sb.get("mode") == "off":
+        lines.append(
+            f"sandbox (ZOO_SANDBOX=off: NOT APPLIED, model processes run as uid {os.geteuid()}; "
+            "what the machine allows:)"
+        )
+    else:
+        lines.append(f"sandbox (ZOO_SANDBOX={sb.get('mode')}, model processes as uid {sb.get('sandbox_uid', '?')})")
     if "error" in sb:
         lines.append(f"  error: {sb['error']}")
     else:
@@ -159,9 +165,17 @@ def render(facts: dict[str, Any]) -> str:
                 "mount namespace: read-only, /tmp /run homes hidden",
                 _yes(caps.get("mountns")) + (f" ({errors['mountns']})" if "mountns" in errors else ""),
             ),
+            (
+                "PID namespace, a /proc of its own",
+                _yes(caps.get("pidns") and caps.get("private_proc"))
+                + (f" ({errors['pidns']})" if "pidns" in errors else ""),
+            ),
             ("no_new_privs", _yes(caps.get("no_new_privs"))),
             ("rlimits (beside address space)", ", ".join(caps.get("rlimits", [])) or "none"),
-            ("bubblewrap", (caps.get("bwrap") or "not installed") + " (not needed: Zoo unshares itself)"),
+            (
+                "bubblewrap",
+                (caps.get("bwrap") or "not installed") + " (not used: Zoo unshares itself, inside forked processes)",
+            ),
         ]
         lines += [f"  {k:<52} {v}" for k, v in rows]
         mode = sb.get("mode")
@@ -183,9 +197,14 @@ def render(facts: dict[str, Any]) -> str:
             )
         else:
             lines.append(f"  full sandbox available and applied (ZOO_SANDBOX={mode})")
+        if not (caps.get("pidns") and caps.get("private_proc")):
+            lines.append(
+                "  without a PID namespace the process table is shared: a model process can read every "
+                "other process's command line"
+            )
         lines.append(
-            "  not isolated in any mode: the process table (no PID namespace: other processes' command "
-            "lines are readable), and the process limit, shared by every model process of the uid"
+            "  shared in every mode: the process limit (ZOO_SANDBOX_NPROC) counts every model process of "
+            "the uid together"
         )
     lines.append("backends (declared compute precision)")
     for b in facts["backends"]:
