@@ -74,9 +74,7 @@ def test_redis_restarted_empty_mid_run_loses_nothing(fleet_on_volatile_redis, vo
     w = fleet.worker("w1")
     run = fleet.start("run", "run", "--top", "12", "--tier", "tiny", "--backend", "cpu")
     logs = [w.log_path, run.log_path]
-    wait_until(
-        lambda: (rid := latest_run(fleet)) and results_of_run(fleet, rid), 600, "the first result", logs=logs
-    )
+    wait_until(lambda: (rid := latest_run(fleet)) and results_of_run(fleet, rid), 600, "the first result", logs=logs)
     assert fleet.redis.llen("cpu") > 0, "nothing was left queued to lose"
     stored_before = len(results_of_run(fleet, latest_run(fleet)))
     assert stored_before < 12

@@ -467,3 +467,16 @@ def test_doctor_says_what_each_mode_leaves_out(tmp_path, mode):
     else:
         assert "NOT APPLIED" not in out
         assert ("full sandbox available and applied" in out) != ("best_effort runs models without them" in out)
+
+
+def test_a_model_process_that_fills_the_disk_is_killed_at_the_cap(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("ZOO_SANDBOX_DISK_MB", "48")
+    monkeypatch.setenv("ZOO_COMPILE_CACHE", str(tmp_path / "compiled"))
+    req = ValidationRequest(
+        "arch:BertModel", backend="cpu+zoo_diskhog", timeout_s=300, plugins="tests.plugins.diskhog", reference_cache=""
+    )
+    row = run_isolated(req)
+    assert row["status"] == "crash" and row["error"]["type"] == "DiskLimit", (row["status"], row["error"])
+    assert 48 < row["details"]["disk_written_mb"] < 48 + 200, row["details"]
+    assert "ZOO_SANDBOX_DISK_MB" in row["error"]["message"] and row["duration_s"] < 120

@@ -371,7 +371,8 @@ def compile_namespace(root: str, ns: str, uid: int | None, gid: int | None) -> P
     return Path(root) / ns
 
 
-def _tree_bytes(dir_fd: int) -> int:
+def tree_bytes(dir_fd: int) -> int:
+    """Bytes on disk of everything under the directory ``dir_fd`` (links not followed)."""
     total = 0
     for _top, dirs, files, top_fd in os.fwalk(dir_fd=dir_fd, follow_symlinks=False):
         for name in files + dirs:
@@ -404,7 +405,7 @@ def prune_compile_cache(root: str, max_bytes: int, keep: str | None = None) -> l
             except OSError:
                 continue
             try:
-                size = _tree_bytes(fd)
+                size = tree_bytes(fd)
             finally:
                 os.close(fd)
             spaces.append((st.st_mtime, size, name))

@@ -182,18 +182,70 @@ def _stage_poll(run: sandbox.Run, on_stage: Callable[[str], None] | None) -> Pol
     return poll
 
 
-def _run_forked(run: sandbox.Run, timeout_s: float, poll: Poll | None = None) -> tuple[int, bool]:
+class DiskWatch:
+    """What a model process has written so far (its work directory and its compile-cache namespace,
+    beyond what they held at its start), measured every few seconds by the parent; past
+    ``ZOO_SANDBOX_DISK_MB`` the whole process group is killed (``over`` says how much it wrote)."""
+
+    EVERY_S = 2.0
+
+    def __init__(self, run: sandbox.Run, cap_mb: int | None = None) -> None:
+        self.paths = [p for p in (run.work, run.compile_ns) if p is not None]
+        self.cap = int((cap_mb if cap_mb is not None else settings().sandbox_disk_mb) * (1 << 20))
+        self.base = self.used()
+        self.pid: int | None = None
+        self.over: int | None = None
+        self._next = time.monotonic() + self.EVERY_S
+
+    def used(self) -> int:
+        total = 0
+        for path in self.paths:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                total += cache_trust.tree_bytes(fd)
+            finally:
+                os.close(fd)
+        return total
+
+    def __call__(self) -> None:
+        if self.over is not None or time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self.EVERY_S
+        written = self.used() - self.base
+        if written > self.cap and self.pid is not None:
+            self.over = written
+            _kill_group(self.pid)
+
+
+def _polls(*fns: Poll | None) -> Poll:
+    def poll() -> None:
+        for fn in fns:
+            if fn is not None:
+                fn()
+
+    return poll
+
+
+def _run_forked(
+    run: sandbox.Run, timeout_s: float, poll: Poll | None = None, watch: DiskWatch | None = None
+) -> tuple[int, bool]:
     ctx = _forkserver_context()
     args = (str(run.request), str(run.result), str(run.stage), str(run.stderr), str(run.plan_path), os.getpid())
     proc = ctx.Process(target=_forked_child, args=args, daemon=False)
     proc.start()
+    if watch is not None:
+        watch.pid = proc.pid
+    poll = _polls(poll, watch)
     deadline = time.monotonic() + timeout_s
     while proc.is_alive():
         left = deadline - time.monotonic()
         if left <= 0:
             break
-        proc.join(min(left, STAGE_POLL_S) if poll else left)
-        if poll and proc.is_alive():
+        proc.join(min(left, STAGE_POLL_S))
+        if proc.is_alive():
             poll()
     timed_out = proc.is_alive()
     if timed_out and proc.pid is not None:
@@ -204,7 +256,12 @@ def _run_forked(run: sandbox.Run, timeout_s: float, poll: Poll | None = None) ->
 
 
 def _run_spawned(
-    run: sandbox.Run, memory_bytes: int, timeout_s: float, python: str | None, poll: Poll | None = None
+    run: sandbox.Run,
+    memory_bytes: int,
+    timeout_s: float,
+    python: str | None,
+    poll: Poll | None = None,
+    watch: DiskWatch | None = None,
 ) -> tuple[int, bool]:
     cmd = [
         python or sys.executable,
@@ -225,18 +282,20 @@ def _run_spawned(
             preexec_fn=lambda: _limit_memory(memory_bytes),
             cwd=str(run.work),
         )
+        if watch is not None:
+            watch.pid = proc.pid
+        poll = _polls(poll, watch)
         deadline = time.monotonic() + timeout_s
         while True:
             left = max(0.0, deadline - time.monotonic())
             try:
-                return proc.wait(timeout=min(left, STAGE_POLL_S) if poll else left), False
+                return proc.wait(timeout=min(left, STAGE_POLL_S)), False
             except subprocess.TimeoutExpired:
                 if time.monotonic() >= deadline:
                     hang.ask_for_stacks(proc.pid, run.stderr)
                     _kill_group(proc.pid)
                     return proc.wait(), True
-                if poll:
-                    poll()
+                poll()
 
 
 def launcher_kind() -> str:
@@ -266,10 +325,11 @@ def run_isolated(
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp:
         run, _ = sandbox.prepare_run(req, tmp, mem, python)
         poll = _stage_poll(run, on_stage)
+        watch = DiskWatch(run)
         if python is None and launcher_kind() == "forkserver":
-            rc, timed_out = _run_forked(run, req.timeout_s, poll)
+            rc, timed_out = _run_forked(run, req.timeout_s, poll, watch)
         else:
-            rc, timed_out = _run_spawned(run, mem, req.timeout_s, python, poll)
+            rc, timed_out = _run_spawned(run, mem, req.timeout_s, python, poll, watch)
         if poll:  # the last stage it reached, even one shorter than a poll interval
             poll()
         report = sandbox.read_report(run)
@@ -292,7 +352,16 @@ def run_isolated(
                 except BadResult as exc:
                     problem = f"result.json fails the result schema: {exc}"
                     result = None
-        if result is not None:
+        if watch.over is not None:  # killed by the parent for what it wrote: whatever it left is not a result
+            result = _failure_result(req, rc, False, stage, stderr_tail, time.perf_counter() - t0)
+            result["error"] = error_info(
+                type_="DiskLimit",
+                message=f"wrote {watch.over >> 20} MB, over the {watch.cap >> 20} MB a model process may write "
+                f"(ZOO_SANDBOX_DISK_MB), during {stage}: killed",
+                tb=stderr_tail,
+            )
+            result["details"]["disk_written_mb"] = watch.over >> 20
+        elif result is not None:
             result["duration_s"] = round(time.perf_counter() - t0, 3)
         elif problem:
             result = _bad_result(req, problem, stage, stderr_tail, time.perf_counter() - t0)

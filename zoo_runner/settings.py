@@ -183,6 +183,12 @@ class Settings(BaseSettings):
         "ZOO_SANDBOX_NPROC", "process limit of a model process; unset: 64 per CPU, at least 4096"
     )
     sandbox_shm_mb: int = _var("ZOO_SANDBOX_SHM_MB", "megabytes of /dev/shm a model process gets", 512)
+    sandbox_disk_mb: int = _var(
+        "ZOO_SANDBOX_DISK_MB",
+        "megabytes a model process may write in all (its work directory and its compile-cache namespace); "
+        "past it the process is killed",
+        16384,
+    )
     model_threads: int | None = _var(
         "ZOO_MODEL_THREADS",
         "CPU threads of each model process's torch; unset: the cores shared out among the model processes "
@@ -223,6 +229,7 @@ class Settings(BaseSettings):
         "sandbox_fsize_mb",
         "sandbox_nproc",
         "sandbox_shm_mb",
+        "sandbox_disk_mb",
         "model_threads",
         mode="before",
     )
