@@ -18,5 +18,5 @@ def zoo_diskhog(gm, example_inputs):
     for i in range(100_000):
         with open(os.path.join(dirs[i % 2], f"hog-{i}"), "wb") as f:
             f.write(block)
-        time.sleep(0.01)
+        time.sleep(0.05)
     return gm.forward
