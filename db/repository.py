@@ -562,3 +562,17 @@ def note_republished(session: Session, task_ids: list[str]) -> None:
             {RunTask.published: RunTask.published + 1}, synchronize_session=False
         )
     session.commit()
+
+
+def runs_with_pending_tasks(session: Session, since: dt.datetime) -> list[int]:
+    """Runs that published a task since ``since`` that has no row yet."""
+    from .models import RunTask
+
+    stored = select(Result.task_id).where(Result.task_id.is_not(None), Result.started_at >= since)
+    q = (
+        select(RunTask.run_id)
+        .where(RunTask.enqueued_at >= since, RunTask.task_id.not_in(stored))
+        .distinct()
+        .order_by(RunTask.run_id)
+    )
+    return list(session.scalars(q))

@@ -122,3 +122,41 @@ class Reconciler:
                 "with no result published again"
             )
         return len(ids)
+
+
+class FleetReconciler:
+    """The leading beat's watch over every recent run (a detached ``zoo run``, ``POST
+    /validations``, the sweeps): when the broker's epoch changes, each run's lost tasks are
+    published again."""
+
+    def __init__(self, every_s: float = 10.0, horizon_days: float = 8.0) -> None:
+        self.every_s, self.horizon = every_s, dt.timedelta(days=horizon_days)
+        self.epoch: str | None = None
+        self.last = 0.0
+
+    def tick(self) -> int:
+        if time.monotonic() - self.last < self.every_s:
+            return 0
+        self.last = time.monotonic()
+        epoch = broker_epoch()
+        if epoch is None:
+            return 0
+        if self.epoch is None or epoch == self.epoch:
+            self.epoch = epoch
+            return 0
+        from db import repository
+        from db.session import session_scope
+
+        try:
+            with session_scope() as s:
+                runs = repository.runs_with_pending_tasks(s, dt.datetime.now(dt.timezone.utc) - self.horizon)
+            n = sum(len(republish_lost(r)) for r in runs)
+        except Exception as exc:
+            log.warning("lost tasks not published again yet: %s", exc)
+            return 0
+        self.epoch = epoch
+        if n:
+            log.warning(
+                "the broker lost its queues (restarted empty?): %d task(s) of %d run(s) published again", n, len(runs)
+            )
+        return n

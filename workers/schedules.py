@@ -29,6 +29,7 @@ from celery.schedules import crontab
 
 from zoo_runner.settings import settings
 
+from .reconcile import FleetReconciler
 from .recovery import SWEEP_S, Recovery
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,13 @@ class LeaderScheduler(PersistentScheduler):
         if not self.hold_lock():
             return min(self.lock_ttl_s / 3, self.max_interval)
         self.recovery().maybe_sweep()
+        self.reconciler().tick()
         return min(super().tick(*args, **kwargs), self.lock_ttl_s / 3, SWEEP_S)
+
+    def reconciler(self) -> FleetReconciler:
+        if getattr(self, "_reconciler", None) is None:
+            self._reconciler = FleetReconciler()
+        return self._reconciler
 
     def recovery(self) -> Recovery:
         if getattr(self, "_recovery", None) is None:
