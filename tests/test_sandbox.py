@@ -398,7 +398,8 @@ def test_doctor_prints_what_this_machine_allows_and_no_secret(tmp_path):
 def test_hub_files_are_shown_read_only_and_the_token_never(monkeypatch, tmp_path):
     """With a mount namespace the model sees its repo's directory of the Hub cache (snapshots link
     into its blobs), read-only, under an HF_HOME of its own: never the cache's token."""
-    monkeypatch.setattr(sandbox, "capabilities", lambda *a: {"root": True, "missing": []})
+    full = {"root": True, "missing": [], "pidns": True, "private_proc": True}
+    monkeypatch.setattr(sandbox, "capabilities", lambda *a: full)
     monkeypatch.setenv("ZOO_SANDBOX", "best_effort")
     monkeypatch.setenv("ZOO_COMPILE_CACHE", str(tmp_path / "compile"))
     hub = tmp_path / "hf" / "hub"

@@ -17,6 +17,7 @@ start; the sandbox is applied in each forked model process, never in the forkser
 from __future__ import annotations
 
 import contextvars
+import datetime
 import logging
 import multiprocessing
 import os
@@ -214,7 +215,11 @@ class DiskWatch:
         if self.over is not None or time.monotonic() < self._next:
             return
         self._next = time.monotonic() + self.EVERY_S
-        written = self.used() - self.base
+        try:
+            written = self.used() - self.base
+        except Exception as exc:  # whatever the model made of its directories, it is not measured: over
+            log.warning("what model process %s wrote cannot be measured (%s): stopped", self.pid, exc)
+            written = cache_trust.TOO_MUCH
         if written > self.cap and self.pid is not None:
             self.over = written
             _kill_group(self.pid)
@@ -224,7 +229,10 @@ def _polls(*fns: Poll | None) -> Poll:
     def poll() -> None:
         for fn in fns:
             if fn is not None:
-                fn()
+                try:
+                    fn()
+                except Exception as exc:  # a progress display or a measurement must not stop the supervision
+                    log.warning("while a model process runs: %s", exc)
 
     return poll
 
@@ -240,13 +248,18 @@ def _run_forked(
         watch.pid = proc.pid
     poll = _polls(poll, watch)
     deadline = time.monotonic() + timeout_s
-    while proc.is_alive():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        proc.join(min(left, STAGE_POLL_S))
-        if proc.is_alive():
-            poll()
+    try:
+        while proc.is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            proc.join(min(left, STAGE_POLL_S))
+            if proc.is_alive():
+                poll()
+    except BaseException:  # never leave a model process running unsupervised
+        if proc.pid is not None:
+            _kill_group(proc.pid)
+        raise
     timed_out = proc.is_alive()
     if timed_out and proc.pid is not None:
         hang.ask_for_stacks(proc.pid, run.stderr)
@@ -322,6 +335,7 @@ def run_isolated(
     if req.threads is None:
         req.threads = settings().model_threads
     mem = int(req.memory_gb * (1 << 30))
+    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp:
         run, _ = sandbox.prepare_run(req, tmp, mem, python)
         poll = _stage_poll(run, on_stage)
@@ -343,12 +357,15 @@ def run_isolated(
         stderr_tail = _tail(run.stderr)
         problem = None
         result = None
+        trusted = False
         if not timed_out:
             raw, problem = read_json_file(run.result, RESULT_MAX_BYTES, owner=run.uid)
             if raw is not None:
                 try:
                     result = trusted_result(req, raw)
                     verdict.decide(req, result)
+                    verdict.parent_identity(req, result, started_at)
+                    trusted = True
                 except BadResult as exc:
                     problem = f"result.json fails the result schema: {exc}"
                     result = None
@@ -370,7 +387,8 @@ def run_isolated(
             result = _failure_result(req, rc, timed_out, stage, stderr_tail, time.perf_counter() - t0, stuck)
         result["versions"] = verdict.parent_versions(python, result.get("versions"), req.backend)
         result["details"]["sandbox"] = details_sandbox
-        _publish_references(run, req, result)
+        if trusted and not timed_out and watch.over is None:
+            _publish_references(run, req, result)
         _prune_compile_cache(run)
         return result
 
@@ -380,13 +398,11 @@ def _publish_references(run: sandbox.Run, req: ValidationRequest, result: dict[s
     (only from a run that ended with a result: a crashed or forged one publishes nothing)."""
     if run.ref_ns is None:
         return
-    if result.get("error", {}) and (result["error"] or {}).get("type") == "BadResult":
-        return
     shapes = result.get("details", {}).get("input_shapes")
     inputs = len(shapes) if isinstance(shapes, list) and shapes else None
     try:
         published = cache_trust.publish(run.outbox, run.ref_ns, run.namespace, run.uid, inputs)
-    except OSError as exc:
+    except Exception as exc:  # the cache is Zoo's convenience: never the run's failure
         log.warning("references of %s not published: %s", req.model_id, exc)
         return
     if published:
@@ -400,7 +416,7 @@ def _prune_compile_cache(run: sandbox.Run) -> None:
         cache_trust.prune_compile_cache(
             str(run.compile_ns.parent), int(settings().compile_cache_mb * (1 << 20)), keep=run.namespace
         )
-    except OSError as exc:
+    except Exception as exc:
         log.warning("compile cache %s not pruned: %s", run.compile_ns.parent, exc)
 
 

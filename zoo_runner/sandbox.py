@@ -432,36 +432,61 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
             return False
         return True
 
+    # Shared caches only where no model process can write another's entries: read-only references
+    # need a mount namespace or another uid; a writable compile namespace needs a mount namespace
+    # (no other namespace visible) and a PID namespace (no other model's /proc/<pid>/root).
+    isolated = mountns and bool(caps.get("pidns") and caps.get("private_proc"))
     if req.reference_cache:  # its namespace, read-only; new references come back through the outbox
-        ref_ns = cache_trust.reference_namespace(req.reference_cache, ns)
         outbox = work / cache_trust.OUTBOX
         outbox.mkdir(mode=0o700)
         child_req.reference_outbox = str(outbox)
-        if mountns:
+        child_req.reference_cache = ""
+        setup["reference_cache"] = "off"
+        if m == "off" or mountns or uid is not None:
+            try:
+                ref_ns = cache_trust.reference_namespace(req.reference_cache, ns)
+            except OSError as exc:
+                warn_once(f"refcache:{exc}", f"reference cache {req.reference_cache} unusable ({exc}): off")
+                setup["reference_cache"] = f"off ({str(exc)[:120]})"
+        else:
+            warn_once(
+                "refcache:shared-uid",
+                "sandbox: model processes run as Zoo's own uid without a mount namespace: the reference "
+                "cache is off (they could write it)",
+            )
+        if ref_ns is not None and mountns:
             inside = work / "cache" / "references"
             inside.mkdir(mode=0o755)
             ro_binds.append([str(ref_ns), str(inside)])
             child_req.reference_cache = str(inside)
             setup["reference_cache"] = "read-only"
-        elif m == "off" or reachable(str(ref_ns), "reference cache"):
+        elif ref_ns is not None and (m == "off" or reachable(str(ref_ns), "reference cache")):
             child_req.reference_cache = str(ref_ns)
             setup["reference_cache"] = "direct" if m == "off" else "read-only (mode bits)"
-        else:
-            child_req.reference_cache = ""
-            setup["reference_cache"] = "off"
+        elif ref_ns is not None:
+            ref_ns = None
     env["ZOO_REFERENCE_CACHE"] = child_req.reference_cache or "off"
     if m == "off":
         env.update({var: os.environ[var] for var in CACHE_VARS if var in os.environ})
     else:  # the writer's own namespace of the compile caches: compiled code no other model loads
-        compile_ns = cache_trust.compile_namespace(compile_cache_dir(uid), ns, uid, gid)
-        if mountns:
+        compile_root = str(work / "tmp")
+        setup["compile_cache"] = "per run"
+        if isolated:
+            try:
+                compile_ns = cache_trust.compile_namespace(compile_cache_dir(uid), ns, uid, gid)
+            except OSError as exc:
+                warn_once(f"compile:{exc}", f"compile cache {compile_cache_dir(uid)} unusable ({exc}): per run")
+        else:
+            warn_once(
+                "compile:not-isolated",
+                "sandbox: without mount and PID namespaces a model process could reach another's compile "
+                "cache: each model process compiles into its own work directory (no warm reruns)",
+            )
+        if compile_ns is not None:
             compile_root = str(work / "cache" / "compile")
             Path(compile_root).mkdir(mode=0o700)
             binds.append([str(compile_ns), compile_root])
-        elif reachable(str(compile_ns), "compile cache"):
-            compile_root = str(compile_ns)
-        else:
-            compile_root = str(work / "tmp")
+            setup["compile_cache"] = "its namespace"
         env.update({var: os.path.join(compile_root, sub) for var, sub in CACHE_VARS.items()})
     if uid is not None and gid is not None:
         _chown_tree(work, uid, gid)  # before staging: hard links share their inode with Zoo's Hub cache
@@ -546,6 +571,7 @@ def describe(run: Run, report: dict[str, Any] | None) -> dict[str, Any]:
         "mountns",
         "pidns",
         "private_proc",
+        "ipcns",
         "userns",
         "loopback",
         "rlimits",

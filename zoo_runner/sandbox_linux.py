@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -52,6 +53,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 0x20, 0x400, 0x800, 0x1000, 0x4000
 MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 1 << 18, 1 << 21, 1 << 24
 PR_SET_NO_NEW_PRIVS, PR_GET_NO_NEW_PRIVS = 38, 39
+PR_SET_DUMPABLE = 4
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 # Per-mount flags a remount must repeat (a user namespace may not clear them; root should not).
@@ -335,11 +337,17 @@ def _die_like(status: int) -> None:
     """End this process the way the one whose wait status is ``status`` ended."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        try:  # no core of this (root) process in the model's place
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            prctl(PR_SET_DUMPABLE, 0)
+        except (OSError, ValueError):
+            pass
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # those two cannot be caught, so need no reset
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
         os.kill(os.getpid(), sig)
         time.sleep(1)
-        os._exit(128 + sig)
+        os.kill(os.getpid(), signal.SIGKILL)
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
@@ -429,11 +437,11 @@ def apply(plan: Plan) -> dict[str, Any]:
     errors: dict[str, str] = report["errors"]
     is_root = os.geteuid() == 0
     uid, gid = os.getuid(), os.getgid()
-    netns = mountns = userns = pidns = private_proc = False
+    netns = mountns = userns = pidns = private_proc = ipcns = False
     fs_failed: list[str] = []
     if plan.mode != "off":
-        before = (_ns("net"), _ns("mnt"))
-        flags = CLONE_NEWNET | CLONE_NEWNS | (0 if is_root else CLONE_NEWUSER)
+        before = (_ns("net"), _ns("mnt"), _ns("ipc"))
+        flags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | (0 if is_root else CLONE_NEWUSER)
         try:
             unshare(flags)
             userns = not is_root
@@ -442,13 +450,14 @@ def apply(plan: Plan) -> dict[str, Any]:
         except OSError as exc:
             errors["namespaces"] = str(exc)
             if is_root:  # one may work where both do not (a container allowing only one)
-                for flag in (CLONE_NEWNET, CLONE_NEWNS):
+                for flag in (CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWIPC):
                     try:
                         unshare(flag)
                     except OSError:
                         pass
         netns = bool(before[0]) and _ns("net") != before[0]
         mountns = bool(before[1]) and _ns("mnt") != before[1]
+        ipcns = bool(before[2]) and _ns("ipc") != before[2]
         if plan.pidns and mountns:  # its own /proc needs its own mounts
             try:
                 enter_pid_namespace(plan.requester)
@@ -508,6 +517,7 @@ def apply(plan: Plan) -> dict[str, Any]:
         mountns=mountns,
         pidns=pidns,
         private_proc=private_proc,
+        ipcns=ipcns,
         loopback=netns and "loopback" not in errors,
         rlimits=held_limits,
     )

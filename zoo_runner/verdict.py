@@ -68,6 +68,20 @@ def decide(req: ValidationRequest, result: dict[str, Any]) -> None:
         result["details"]["verdict"] = "parent"
 
 
+def parent_identity(req: ValidationRequest, result: dict[str, Any], started_at: str) -> None:
+    """What other rows are matched by comes from the parent: the start time (its ISO week) and the
+    fingerprint, computed from the plan (fingerprint dedup hands a row to every model sharing it:
+    a fingerprint the model process claims could hand its verdict to another model)."""
+    from .planning import plan_fingerprint
+
+    result["started_at"] = started_at
+    claimed = result.get("fingerprint")
+    fingerprint = plan_fingerprint(req)
+    if claimed != fingerprint:
+        result["details"]["fingerprint_claimed"] = claimed
+    result["fingerprint"] = fingerprint
+
+
 def parent_versions(python: str | None, claimed: Any, backend: str = "") -> dict[str, str]:
     """``versions`` from the parent: torch, transformers and Zoo always, and each distribution the
     model process named that is installed for the model's interpreter, at its installed version."""
