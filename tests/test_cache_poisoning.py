@@ -223,3 +223,110 @@ def test_the_chown_race_never_reowns_anything_outside_the_cache(monkeypatch):
             assert os.lstat(root).st_uid == 0
     finally:
         subprocess.run(["rm", "-rf", str(base)], check=False)
+
+
+def test_a_deep_tree_is_measured_as_too_much_and_removed(tmp_path):
+    root = tmp_path / "compiled"
+    root.mkdir()
+    ns = root / ("a" * 32)
+    ns.mkdir()
+    d = os.open(ns, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1500):  # deeper than any recursion limit
+        os.mkdir("d", dir_fd=d)
+        nxt = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=d)
+        os.close(d)
+        d = nxt
+    os.symlink("/etc", "etc-link", dir_fd=d)
+    os.close(d)
+    fd = os.open(ns, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert cache_trust.tree_bytes(fd) == cache_trust.TOO_MUCH
+    finally:
+        os.close(fd)
+    assert cache_trust.prune_compile_cache(str(root), 1 << 30) == ["a" * 32]  # over any cap: first to go
+    assert list(root.iterdir()) == [] and Path("/etc/passwd").exists()
+
+
+def test_prune_goes_by_the_parents_stamps_not_the_models_mtime(tmp_path):
+    root = tmp_path / "compiled"
+    names = [cache_trust.namespace(f"org/m{i}", None, "") for i in range(3)]
+    for ns in names:
+        path = cache_trust.compile_namespace(str(root), ns, None, None)
+        (path / "blob").write_bytes(os.urandom(64 << 10))
+        time.sleep(0.05)
+    os.utime(root / names[0], (4102444800, 4102444800))  # the model's own "used in 2100"
+    removed = cache_trust.prune_compile_cache(str(root), 150 << 10, keep=names[2])
+    assert removed == [names[0]], removed  # the least recently used by the parent's stamps
+
+
+def test_a_root_taken_back_keeps_nothing_a_model_could_have_planted(tmp_path):
+    root = tmp_path / "refs"
+    root.mkdir()
+    for name in ("ab", "inductor", ".zoo-mac-key", "c" * 32):
+        (root / name).mkdir()
+    (root / "notes.txt").write_text("the operator's")
+    os.chown(root, 65533, 65533)
+    if os.geteuid() != 0:
+        pytest.skip("taking a root back from another uid needs root")
+    ns_dir = cache_trust.reference_namespace(str(root), "d" * 32)
+    assert sorted(p.name for p in root.iterdir()) == [".zoo-mac-key", "d" * 32, "notes.txt"]
+    assert (root / ".zoo-mac-key").is_file() and os.stat(root).st_uid == 0 and ns_dir.is_dir()
+
+
+def _exit_status_through_the_shim(code: str) -> int:
+    """Run ``code`` as the model behind a real shim and init (a PID namespace), as root."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            from zoo_runner import sandbox_linux
+
+            sandbox_linux.unshare(sandbox_linux.CLONE_NEWNS)
+            sandbox_linux.enter_pid_namespace(0)
+            exec(code)
+        finally:
+            os._exit(3)
+    return os.waitpid(pid, 0)[1]
+
+
+@needs_root
+@pytest.mark.parametrize(
+    "code, ends",
+    [
+        ("os._exit(7)", ("exit", 7)),
+        ("os.kill(os.getpid(), 11)", ("signal", 11)),
+        ("os.kill(os.getpid(), 9)", ("signal", 9)),
+        ("assert os.getpid() == 2; os._exit(0)", ("exit", 0)),
+    ],
+)
+def test_the_shim_ends_as_the_model_did(code, ends):
+    status = _exit_status_through_the_shim(code)
+    got = ("signal", os.WTERMSIG(status)) if os.WIFSIGNALED(status) else ("exit", os.WEXITSTATUS(status))
+    assert got == ends
+
+
+def test_the_parent_recomputes_the_verdict_from_the_measurements():
+    from zoo_runner import verdict
+    from zoo_runner.result_schema import BadResult
+
+    req = ValidationRequest("arch:BertModel", backend="cpu")
+    good = {"max_abs_diff": 1e-6, "rmse_ratio": 1.1, "cosine": 1.0}
+
+    def row(status, metrics, use, fallbacks=()):
+        return {"status": status, "metrics": metrics, "details": {"budget_use": use}, "fallback_ops": list(fallbacks)}
+
+    r = row("pass", good, 0.5)
+    verdict.decide(req, r)
+    assert r["status"] == "pass"
+    r = row("pass", good, 3.0)
+    verdict.decide(req, r)
+    assert r["status"] == "mismatch" and "3x their error budget" in r["error"]["message"]
+    r = row("pass", good, 0.5, ["aten::mm"])
+    verdict.decide(req, r)
+    assert r["status"] == "pass_with_fallback" and r["details"]["verdict"] == "parent"
+    for metrics, use in (({**good, "cosine": None}, 0.5), (good, None), ({}, 0.1)):
+        with pytest.raises(BadResult, match="without its measurements"):
+            verdict.decide(req, row("pass", metrics, use))
+    census = ValidationRequest("arch:BertModel", backend="cpu", tier="census")
+    r = row("pass", {}, None)
+    verdict.decide(census, r)  # the census compares nothing
+    assert r["status"] == "pass"
