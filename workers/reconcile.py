@@ -74,18 +74,21 @@ def republish_lost(run_id: int, stale_after_s: float | None = None) -> list[str]
     lost = [t for t in pending if not running(t)]
     if not lost:
         return []
-    with app.producer_or_acquire() as producer:
-        producer.connection.ensure_connection(max_retries=2, timeout=5)
-        for t in lost:
-            validate_task.apply_async(
-                args=t.args,
-                kwargs=t.kwargs,
-                task_id=t.task_id,
-                queue=t.queue,
-                producer=producer,
-                time_limit=None,
-                soft_time_limit=None,
-            )
+    from .publish import redis_messages
+
+    client = _client()
+    if client is None:
+        return []
+    try:  # straight onto the queues' lists, as enqueue_groups does: a broker restarted empty has no
+        # exchange bindings left for a publish through Celery to find
+        pipe = client.pipeline(transaction=False)
+        for queue in sorted({t.queue for t in lost}):
+            batch = [(t.task_id, t.args, t.kwargs) for t in lost if t.queue == queue]
+            for _tid, raw in redis_messages(app, validate_task.name, queue, batch):
+                pipe.lpush(queue, raw)
+        pipe.execute()
+    finally:
+        client.close()
     ids = [t.task_id for t in lost]
     with session_scope() as s:
         repository.note_republished(s, ids)
