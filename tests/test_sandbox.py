@@ -437,8 +437,8 @@ def test_a_cpu_time_rlimit_kill_is_a_timeout():
 
 @needs_root
 def test_the_model_process_sees_no_other_process(tmp_path, monkeypatch):
-    """A PID namespace with its own /proc: the model is pid 2 (its init is 1), and not one command
-    line of the host (this test's, the forkserver's, PostgreSQL's) is readable."""
+    """A PID namespace with its own /proc: the model is pid 2 (its init is 1), and no process of the
+    host (this test, the forkserver, PostgreSQL) is in its /proc."""
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     req = ValidationRequest(
         "arch:BertModel", backend="cpu+zoo_pidview", timeout_s=180, plugins="tests.plugins.pidview", reference_cache=""
@@ -448,9 +448,8 @@ def test_the_model_process_sees_no_other_process(tmp_path, monkeypatch):
     m = re.search(r"ZOO-PIDVIEW<<(.*?)>>", row["error"]["message"], re.S)
     assert m, row["error"]
     seen = json.loads(m.group(1))
-    assert seen["self"] == 2 and 1 in seen["pids"], seen
-    visible = " ".join(seen["cmdlines"].values())
-    assert "pytest" not in visible and "forkserver" not in visible and "postgres" not in visible, visible
+    assert seen["self"] == 2 and seen["pids"] == [1, 2], seen  # itself and its init, nothing else
+    assert os.getpid() > 2 and len([p for p in os.listdir("/proc") if p.isdigit()]) > 10  # the host has many
 
 
 @pytest.mark.parametrize("mode", ["off", "best_effort"])

@@ -390,8 +390,11 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
             warn_once(
                 f"missing:{','.join(gaps)}",
                 f"sandbox (ZOO_SANDBOX=best_effort): model processes run without {why_missing(caps)}; "
-                "`zoo doctor` shows what this machine allows, ZOO_SANDBOX=strict refuses instead",
+                "`zoo doctor` shows what this machine allows, ZOO_SANDBOX=strict refuses instead"
+                + ("; compile caches per run (no warm reruns)" if "mountns" in gaps else ""),
             )
+            if "mountns" in gaps:
+                _WARNED.add("compile:not-isolated")  # said in that line
         if os.geteuid() == 0 and "uid" not in gaps:
             uid, gid = want_uid, want_gid
     else:
