@@ -219,9 +219,9 @@ class _Locked:
 
 def entry_cap() -> int:
     """The largest reference file accepted: the cache's size, at most 1 GiB."""
-    from .reference_cache import _max_bytes
+    from .reference_cache import max_bytes
 
-    return int(min(_max_bytes(), 1 << 30))
+    return int(min(max_bytes(), 1 << 30))
 
 
 # ------------------------------------------------------------------ the reference cache
@@ -368,9 +368,9 @@ def publish(outbox: Path, ns_dir: Path, ns: str, uid: int | None, inputs: int | 
     finally:
         os.close(box_fd)
         os.close(ns_fd)
-    from .reference_cache import _max_bytes
+    from .reference_cache import max_bytes
 
-    prune_references(str(ns_dir.parent), int(_max_bytes()))
+    prune_references(str(ns_dir.parent), int(max_bytes()))
     return out
 
 

@@ -54,8 +54,12 @@ def configured_dir() -> str | None:
     return None if value.strip().lower() in DISABLED else value
 
 
-def _max_bytes() -> int:
+def max_bytes() -> int:
+    """``ZOO_REFERENCE_CACHE_MB`` in bytes."""
     return int(settings().reference_cache_mb * (1 << 20))  # not a number: DEFAULT_MAX_MB
+
+
+_max_bytes = max_bytes
 
 
 def _tensor_bytes(t: torch.Tensor) -> memoryview:
