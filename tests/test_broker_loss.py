@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.conftest import _reset_pg, child_env, free_port
-from tests.test_fleet_faults import Fleet, _ping, latest_run, results_of_run, wait_until
+from tests.test_fleet_faults import Fleet, _ping, latest_run, private_redis, results_of_run, wait_until
 
 pytestmark = pytest.mark.services
 
@@ -24,32 +24,7 @@ pytestmark = pytest.mark.services
 @pytest.fixture
 def volatile_redis(tmp_path):
     """A private redis-server with nothing on disk: restarted, it is empty."""
-    exe = shutil.which("redis-server")
-    if not exe:
-        pytest.skip("redis-server is not installed")
-    port = free_port()
-    data = tmp_path / "redis"
-    data.mkdir()
-    cmd = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--save", "", "--appendonly", "no"]
-    state: dict = {}
-
-    def start():
-        state["proc"] = subprocess.Popen(
-            cmd, stdout=open(data / "redis.log", "a"), stderr=subprocess.STDOUT, start_new_session=True
-        )
-        import redis
-
-        wait_until(lambda: _ping(redis.Redis(port=port)), 30, "redis-server to answer")
-
-    def stop(sig=signal.SIGKILL):
-        p = state["proc"]
-        p.send_signal(sig)
-        p.wait(30)
-
-    start()
-    yield {"url": f"redis://127.0.0.1:{port}/0", "start": start, "stop": stop, "port": port}
-    if state["proc"].poll() is None:
-        stop()
+    yield from private_redis(tmp_path, "--appendonly", "no")
 
 
 @pytest.fixture

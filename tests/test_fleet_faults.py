@@ -336,9 +336,9 @@ def test_sigterm_puts_the_running_task_back_on_the_queue(fleet):
 # ---------------------------------------------------------------- Redis restarted
 
 
-@pytest.fixture
-def own_redis(tmp_path):
-    """A private append-only redis-server (the shared one keeps its queues in memory only)."""
+def private_redis(tmp_path, *options: str):
+    """A redis-server of the test's own on a free port, with ``options`` (persistence); yields its
+    URL, port, and ``start``/``stop`` to restart it."""
     import shutil
 
     exe = shutil.which("redis-server")
@@ -347,21 +347,7 @@ def own_redis(tmp_path):
     port = free_port()
     data = tmp_path / "redis"
     data.mkdir()
-    cmd = [
-        exe,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--dir",
-        str(data),
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--save",
-        "",
-    ]
+    cmd = [exe, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data), "--save", "", *options]
     state = {}
 
     def start():
@@ -378,9 +364,15 @@ def own_redis(tmp_path):
         p.wait(30)
 
     start()
-    yield {"url": f"redis://127.0.0.1:{port}/0", "start": start, "stop": stop}
+    yield {"url": f"redis://127.0.0.1:{port}/0", "port": port, "start": start, "stop": stop}
     if state["proc"].poll() is None:
         stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """A private append-only redis-server (the shared one keeps its queues in memory only)."""
+    yield from private_redis(tmp_path, "--appendonly", "yes", "--appendfsync", "always")
 
 
 def _ping(client) -> bool:

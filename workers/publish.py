@@ -106,9 +106,9 @@ def enqueue_groups(
     try:
         with app.producer_or_acquire() as producer:
             producer.connection.ensure_connection(max_retries=2, timeout=5)
-            tid, args, kwargs = payloads[0]
-            ids.append(
-                validate_task.apply_async(
+
+            def send(tid: str, args: list, kwargs: dict) -> str:
+                return validate_task.apply_async(
                     args=args,
                     kwargs=kwargs,
                     task_id=tid,
@@ -117,7 +117,8 @@ def enqueue_groups(
                     time_limit=None,
                     soft_time_limit=None,
                 ).id
-            )
+
+            ids.append(send(*payloads[0]))
             rest = payloads[1:]
             if producer.connection.transport.driver_type == "redis":
                 with producer.channel.conn_or_acquire() as client:
@@ -130,18 +131,7 @@ def enqueue_groups(
                     pipe.execute()
             else:
                 with producer.batch(max_size=batch):
-                    for tid, args, kwargs in rest:
-                        ids.append(
-                            validate_task.apply_async(
-                                args=args,
-                                kwargs=kwargs,
-                                task_id=tid,
-                                queue=queue,
-                                producer=producer,
-                                time_limit=None,
-                                soft_time_limit=None,
-                            ).id
-                        )
+                    ids.extend(send(*p) for p in rest)
     except (OperationalError, OSError) as exc:
         raise BrokerUnavailable(f"broker {redacted_broker_url()} is unreachable: {exc}") from exc
     return ids
