@@ -282,6 +282,9 @@ def _exit_status_through_the_shim(code: str) -> int:
 
             sandbox_linux.unshare(sandbox_linux.CLONE_NEWNS)
             sandbox_linux.enter_pid_namespace(0)
+            import faulthandler
+
+            faulthandler.disable()  # pytest's would print the model's SIGSEGV as if it were the test's
             exec(code)
         finally:
             os._exit(3)
