@@ -314,7 +314,7 @@ def test_the_cli_validates_on_xla(zoo):
 
 
 def test_the_persistent_compile_cache_is_shared_by_model_processes(tmp_path, monkeypatch):
-    """torch_xla's persistent cache lives under ZOO_COMPILE_CACHE/xla for every model process. The
+    """torch_xla's persistent cache lives under ZOO_COMPILE_CACHE/<the model's namespace>/xla. The
     second process finds each graph there: a hit where the PJRT client can load executables back,
     a deserialize failure (so a miss) where it cannot, which XLA's CPU client in torch-xla 2.9.0 is."""
     pytest.importorskip("torch_xla")
@@ -327,6 +327,9 @@ def test_the_persistent_compile_cache_is_shared_by_model_processes(tmp_path, mon
     cold = first["details"]["fallback_report"]["xla_persistent_cache"]
     warm = second["details"]["fallback_report"]["xla_persistent_cache"]
     assert cold.get("miss", 0) > 0 and not cold.get("hit") and first["details"]["compile_cache"] == "miss"
-    assert any((tmp_path / "compile" / "xla").iterdir()), "no executable was written under ZOO_COMPILE_CACHE/xla"
+    from zoo_runner.cache_trust import namespace
+
+    ns = namespace(req.model_id, req.revision, req.plugins)  # the model's own namespace of the cache
+    assert any((tmp_path / "compile" / ns / "xla").iterdir()), "no executable written under ZOO_COMPILE_CACHE/<ns>/xla"
     assert warm.get("hit", 0) + warm.get("deserialize_failure", 0) >= cold["miss"], warm  # found, all of them
     assert second["details"]["compile_cache"] == ("hit" if not warm.get("deserialize_failure") else "miss")
