@@ -19,6 +19,7 @@ import datetime as dt
 import logging
 import time
 import uuid
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -96,13 +97,31 @@ def republish_lost(run_id: int, stale_after_s: float | None = None) -> list[str]
 
 
 class Reconciler:
-    """Watches the broker's epoch for one run; republishes its lost tasks when the epoch changes."""
+    """Watches the broker's epoch; when it changes, publishes again the lost tasks of the runs that
+    ``runs()`` names (``zoo run``: its own; the leading beat: every recent run with a task pending).
+    The first epoch read is remembered, not acted on."""
 
-    def __init__(self, run_id: int, epoch: str | None, every_s: float = 5.0, say=None) -> None:
-        self.run_id, self.epoch, self.every_s = run_id, epoch, every_s
+    def __init__(self, runs: Callable[[], list[int]], epoch: str | None = None, every_s: float = 5.0, say=None) -> None:
+        self.runs, self.epoch, self.every_s = runs, epoch, every_s
         self.say = say or (lambda text: log.warning("%s", text))
-        self.last = time.monotonic()
+        self.last = time.monotonic() if epoch is not None else 0.0
         self.republished = 0
+
+    @classmethod
+    def for_run(cls, run_id: int, epoch: str | None, say=None) -> Reconciler:
+        return cls(lambda: [run_id], epoch, say=say)
+
+    @classmethod
+    def for_fleet(cls, horizon_days: float = 8.0) -> Reconciler:
+        def recent() -> list[int]:
+            from db import repository
+            from db.session import session_scope
+
+            with session_scope() as s:
+                since = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=horizon_days)
+                return repository.runs_with_pending_tasks(s, since)
+
+        return cls(recent, every_s=10.0)
 
     def tick(self) -> int:
         """Check now if ``every_s`` has passed; returns how many tasks were published again."""
@@ -110,56 +129,20 @@ class Reconciler:
             return 0
         self.last = time.monotonic()
         epoch = broker_epoch()
-        if epoch is None or epoch == self.epoch:
+        if epoch is None or epoch == self.epoch or self.epoch is None:
+            self.epoch = epoch or self.epoch
             return 0
         try:
-            ids = republish_lost(self.run_id)
+            runs = self.runs()
+            ids = [tid for run_id in runs for tid in republish_lost(run_id)]
         except Exception as exc:  # the broker went away again, or the database: next tick
-            log.warning("run %s: could not publish its lost tasks again yet: %s", self.run_id, exc)
+            log.warning("lost tasks not published again yet: %s", exc)
             return 0
         self.epoch = epoch
         if ids:
             self.republished += len(ids)
             self.say(
-                f"the broker lost its queues (restarted empty?): {len(ids)} task(s) of run {self.run_id} "
-                "with no result published again"
+                f"the broker lost its queues (restarted empty?): {len(ids)} task(s) of run(s) "
+                f"{', '.join(map(str, runs))} with no result published again"
             )
         return len(ids)
-
-
-class FleetReconciler:
-    """The leading beat's watch over every recent run (a detached ``zoo run``, ``POST
-    /validations``, the sweeps): when the broker's epoch changes, each run's lost tasks are
-    published again."""
-
-    def __init__(self, every_s: float = 10.0, horizon_days: float = 8.0) -> None:
-        self.every_s, self.horizon = every_s, dt.timedelta(days=horizon_days)
-        self.epoch: str | None = None
-        self.last = 0.0
-
-    def tick(self) -> int:
-        if time.monotonic() - self.last < self.every_s:
-            return 0
-        self.last = time.monotonic()
-        epoch = broker_epoch()
-        if epoch is None:
-            return 0
-        if self.epoch is None or epoch == self.epoch:
-            self.epoch = epoch
-            return 0
-        from db import repository
-        from db.session import session_scope
-
-        try:
-            with session_scope() as s:
-                runs = repository.runs_with_pending_tasks(s, dt.datetime.now(dt.timezone.utc) - self.horizon)
-            n = sum(len(republish_lost(r)) for r in runs)
-        except Exception as exc:
-            log.warning("lost tasks not published again yet: %s", exc)
-            return 0
-        self.epoch = epoch
-        if n:
-            log.warning(
-                "the broker lost its queues (restarted empty?): %d task(s) of %d run(s) published again", n, len(runs)
-            )
-        return n

@@ -29,7 +29,7 @@ from celery.schedules import crontab
 
 from zoo_runner.settings import settings
 
-from .reconcile import FleetReconciler
+from .reconcile import Reconciler
 from .recovery import SWEEP_S, Recovery
 
 log = logging.getLogger(__name__)
@@ -128,9 +128,9 @@ class LeaderScheduler(PersistentScheduler):
         self.reconciler().tick()
         return min(super().tick(*args, **kwargs), self.lock_ttl_s / 3, SWEEP_S)
 
-    def reconciler(self) -> FleetReconciler:
+    def reconciler(self) -> Reconciler:
         if getattr(self, "_reconciler", None) is None:
-            self._reconciler = FleetReconciler()
+            self._reconciler = Reconciler.for_fleet()
         return self._reconciler
 
     def recovery(self) -> Recovery:

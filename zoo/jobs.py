@@ -183,7 +183,7 @@ def main_job(
                 "precision": precision,
                 "detached": True,
             }
-        wait_for(run_id, len(ids), reconciler=reconcile.Reconciler(run_id, epoch, say=say))
+        wait_for(run_id, len(ids), reconciler=reconcile.Reconciler.for_run(run_id, epoch, say=say))
     else:
         run_inprocess(ids, backend, tier, run_id, timeout, jobs=jobs, precision=precision)
     with session_scope() as s:
