@@ -188,6 +188,17 @@ class KnownFailureOut(BaseModel):
     expired: bool
 
 
+class ClusterTriage(BaseModel):
+    attribution: str | None = Field(
+        None, description="the first rung that reproduces the failure: dynamo, aot_autograd, backend, zoo, …"
+    )
+    model_id: str
+    repro_url: str | None = Field(None, description="the minimal standalone `repro.py`, served by the API")
+    issue_url: str | None = Field(None, description="the draft issue, `issue.md`, served by the API")
+    graph_nodes: int | None = None
+    repro_nodes: int | None = None
+
+
 class FailureCluster(BaseModel):
     signature: str
     error_type: str | None = None
@@ -198,6 +209,12 @@ class FailureCluster(BaseModel):
     known: int = Field(0, description="models whose failure a quirk row names a known failure, not expired")
     expired: int = Field(0, description="models under a known-failure row that has expired: re-check")
     known_failure: KnownFailureOut | None = None
+    owner: Literal["backend", "zoo"] = Field(
+        "backend",
+        description="whose failure: `backend` (a valid CPU reference, then a failure on the backend) or "
+        "`zoo` (`unsupported` / `reference_error`: Zoo's own gap, never counted as the backend's)",
+    )
+    triage: ClusterTriage | None = Field(None, description="what `zoo triage` found for this cluster, when it has run")
 
 
 class FailurePage(BaseModel):
@@ -207,9 +224,12 @@ class FailurePage(BaseModel):
     precision: str = Field(
         "declared", description="the precision scope: `declared` or the one asked for with `precision=`"
     )
-    failing_models: int
+    failing_models: int = Field(description="the backend's failing models (Zoo's gaps not counted)")
     failing_downloads: int
-    new_models: int = Field(0, description="failing models no known-failure row names")
+    zoo_models: int = Field(0, description="models with no verdict because of Zoo (`unsupported`, `reference_error`)")
+    zoo_downloads: int = 0
+    backend_clusters: int = Field(0, description="how many of the clusters are the backend's (they come first)")
+    new_models: int = Field(0, description="the backend's failing models no known-failure row names")
     new_downloads: int = 0
     known_models: int = Field(0, description="failing models a known-failure row names (expired ones included)")
     known_downloads: int = 0
@@ -255,9 +275,21 @@ class PrecisionRow(BaseModel):
     strict_fp32: int = Field(description="of those, results that would also meet the fp32 budget")
 
 
+class CommonTier(BaseModel):
+    tier: str
+    backends: list[str]
+    common_models: int = Field(description="models every backend of this tier has a result for (the intersection)")
+    attempted: dict[str, int] = Field(description="each backend's own slice, for the record")
+    items: list[CoverageOut] = Field(description="each backend's coverage over the common models only")
+
+
 class BackendsOut(BaseModel):
     week: str | None
     items: list[CoverageOut]
+    common: list[CommonTier] = Field(
+        default_factory=list,
+        description="the backends of each tier compared on the same models: the intersection, with its denominator",
+    )
     precisions: list[PrecisionRow] = Field(
         default_factory=list, description="what each backend's rows of the week were judged at"
     )

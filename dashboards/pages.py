@@ -388,8 +388,10 @@ def backends_page(session: SessionDep, week: str | None = WEEK) -> HTMLResponse:
     by_scope: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for p in precisions:
         by_scope.setdefault((p["backend"], p["tier"]), []).append(p)
+    common = queries.common_coverage(session, week, tuple(queries.scopes(session, week))) if week else {"tiers": []}
     return _render(
         "backends.html",
+        common=common["tiers"],
         covs=covs,
         chart_cfg=chart,
         week=week,

@@ -102,24 +102,60 @@ def render_markdown(rep: dict[str, Any]) -> str:
             )
     else:
         lines.append("None.")
+    if g.get("none_alone"):
+        lines += [
+            "",
+            "No op above unlocks a model alone: every model that falls back on one of them also falls back "
+            "on others. The op sets that would unlock models if all of each were lowered:",
+            "",
+            "| ops (all of them) | models | downloads | examples |",
+            "|---|---:|---:|---|",
+        ]
+        for e in (g.get("op_sets") or [])[:5]:
+            ops = ", ".join(f"`{o}`" for o in e["ops"][:12]) + (
+                f" and {len(e['ops']) - 12} more" if len(e["ops"]) > 12 else ""
+            )
+            lines.append(f"| {ops} | {e['models']} | {e['downloads']:,} | {', '.join(e['example_models'])} |")
     lines += ["", f"Query: `GET {qs.get('op_gaps', '')}`"]
 
     fc = rep.get("failure_clusters") or {"items": []}
-    lines += ["", "## Failure clusters", ""]
-    if fc["items"]:
-        expired = f" ({fc.get('expired_models', 0)} expired: re-check)" if fc.get("expired_models") else ""
+    mine = [f for f in fc["items"] if f.get("owner", "backend") == "backend"]
+    zoos = [f for f in fc["items"] if f.get("owner") == "zoo"]
+    lines += ["", "## Failure clusters of the backend", ""]
+    expired = f" ({fc.get('expired_models', 0)} expired: re-check)" if fc.get("expired_models") else ""
+    lines += [
+        f"New failures: **{fc.get('new_models', 0)}** models "
+        f"({fc.get('new_downloads', 0):,} downloads); known failures: {fc.get('known_models', 0)} "
+        f"models ({fc.get('known_downloads', 0):,} downloads){expired}. "
+        "Only the backend's failures are counted here (a valid CPU reference, then a failure on the backend); "
+        "Zoo's own gaps are in the next section.",
+        "",
+    ]
+    if mine:
         lines += [
-            f"New failures: **{fc.get('new_models', 0)}** models "
-            f"({fc.get('new_downloads', 0):,} downloads); known failures: {fc.get('known_models', 0)} "
-            f"models ({fc.get('known_downloads', 0):,} downloads){expired}.",
-            "",
-            "| error signature | models | downloads | known failure | examples |",
-            "|---|---:|---:|---|---|",
+            "| error signature | models | downloads | known failure | triage | examples |",
+            "|---|---:|---:|---|---|---|",
         ]
-        for f in fc["items"]:
+        for f in mine:
             lines.append(
                 f"| {md_escape(f['signature'][:140])} | {f['models']} | {f['downloads']:,} "
-                f"| {_known(f)} | {', '.join(e['model_id'] for e in f['example_models'][:3])} |"
+                f"| {_known(f)} | {_triage(f)} | {', '.join(e['model_id'] for e in f['example_models'][:3])} |"
+            )
+    else:
+        lines.append("None.")
+    lines += ["", "## Zoo's gaps (unsupported, reference_error: not the backend's failures)", ""]
+    if zoos:
+        lines += [
+            f"{fc.get('zoo_models', 0)} models ({fc.get('zoo_downloads', 0):,} downloads) got no verdict on "
+            "this backend because Zoo could not prepare or run them on CPU.",
+            "",
+            "| reason | models | downloads | known failure | examples |",
+            "|---|---:|---:|---|---|",
+        ]
+        for f in zoos:
+            lines.append(
+                f"| {md_escape(f['signature'][:140])} | {f['models']} | {f['downloads']:,} | {_known(f)} "
+                f"| {', '.join(e['model_id'] for e in f['example_models'][:3])} |"
             )
     else:
         lines.append("None.")
@@ -141,17 +177,23 @@ def render_markdown(rep: dict[str, Any]) -> str:
 
     failing = rep.get("failing") or []
     total = rep.get("failing_total", len(failing))
-    lines += ["", f"## Failing models ({total})", ""]
+    split = (
+        f" — the backend's {rep['failing_backend_total']}, Zoo's gaps {rep['failing_zoo_total']}"
+        if "failing_backend_total" in rep
+        else ""
+    )
+    lines += ["", f"## Failing models ({total}{split})", ""]
     if failing:
-        lines += ["| model | status | downloads | error | repro |", "|---|---|---:|---|---|"]
+        lines += ["| model | status | whose | downloads | error | repro |", "|---|---|---|---:|---|---|"]
         for f in failing[:50]:
             err = md_escape(f.get("error") or f.get("reason") or "")
             lines.append(
                 f"| {f['model_id']} | {f['status']}{' (' + f['reason'] + ')' if f.get('reason') else ''} "
+                f"| {'Zoo' if f.get('owner') == 'zoo' else 'backend'} "
                 f"| {f['downloads']:,} | {err[:120]} | `{f['repro']}` |"
             )
         if total > 50:
-            lines.append(f"| … {total - 50} more | | | | |")
+            lines.append(f"| … {total - 50} more | | | | | |")
     else:
         lines.append("None.")
     numbers = (rep.get("queries") or {}).get("headline") or api_url(
@@ -163,6 +205,17 @@ def render_markdown(rep: dict[str, Any]) -> str:
         f"Numbers: `GET {numbers}`; failing models: `GET {failing_url}{'&' if '?' in failing_url else '?'}status=...`.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _triage(cluster: dict[str, Any]) -> str:
+    """A cluster's triage links (``repro.py``, ``issue.md``) where Zoo has triaged it."""
+    t = cluster.get("triage") or {}
+    if not t:
+        return ""
+    links = [
+        f"[{name}]({t[key]})" for key, name in (("repro_url", "repro.py"), ("issue_url", "issue.md")) if t.get(key)
+    ]
+    return " · ".join([t.get("attribution") or "", *links]).strip(" ·")
 
 
 def _known(cluster: dict[str, Any]) -> str:

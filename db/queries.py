@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from zoo_runner.exceptions import BadInput
 from zoo_runner.settings import settings as _settings
-from zoo_runner.statuses import ALL_STATUSES, NO_VALID_REFERENCE, PASSING, Status
+from zoo_runner.statuses import ALL_STATUSES, NO_VALID_REFERENCE, PASSING, Status, owner
 
 from .models import Model, Report, Result, Snapshot, SnapshotEntry
 from .rows import judged_precision as judged_precision  # re-exported: a read
@@ -316,6 +316,45 @@ def _of_models(models: tuple[str, ...] | None) -> tuple:
     return () if models is None else (Result.model_id.in_(models),)
 
 
+def scope_models(session: Session, backend: str, tier: str, week: str, precision: str | None = None) -> set[str]:
+    """The models with a result in (backend, tier, week) at the precision scope."""
+    q = select(Result.model_id).where(
+        Result.backend == backend, Result.tier == tier, Result.week == week, precision_scope(precision)
+    )
+    return {m for (m,) in session.execute(q.distinct())}
+
+
+@cached
+def common_coverage(session: Session, week: str | None, pairs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """Side by side on the same models: for each tier, the models every backend of that tier has a
+    result for this week (the intersection) and each backend's coverage over exactly those, so a
+    slice of 100 is never set beside a slice of 999 as if they were alike."""
+    by_tier: dict[str, list[str]] = {}
+    for b, t in pairs:
+        by_tier.setdefault(t, []).append(b)
+    out: dict[str, Any] = {"week": week, "tiers": []}
+    if week is None:
+        return out
+    for tier, backends in sorted(by_tier.items()):
+        if len(backends) < 2:
+            continue
+        sets = {b: scope_models(session, b, tier, week) for b in backends}
+        common = tuple(sorted(set.intersection(*sets.values())))
+        out["tiers"].append(
+            {
+                "tier": tier,
+                "backends": sorted(backends),
+                "common_models": len(common),
+                "attempted": {b: len(m) for b, m in sorted(sets.items())},
+                "items": [
+                    coverage(session, backend=b, tier=tier, week=week, models=common).to_dict()
+                    for b in sorted(backends)
+                ],
+            }
+        )
+    return out
+
+
 def _latest_in_scope(
     backend: str, tier: str, week: str, *cols, precision: str | None = None, models: tuple[str, ...] | None = None
 ):
@@ -576,6 +615,7 @@ def op_gaps(
         .add_columns(SnapshotEntry.downloads)
     ).all()
     ops: dict[str, dict[str, Any]] = {}
+    sets: dict[frozenset[str], dict[str, Any]] = {}
     for mid, status, fallback, error, dl in rows:
         dl = int(dl or 0)
         named = (
@@ -583,6 +623,11 @@ def op_gaps(
             if status == Status.PASS_WITH_FALLBACK
             else {f"aten::{m}" for m in ATEN_OP.findall(str((error or {}).get("message") or ""))}
         )
+        if named:  # the whole set a model falls back on (or names in its error): lowering all of it unlocks it
+            st = sets.setdefault(frozenset(named), {"ops": sorted(named), "models": 0, "downloads": 0, "examples": []})
+            st["models"] += 1
+            st["downloads"] += dl
+            st["examples"].append((dl, mid))
         for op in named:
             e = ops.setdefault(
                 op,
@@ -618,6 +663,12 @@ def op_gaps(
         e["unlocked_share"] = round(e["unlocked_downloads"] / vr, 6) if vr else None
     out["total"] = len(items)
     out["items"] = items[:limit]
+    # Where no op unlocks anything alone, the sets that would: smallest first among equal downloads.
+    op_sets = sorted(sets.values(), key=lambda e: (-e["downloads"], len(e["ops"]), e["ops"]))
+    for e in op_sets:
+        e["example_models"] = [m for _, m in sorted(e.pop("examples"), key=lambda t: (-t[0], t[1]))[:3]]
+    out["op_sets"] = op_sets[:limit]
+    out["none_alone"] = bool(items) and not any(e["unlocked_models"] for e in items)
     return out
 
 
@@ -634,13 +685,19 @@ def failure_clusters(
     models: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """Failing latest results (any status but pass / pass_with_fallback) grouped by error
-    signature (the status itself where a result has none), by downloads; of ``models`` only when
-    given."""
+    signature (the status itself where a result has none); of ``models`` only when given.
+
+    Each cluster has an ``owner``: ``backend`` (a failure on a valid CPU reference) or ``zoo``
+    (``unsupported`` / ``reference_error``: Zoo's own gap). The backend's clusters come first, by
+    downloads, then Zoo's. ``failing_*`` and ``new_*`` count the backend's failures only; Zoo's gaps
+    are counted in ``zoo_models`` / ``zoo_downloads``; ``known_*`` / ``expired_models`` count every
+    row a known-failure entry names, whoever's it is."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
     out: dict[str, Any] = {
         "backend": backend, "tier": tier, "week": week, "precision": precision_label(precision),
         "failing_models": 0, "failing_downloads": 0, "new_models": 0, "new_downloads": 0,
-        "known_models": 0, "known_downloads": 0, "expired_models": 0, "items": [], "total": 0,
+        "known_models": 0, "known_downloads": 0, "expired_models": 0, "zoo_models": 0, "zoo_downloads": 0,
+        "backend_clusters": 0, "items": [], "total": 0,
     }  # fmt: skip
     if backend is None or week is None:
         return out
@@ -678,10 +735,12 @@ def failure_clusters(
     for mid, st, reason, sig, dl, details in session.execute(q):
         dl = int(dl or 0)
         key = sig or (f"{st}: {reason}" if reason else st)
+        who = owner(st) or "backend"
         g = groups.setdefault(
-            key,
+            (who, key),
             {
                 "signature": key,
+                "owner": who,
                 "error_type": key.split(":", 1)[0] if sig else None,
                 "models": 0,
                 "downloads": 0,
@@ -696,10 +755,16 @@ def failure_clusters(
         g["downloads"] += dl
         g["statuses"][st] = g["statuses"].get(st, 0) + 1
         g["examples"].append((dl, mid))
-        out["failing_models"] += 1
-        out["failing_downloads"] += dl
+        if who == "zoo":  # Zoo's gap: never a failure of the backend's, never new
+            out["zoo_models"] += 1
+            out["zoo_downloads"] += dl
+        else:
+            out["failing_models"] += 1
+            out["failing_downloads"] += dl
         known = known_failure_now((details or {}).get("known_failure"), today)
         if known is None:
+            if who == "zoo":
+                continue
             out["new_models"] += 1
             out["new_downloads"] += dl
             continue
@@ -711,7 +776,10 @@ def failure_clusters(
             out["expired_models"] += 1
         else:
             g["known"] += 1
-    items = sorted(groups.values(), key=lambda g: (-g["downloads"], -g["models"], g["signature"]))
+    items = sorted(
+        groups.values(), key=lambda g: (g["owner"] != "backend", -g["downloads"], -g["models"], g["signature"])
+    )
+    out["backend_clusters"] = sum(g["owner"] == "backend" for g in items)
     for g in items:
         g["example_models"] = [
             {"model_id": m, "downloads": d} for d, m in sorted(g.pop("examples"), key=lambda t: (-t[0], t[1]))[:5]
@@ -894,7 +962,8 @@ def failing_models(
     precision: str | None = None,
     snapshot_id: int | None = None,
 ) -> dict[str, Any]:
-    """Failing latest results of a scope, most downloaded first (for the report)."""
+    """Failing latest results of a scope (for the report): the backend's failures first, then Zoo's
+    gaps (``unsupported`` / ``reference_error``), each most downloaded first, each with its ``owner``."""
     backend, tier, week = default_scope(session, backend, tier, week, precision)
     if backend is None or week is None:
         return {"items": [], "total": 0}
@@ -918,13 +987,21 @@ def failing_models(
         .where(ranked.c.rn == 1, ranked.c.status.not_in(tuple(PASSING)))
     )
     total = session.scalar(select(func.count()).select_from(base.subquery())) or 0
+    zoo_first = case((ranked.c.status.in_(tuple(NO_VALID_REFERENCE)), 1), else_=0)
     rows = session.execute(
-        base.order_by(func.coalesce(SnapshotEntry.downloads, 0).desc(), ranked.c.mid).limit(limit)
+        base.order_by(zoo_first, func.coalesce(SnapshotEntry.downloads, 0).desc(), ranked.c.mid).limit(limit)
     ).all()
+    zoo_total = (
+        session.scalar(
+            select(func.count()).select_from(base.where(ranked.c.status.in_(tuple(NO_VALID_REFERENCE))).subquery())
+        )
+        or 0
+    )
     items = [
         {
             "model_id": m,
             "status": st,
+            "owner": owner(st) or "backend",
             "reason": rs,
             "downloads": int(dl or 0),
             "error": ((err or {}).get("message") or "")[:200],
@@ -932,7 +1009,7 @@ def failing_models(
         }
         for m, st, rs, err, repro, dl in rows
     ]
-    return {"items": items, "total": total}
+    return {"items": items, "total": total, "backend_total": total - zoo_total, "zoo_total": zoo_total}
 
 
 SOURCE_WORDS = {"plugin": "declared by the plugin", "default": "the default", "flag": "asked for with --precision"}

@@ -67,7 +67,7 @@ def build_report(
             s, backend=backend, tier=tier, week=week, since=prev_week, direction="fixed", limit=50, **snap
         )
         gaps = queries.op_gaps(s, backend=backend, tier=tier, week=week, limit=top, **snap)
-        clusters = queries.failure_clusters(s, backend=backend, tier=tier, week=week, limit=top, **snap)
+        clusters = queries.failure_clusters(s, backend=backend, tier=tier, week=week, limit=3 * top, **snap)
         slow = queries.slowest_compiles(s, backend=backend, tier=tier, week=week, limit=top)
         failing = (
             queries.failing_models(s, backend=backend, tier=tier, week=week, limit=100, **snap)
@@ -94,6 +94,8 @@ def build_report(
             "slowest_compiles": slow,
             "failing": failing["items"],
             "failing_total": failing["total"],
+            "failing_backend_total": failing.get("backend_total", failing["total"]),
+            "failing_zoo_total": failing.get("zoo_total", 0),
             "precision": precisions,
             "precision_lines": [queries.precision_line(p) for p in precisions],
             "queries": {

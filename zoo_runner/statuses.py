@@ -62,4 +62,16 @@ PASSING = frozenset({Status.PASS.value, Status.PASS_WITH_FALLBACK.value})
 # A valid reference: the CPU reference ran (anything but these).
 NO_VALID_REFERENCE = frozenset({Status.REFERENCE_ERROR.value, Status.UNSUPPORTED.value})
 ALL_STATUSES = tuple(s.value for s in Status)
+# Whose failure a failing row is: the backend's (it ran on a valid CPU reference and failed), or
+# Zoo's own gap (no valid reference: the model could not be prepared or run on CPU).
+BACKEND_FAILING = frozenset(s.value for s in Status if s.value not in PASSING and s.value not in NO_VALID_REFERENCE)
+
+
+def owner(status: str) -> str | None:
+    """``"backend"`` for a backend's failure, ``"zoo"`` for Zoo's gap, ``None`` for a pass."""
+    if status in BACKEND_FAILING:
+        return "backend"
+    return "zoo" if status in NO_VALID_REFERENCE else None
+
+
 TIERS = ("census", "tiny", "full")

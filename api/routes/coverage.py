@@ -11,6 +11,7 @@ from api.deps import PRECISION_QUERY, WEEK_PATTERN, Format, ScopeDep, SessionDep
 from api.pagination import csv_response
 from api.schemas import (
     BackendsOut,
+    CommonTier,
     CoverageGroup,
     CoverageGrouped,
     CoverageHistory,
@@ -112,7 +113,8 @@ def coverage_history(
 )
 def backends(session: SessionDep, week: str | None = Query(None, pattern=WEEK_PATTERN), format: Format = "json"):
     """`GET /coverage` for each (backend, tier) with results in the week (default: the newest), at
-    each backend's declared precision; `precisions` says what each backend's rows were judged at
+    each backend's declared precision; `common`: the backends of each tier again over the models they
+    all have a result for (the intersection, with its size), the only fair side-by-side; `precisions` says what each backend's rows were judged at
     (declared, or asked for with `--precision`) and how many would also meet the fp32 budget."""
     week = check_week(week) or queries.newest_week(session)
     pairs = queries.scopes(session, week)
@@ -120,8 +122,10 @@ def backends(session: SessionDep, week: str | None = Query(None, pattern=WEEK_PA
     wk = items[0].week if items else week
     if format == "csv":
         return csv_response([i.model_dump() for i in items], "backends.csv")
+    common = queries.common_coverage(session, wk, tuple(pairs)) if wk else {"tiers": []}
     return BackendsOut(
         week=wk,
         items=items,
+        common=[CommonTier(**t) for t in common["tiers"]],
         precisions=[PrecisionRow(**p) for p in queries.precision_summary(session, wk)] if wk else [],
     )
