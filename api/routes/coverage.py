@@ -114,7 +114,8 @@ def coverage_history(
 def backends(session: SessionDep, week: str | None = Query(None, pattern=WEEK_PATTERN), format: Format = "json"):
     """`GET /coverage` for each (backend, tier) with results in the week (default: the newest), at
     each backend's declared precision; `common`: the backends of each tier again over the models they
-    all have a result for (the intersection, with its size), the only fair side-by-side; `precisions` says what each backend's rows were judged at
+    all have a result for (the intersection, with its size), the only fair side-by-side;
+    `precisions` says what each backend's rows were judged at
     (declared, or asked for with `--precision`) and how many would also meet the fp32 budget."""
     week = check_week(week) or queries.newest_week(session)
     pairs = queries.scopes(session, week)
