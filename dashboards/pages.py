@@ -16,6 +16,7 @@ from db.session import get_session
 from db.weeks import WEEK_PATTERN, check_week
 from services import model_list, reports
 from services.reports import api_url as api
+from services.triage import attach_triage
 from zoo_runner.statuses import ALL_STATUSES, PASSING, Status
 
 from .format import p100
@@ -300,7 +301,9 @@ def failures_page(
     tier: Literal["census", "tiny", "full"] | None = None,
     week: str | None = WEEK,
 ) -> HTMLResponse:
-    data = queries.failure_clusters(session, backend=backend or None, tier=tier, week=check_week(week), limit=50)
+    data = attach_triage(
+        queries.failure_clusters(session, backend=backend or None, tier=tier, week=check_week(week), limit=50)
+    )
     cov = queries.cached_coverage(session, backend=data["backend"], tier=data["tier"], week=data["week"])
     statuses = [s for s in ALL_STATUSES if s not in PASSING and cov.status_counts.get(s)]
     chart = {

@@ -11,12 +11,14 @@ from typing import Any
 from db import queries
 from services import reports
 from services.reports import api_url
+from services.triage import attach_triage
 
 from .format import bar, delta, md_escape, pct, versions
 from .templating import CHART_JS, STATIC, report_context, templates
 
 
 def render_markdown(rep: dict[str, Any]) -> str:
+    rep = with_triage(rep)
     c, p = rep["coverage"], rep.get("previous") or {}
     qs = rep.get("queries") or {}
     lines = [
@@ -249,6 +251,13 @@ def _precision_markdown(rep: dict[str, Any]) -> list[str]:
     return out
 
 
+def with_triage(rep: dict[str, Any]) -> dict[str, Any]:
+    """The report with each triaged cluster's attribution and links (``zoo triage --clusters``)."""
+    if not rep.get("failure_clusters"):
+        return rep
+    return {**rep, "failure_clusters": attach_triage(rep["failure_clusters"])}
+
+
 def render_html(rep: dict[str, Any], standalone: bool = True) -> str:
     """The report page; ``standalone`` inlines Chart.js so the file works offline on its own."""
     inline = (
@@ -260,7 +269,7 @@ def render_html(rep: dict[str, Any], standalone: bool = True) -> str:
         if standalone
         else None
     )
-    return templates.get_template("report.html").render(**report_context(rep), standalone=inline)
+    return templates.get_template("report.html").render(**report_context(with_triage(rep)), standalone=inline)
 
 
 def render_report(rep: dict[str, Any], fmt: str) -> str:

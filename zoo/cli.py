@@ -107,6 +107,31 @@ def _status(command: str) -> Callable[[str], None]:
     return say
 
 
+def cmd_triage(args: argparse.Namespace) -> int:
+    from services import triage
+    from zoo_runner.settings import settings
+
+    from . import jobs
+
+    backend = jobs.resolve_backend(args.backend)
+    _check_sandbox()
+    if args.clusters:
+        if args.model:
+            raise ZooError("give a model or --clusters N, not both")
+        root = args.out or settings().triage_dir
+        done = triage.triage_clusters(backend, args.clusters, root, tier=args.tier)
+        print(json.dumps(done, indent=2, default=str))
+        return 0
+    if not args.model:
+        raise ZooError("name a model to triage (or --clusters N)")
+    out = args.out or os.path.join("triage", args.model.replace("/", "__").replace(":", "_"))
+    summary = triage.triage_model(
+        args.model, backend, out, tier=args.tier, precision=args.precision, timeout_s=args.timeout
+    )
+    print(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from services.validation import run_validation, store_row
     from zoo_runner.request import ValidationRequest
@@ -368,6 +393,26 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="print the SPEC result as JSON, alone on stdout")
     v.add_argument("--no-store", action="store_true", help="do not write the result to the database")
     _add_precision(v)
+
+    t = add(
+        "triage",
+        cmd_triage,
+        "Whose bug a failure is, a minimal standalone repro.py and a draft issue.md: for one model "
+        "(validated again with the triage on) or for the N largest failure clusters of a backend.",
+    )
+    t.add_argument("model", nargs="?", help="a Hub repo id or arch:ClassName (omit with --clusters)")
+    t.add_argument("--backend", required=True, help="backend spec DEVICE[+COMPILER][@DTYPE]")
+    t.add_argument("--tier", choices=TIERS, default="tiny", help="census, tiny (default) or full")
+    t.add_argument("--clusters", type=_positive_int, help="triage the N largest clusters of the backend's failures")
+    t.add_argument(
+        "--out",
+        help="directory for repro.py, repro.safetensors and issue.md (default ./triage/<model>; with --clusters "
+        "the root of one directory per cluster, default ZOO_TRIAGE_DIR)",
+    )
+    t.add_argument(
+        "--timeout", type=_positive_float, default=1200.0, help="seconds before the model process is killed (1200)"
+    )
+    _add_precision(t)
 
     c = add("coverage", cmd_coverage, "Print coverage (functional, strict, harness; by count and by downloads).")
     c.add_argument("--backend", help="backend spec (default: the newest results')")

@@ -31,7 +31,12 @@ def main(argv: list[str]) -> int:
 
     req = ValidationRequest.from_dict(json.loads(open(req_path).read()))
     try:
-        result = validate_here(req, stage)
+        if req.triage:
+            from .triage.ladder import triage_here
+
+            result = triage_here(req, stage, req.triage_outbox)
+        else:
+            result = validate_here(req, stage)
     except MemoryError:
         raise
     except ZooError as exc:  # an unknown model, say: Zoo's failure, a reference_error row

@@ -15,6 +15,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -309,6 +310,80 @@ def _validate(req: ValidationRequest, result: ValidationResult, stage: Callable[
             _check_seed_independent(req, built.model, target_model is built.model, all_inputs, ref32, result)
         except NonDeterministic as exc:  # the mismatch's metrics stay, for the reader; the status is Zoo's
             raise _zoos_failure(exc, policy=False, stage="compare") from exc
+
+
+@dataclass
+class Prepared:
+    """What a validation computes before the backend runs, for the triage to reuse: the backend,
+    the built model (as built, never run), its inputs, the references and the judged precision."""
+
+    spec: backends.BackendSpec
+    built: Any
+    model: torch.nn.Module
+    inputs: list[dict]
+    ref32: list[dict]
+    ref64: list[dict]
+    ref_at: list[dict]
+    judged_at: str
+
+
+def prepare(req: ValidationRequest, result: ValidationResult) -> Prepared:
+    """Build, make inputs and run the CPU references as :func:`validate_here` does; raises
+    :class:`ZooFailure` where Zoo itself fails (its status and exception)."""
+    backends.load_plugins(req.plugins)
+    spec = backends.BackendSpec.parse(req.backend)
+    judged_at, _ = precision.resolve(req.precision, spec)
+    try:
+        plan, built = _build(req, result)
+        all_inputs = _inputs(req, built)
+        fresh = _pristine_copy(req, built.model, result)
+        build_fp = plan.fingerprint(built.library, SAME_BUILD_AS.get(req.tier, req.tier))
+        ref32, ref64, ref_at = _run_references(req, spec, built.model, all_inputs, result, judged_at, build_fp)
+    except _StageFailed as failed:
+        raise ZooFailure(failed.status, failed.exc) from failed.exc
+    return Prepared(spec, built, fresh, all_inputs, ref32, ref64, ref_at, judged_at)
+
+
+class ZooFailure(Exception):
+    """Zoo's own failure while preparing (a reference_error or unsupported row's)."""
+
+    def __init__(self, status: Status, exc: BaseException) -> None:
+        super().__init__(str(exc))
+        self.status, self.exc = status, exc
+
+
+def judge(p: Prepared, outs: list[Any]) -> Comparison:
+    """The outputs of one run on every input against the references, at the judged precision."""
+    cmp = Comparison()
+    pooled = pooled_reference_error(p.ref_at, p.ref64) if p.ref_at is not p.ref32 else None
+    for i, (out, r64, r_at) in enumerate(zip(outs, p.ref64, p.ref_at)):
+        compare(
+            out,
+            r_at,
+            r64,
+            dtype=p.spec.dtype,
+            tolerance_factor=p.built.tolerance_factor,
+            result=cmp,
+            label=f"input {i}",
+            precision=p.judged_at,
+            pooled=pooled,
+        )
+    return cmp
+
+
+def is_compile_error(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while compiling (a compile_error, not a runtime_error)."""
+    return _is_compile_error(exc)
+
+
+def to_device(obj: Any, device: Any = None, dtype: torch.dtype | None = None) -> Any:
+    """Tensors of ``obj`` (nested) moved to ``device`` and floating ones cast to ``dtype``."""
+    return _to(obj, device, dtype)
+
+
+def detach_cpu(obj: Any) -> Any:
+    """Tensors of ``obj`` (nested), detached, on the CPU."""
+    return _detach_cpu(obj)
 
 
 COPY_ROOM = 5  # the backend's own copy of the model is made when this many times its size fits the memory budget

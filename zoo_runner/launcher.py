@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextvars
 import datetime
+import json
 import logging
 import multiprocessing
 import os
@@ -30,13 +31,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from . import cache_trust, hang, reference_cache, sandbox, verdict
 from .exceptions import SandboxUnavailable
 from .request import ValidationRequest, error_info
 from .result import failure_result
-from .result_schema import RESULT_MAX_BYTES, BadResult, read_json_file, read_stage, trusted_result
+from .result_schema import RESULT_MAX_BYTES, BadResult, read_bytes_file, read_json_file, read_stage, trusted_result
 from .settings import settings
 from .statuses import Status
 
@@ -389,8 +391,49 @@ def run_isolated(
         result["details"]["sandbox"] = details_sandbox
         if trusted and not timed_out and watch.over is None:
             _publish_references(run, req, result)
+            if req.triage:
+                _take_triage(run, req, result)
         _prune_compile_cache(run)
         return result
+
+
+TRIAGE_GRAPH_MAX = 8 << 20
+TRIAGE_TENSORS_MAX = 256 << 20
+
+
+def _take_triage(run: sandbox.Run, req: ValidationRequest, result: dict[str, Any]) -> None:
+    """The graph a triaging model process handed back, as data: read without following links,
+    checked node by node against the repro grammar, its tensors loaded by safetensors (no code);
+    copied into ``req.triage_outbox`` (the parent's) or refused, said in ``details.triage``."""
+    from safetensors.torch import load as load_tensors
+
+    from .triage.graph import BadGraph, check_graph
+
+    tri = result["details"].setdefault("triage", {})
+    if not isinstance(tri, dict):
+        result["details"]["triage"] = tri = {}
+    box = run.work / sandbox.TRIAGE_OUTBOX
+    data, problem = read_json_file(box / "graph.json", TRIAGE_GRAPH_MAX, owner=run.uid)
+    if data is None:
+        if problem:
+            tri["refused"] = problem
+        return
+    blob, problem = read_bytes_file(box / "repro.safetensors", TRIAGE_TENSORS_MAX, owner=run.uid)
+    if blob is None:
+        tri["refused"] = problem or "graph.json without repro.safetensors"
+        return
+    try:
+        tensors = load_tensors(blob)
+        check_graph(data, set(tensors))
+    except (BadGraph, Exception) as exc:  # safetensors raises its own errors for a bad file
+        tri["refused"] = f"the graph handed back is not a repro Zoo writes: {type(exc).__name__}: {str(exc)[:200]}"
+        return
+    if req.triage_outbox:
+        dest = Path(req.triage_outbox)
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "graph.json").write_text(json.dumps(data))
+        (dest / "repro.safetensors").write_bytes(blob)
+        tri["graph_file"] = str(dest / "graph.json")
 
 
 def _publish_references(run: sandbox.Run, req: ValidationRequest, result: dict[str, Any]) -> None:

@@ -42,6 +42,8 @@ class ValidationRequest:
     reference_cache: str | None = None  # CPU reference cache directory ("" = off); set by the parent
     reference_outbox: str | None = None  # where a model process hands new references back (set by the parent)
     precision: str = "auto"  # what the backend is judged at: auto (its declared one), fp32, tf32, bf16, fp16
+    triage: bool = False  # run the triage (attribution ladder, failing graph, minifier) after the validation
+    triage_outbox: str | None = None  # where a triaging model process hands its graph back (set by the parent)
     threads: int | None = None  # torch's CPU threads in the model process (:func:`share_of_cores`); None: its default
 
     def to_dict(self) -> dict[str, Any]:

@@ -27,7 +27,7 @@ RESULT_MAX_BYTES = 8 << 20
 MAX_DEPTH = 24
 MAX_STR = 1 << 20
 REASONS = frozenset(ALL_REASONS)
-STAGES = frozenset({"start", "build", "reference", "target", "compare", "census", "done"})
+STAGES = frozenset({"start", "build", "reference", "target", "compare", "census", "triage", "minify", "done"})
 OPTIONAL_STR = ("device", "dtype", "fingerprint", "library", "architecture", "task", "started_at")
 
 
@@ -37,6 +37,19 @@ class BadResult(ValueError):
 
 def read_json_file(path: Path, max_bytes: int, owner: int | None = None) -> tuple[Any, str | None]:
     """(value, None); (None, None) where there is no file; (None, problem) for a bad one."""
+    blob, problem = read_bytes_file(path, max_bytes, owner)
+    if blob is None:
+        return None, problem
+    try:
+        return json.loads(blob.decode("utf-8"), parse_constant=_no_constant), None
+    except (ValueError, RecursionError, UnicodeDecodeError) as exc:
+        return None, f"{path.name} is not valid JSON ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def read_bytes_file(path: Path, max_bytes: int, owner: int | None = None) -> tuple[bytes | None, str | None]:
+    """A file a model process wrote, read without following a link: a regular file with one link,
+    of ``owner`` (when given), at most ``max_bytes``. (bytes, None); (None, None) where there is no
+    file; (None, problem) for a bad one."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -64,10 +77,7 @@ def read_json_file(path: Path, max_bytes: int, owner: int | None = None) -> tupl
             return None, f"{path.name} is over the cap of {max_bytes} bytes"
     finally:
         os.close(fd)
-    try:
-        return json.loads(b"".join(chunks).decode("utf-8"), parse_constant=_no_constant), None
-    except (ValueError, RecursionError, UnicodeDecodeError) as exc:
-        return None, f"{path.name} is not valid JSON ({type(exc).__name__}: {str(exc)[:200]})"
+    return b"".join(chunks), None
 
 
 def _no_constant(name: str) -> Any:

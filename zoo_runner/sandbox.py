@@ -103,6 +103,7 @@ FIXED_ENV = {
 }
 # Compile caches a backend writes, set per run: under the sandbox's compile cache (never one Zoo's
 # own processes share: a model process could plant compiled code there), or Zoo's own when off.
+TRIAGE_OUTBOX = "triage-out"
 CACHE_VARS = {
     "TORCHINDUCTOR_CACHE_DIR": "inductor",
     "TRITON_CACHE_DIR": "triton",
@@ -439,6 +440,10 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
     # need a mount namespace or another uid; a writable compile namespace needs a mount namespace
     # (no other namespace visible) and a PID namespace (no other model's /proc/<pid>/root).
     isolated = mountns and bool(caps.get("pidns") and caps.get("private_proc"))
+    if req.triage:  # the minified graph comes back as data, checked by the parent (zoo_runner.triage.graph)
+        triage_out = work / TRIAGE_OUTBOX
+        triage_out.mkdir(mode=0o700)
+        child_req.triage_outbox = str(triage_out)
     if req.reference_cache:  # its namespace, read-only; new references come back through the outbox
         outbox = work / cache_trust.OUTBOX
         outbox.mkdir(mode=0o700)

@@ -163,6 +163,11 @@ class Settings(BaseSettings):
         "(a value that is not a number: 8192)",
         8192.0,
     )
+    triage_dir: str = _var(
+        "ZOO_TRIAGE_DIR",
+        "where `zoo triage --clusters` writes each cluster's repro.py and issue.md, and the API serves them from",
+        "triage",
+    )
     sandbox: Literal["off", "best_effort", "strict"] = _var(
         "ZOO_SANDBOX",
         "model-process sandbox: off, best_effort or strict (refuse without the full sandbox)",

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import FileResponse
 
 from api.deps import WEEK_PATTERN, Format, ScopeDep, SessionDep, check_week
 from api.pagination import csv_response
 from api.schemas import FailurePage, OpGapPage, TransitionPage
 from db import queries
+from services.triage import attach_triage, triage_file
 from zoo_runner.statuses import ALL_STATUSES, PASSING
 
 router = APIRouter()
@@ -81,15 +83,17 @@ def failures(
     """Latest results of the scope whose status is neither `pass` nor `pass_with_fallback`,
     grouped by `error.signature` (by status and reason where a result has no error), with counts,
     the downloads they hold (weighting catalog snapshot) and up to five example models by downloads."""
-    data = queries.failure_clusters(
-        session,
-        backend=scope.backend,
-        tier=scope.tier,
-        week=scope.week,
-        status=status,
-        limit=limit,
-        precision=scope.precision,
-        snapshot_id=scope.snapshot,
+    data = attach_triage(
+        queries.failure_clusters(
+            session,
+            backend=scope.backend,
+            tier=scope.tier,
+            week=scope.week,
+            status=status,
+            limit=limit,
+            precision=scope.precision,
+            snapshot_id=scope.snapshot,
+        )
     )
     if format == "csv":
         return csv_response(
@@ -150,3 +154,21 @@ def regressions(
             "regressions.csv",
         )
     return TransitionPage(**data)
+
+
+TRIAGE_TYPES = {
+    "repro.py": "text/x-python",
+    "issue.md": "text/markdown",
+    "repro.safetensors": "application/octet-stream",
+}
+
+
+@router.get("/triage/{backend}/{cluster}/{name}", tags=["failures"], summary="A triaged cluster's repro.py or issue.md")
+def triage_files(backend: str, cluster: str, name: str):
+    """What `zoo triage --clusters` wrote for a cluster of the backend's failures: `repro.py` (a
+    standalone minimal repro: torch and the backend only), its `repro.safetensors`, and `issue.md`
+    (the draft issue). `GET /failures` links them from each triaged cluster's `triage`."""
+    path = triage_file(backend, cluster, name)
+    if path is None:
+        raise HTTPException(404, f"no {name} triaged for cluster {cluster[:12]} of {backend[:64]}")
+    return FileResponse(path, media_type=TRIAGE_TYPES[name], filename=name)

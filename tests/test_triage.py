@@ -1,0 +1,170 @@
+"""``zoo triage``: attribution, a minimal standalone repro and a draft issue (issue 28).
+
+Two compile backends with one bug each (tests/plugins/triage_backends.py): one computes
+``aten.gelu`` 10 % off, one refuses to compile it. For each, a real ``zoo triage`` (a sandboxed
+model process, torch's FX minifier) must blame the backend, write a repro of at most 10 graph nodes
+that imports neither Zoo nor transformers, exits 1 with plain ``python`` and 0 once the bug is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, child_env, run_zoo
+from zoo_runner.triage.graph import BadGraph, check_graph, render_repro
+
+PLUGIN = "tests.plugins.triage_backends"
+
+
+def _triage(backend: str, tmp_path: Path) -> tuple[dict, Path, Path]:
+    out, db = tmp_path / "D", tmp_path / "zoo.db"
+    env = child_env(ZOO_PLUGINS=PLUGIN, ZOO_DATABASE_URL=f"sqlite:///{db}")
+    proc = run_zoo(["triage", "arch:BertModel", "--backend", backend, "--tier", "tiny", "--out", str(out)], env,
+                   tmp_path, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout), out, db
+
+
+def _run_repro(repro: Path, **env: str) -> subprocess.CompletedProcess:
+    """Plain python, from another directory, with only the plugin module importable (it registers
+    the backend; the repro imports it and torch, nothing else of this repository)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "PYTHON"))}
+    clean.update(PYTHONPATH=str(ROOT), **env)  # for tests.plugins.triage_backends alone
+    return subprocess.run([sys.executable, str(repro)], env=clean, cwd="/", capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+
+
+def _imports(text: str) -> set[str]:
+    return {ln.split()[1].split(".")[0] for ln in text.splitlines() if ln.startswith(("import ", "from "))}
+
+
+def _check_repro(summary: dict, out: Path, fixed_env: dict[str, str]) -> str:
+    assert summary["attribution"] == "backend", summary
+    assert summary["repro_nodes"] is not None and summary["repro_nodes"] <= 10, summary
+    assert summary["graph_nodes"] > summary["repro_nodes"], summary
+    text = (out / "repro.py").read_text()
+    assert _imports(text) <= {"json", "operator", "os", "re", "struct", "sys", "torch", "tests"}, _imports(text)
+    assert "zoo_runner" not in text.split("# In Zoo:")[1].split("\n", 1)[1] and "transformers" not in _imports(text)
+    bad = _run_repro(out / "repro.py")
+    assert bad.returncode == 1 and "REPRODUCED" in bad.stdout, (bad.stdout, bad.stderr[-2000:])
+    good = _run_repro(out / "repro.py", **fixed_env)
+    assert good.returncode == 0, (good.stdout, good.stderr[-2000:])
+    issue = (out / "issue.md").read_text()
+    assert "**Attribution:** backend" in issue and "```python" in issue and "torch 2" in issue
+    return bad.stdout
+
+
+def test_a_backend_computing_one_op_wrong_is_blamed_with_a_tiny_repro(tmp_path):
+    summary, out, db = _triage("cpu+zoo_test_offop", tmp_path)
+    assert summary["status"] == "mismatch"
+    printed = _check_repro(summary, out, {"ZOO_TEST_OFFOP_FIXED": "1"})
+    assert "exceeds the budget" in printed
+    (details,) = sqlite3.connect(db).execute("SELECT details FROM results WHERE model_id = 'arch:BertModel'").fetchone()
+    triage = json.loads(details)["triage"]
+    assert triage["attribution"] == "backend"
+    assert [r["rung"] for r in triage["ladder"]] == ["dynamo", "aot_autograd", "backend"]
+    assert [r["status"] for r in triage["ladder"]] == ["pass", "pass", "mismatch"]
+
+
+def test_a_backend_refusing_one_op_is_blamed_with_the_rows_signature(tmp_path, monkeypatch):
+    """Through the cluster path: a stored compile_error row, `zoo triage --clusters 1`, then the
+    failures API and the report link the cluster's repro.py and issue.md, served by the API."""
+    db, root = tmp_path / "zoo.db", tmp_path / "triage"
+    env = child_env(ZOO_PLUGINS=PLUGIN, ZOO_DATABASE_URL=f"sqlite:///{db}", ZOO_TRIAGE_DIR=str(root))
+    backend = "cpu+zoo_test_raiseop"
+    row = run_zoo(["validate", "arch:BertModel", "--backend", backend, "--tier", "tiny", "--json"], env, tmp_path)
+    assert json.loads(row.stdout)["status"] == "compile_error", row.stderr[-2000:]
+    proc = run_zoo(["triage", "--clusters", "1", "--backend", backend], env, tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (summary,) = json.loads(proc.stdout)
+    sig = json.loads(row.stdout)["error"]["signature"]
+    assert summary["status"] == "compile_error" and summary["signature"] == sig == summary["cluster"], summary
+    assert "NotImplementedError" in sig
+    out = Path(summary["repro"]).parent
+    assert out.parent.parent == root
+    printed = _check_repro(summary, out, {"ZOO_TEST_RAISEOP_FIXED": "1"})
+    assert sig in printed
+
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from db import queries
+
+    monkeypatch.setenv("ZOO_DATABASE_URL", f"sqlite:///{db}")
+    monkeypatch.setenv("ZOO_TRIAGE_DIR", str(root))
+    from db import session as dbs
+
+    dbs._READY.clear()
+    queries.clear_cache()
+    client = TestClient(create_app())
+    body = client.get("/api/v1/failures", params={"backend": backend}).json()
+    (cluster,) = body["items"]
+    assert cluster["owner"] == "backend" and cluster["triage"]["attribution"] == "backend", cluster
+    repro = client.get(cluster["triage"]["repro_url"])
+    assert repro.status_code == 200 and repro.text == (out / "repro.py").read_text()
+    assert client.get(cluster["triage"]["issue_url"]).text.startswith(f"# [{backend}] compile_error")
+    assert client.get(cluster["triage"]["repro_url"].replace("repro.py", "../zoo.db")).status_code == 404
+    page = client.get("/failures", params={"backend": backend}).text
+    assert cluster["triage"]["repro_url"] in page and cluster["triage"]["issue_url"] in page
+    from dashboards.report import render_markdown
+    from services.reports import build_report
+
+    md = render_markdown(build_report(backend=backend, tier="tiny"))
+    assert f"[repro.py]({cluster['triage']['repro_url']})" in md
+
+
+NODES = [
+    {"op": "placeholder", "name": "x"},
+    {"op": "call_function", "name": "g", "target": "aten.gelu.default", "args": [{"node": "x"}], "kwargs": {}},
+    {"op": "output", "args": [{"node": "g"}]},
+]
+
+
+@pytest.mark.parametrize(
+    "evil",
+    [
+        {"op": "call_function", "name": "g", "target": "os.system", "args": ["id"], "kwargs": {}},
+        {"op": "call_function", "name": "g", "target": "aten.gelu.default; import os", "args": [], "kwargs": {}},
+        {
+            "op": "call_function",
+            "name": "g = __import__('os')\n",
+            "target": "aten.gelu.default",
+            "args": [],
+            "kwargs": {},
+        },
+        {
+            "op": "call_function",
+            "name": "g",
+            "target": "aten.gelu.default",
+            "args": [{"dtype": "float32); os.system('x'"}],
+            "kwargs": {},
+        },
+        {
+            "op": "call_function",
+            "name": "g",
+            "target": "aten.gelu.default",
+            "args": ["'); import os; ('"],
+            "kwargs": {},
+        },
+        {"op": "call_function", "name": "g", "target": "aten.no_such_op.default", "args": [], "kwargs": {}},
+        {"op": "call_function", "name": "g", "target": "aten.gelu.default", "args": [{"node": "later"}], "kwargs": {}},
+        {"op": "call_module", "name": "g", "target": "x", "args": [], "kwargs": {}},
+    ],
+)
+def test_the_parent_refuses_a_graph_that_is_not_data(evil):
+    with pytest.raises(BadGraph):
+        check_graph({"nodes": [NODES[0], evil, NODES[2]]}, {"x"})
+
+
+def test_a_checked_graph_renders_to_code_that_names_only_aten_ops():
+    data = check_graph({"nodes": NODES}, {"x"})
+    text = render_repro(data, compiler="inductor", imports=[], expect={"kind": "error", "signature": "E: x"}, about="t")
+    assert "    g = torch.ops.aten.gelu.default(x)\n    return [g]" in text
+    compile(text, "repro.py", "exec")

@@ -1,0 +1,360 @@
+"""A minified FX graph as data, and the standalone ``repro.py`` the parent writes from it.
+
+The model process describes its graph (:func:`describe_graph`): placeholders, ``call_function``
+nodes on ATen overloads or ``operator.getitem``, and literal arguments; its tensors (weights and
+inputs alike) go in ``repro.safetensors``. The parent never runs what the model process wrote: it
+checks every node against that grammar (:func:`check_graph`) and renders ``repro.py`` from a
+template (:func:`render_repro`). The repro needs only torch and what registers the backend; it
+runs the graph eagerly in fp32 and fp64 and under ``torch.compile(backend=...)``, and exits 1 when
+the failure reproduces (the same error signature, or the same budget breach), 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+from typing import Any
+
+import torch
+
+MAX_NODES = 2000
+TARGET = re.compile(r"^aten\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,80}$")
+_KINDS = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int8)
+DTYPES = {str(d).removeprefix("torch."): d for d in (*_KINDS, torch.uint8, torch.bool)}
+
+
+class BadGraph(ValueError):
+    """What a model process described is not a graph Zoo writes into a repro."""
+
+
+# ------------------------------------------------------------------ model process: describe
+
+
+def _arg(a: Any) -> Any:
+    if isinstance(a, torch.fx.Node):
+        return {"node": a.name}
+    if isinstance(a, (list, tuple)):
+        return [_arg(x) for x in a]
+    if isinstance(a, torch.dtype):
+        return {"dtype": str(a).removeprefix("torch.")}
+    if isinstance(a, torch.device):
+        return {"device": "cpu"}
+    if isinstance(a, torch.layout):
+        return {"layout": str(a).removeprefix("torch.")}
+    if isinstance(a, torch.memory_format):
+        return {"memory_format": str(a).removeprefix("torch.")}
+    if a is None or isinstance(a, (bool, int, float, str)):
+        if isinstance(a, float) and a != a:
+            return {"float": "nan"}
+        if isinstance(a, float) and a in (float("inf"), float("-inf")):
+            return {"float": "inf" if a > 0 else "-inf"}
+        return a
+    raise BadGraph(f"argument of type {type(a).__name__} cannot go into a repro")
+
+
+def describe_graph(gm: torch.fx.GraphModule, inputs: list[Any]) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """``gm`` (an ATen-level graph, every tensor a placeholder) as JSON-able data, and its tensor
+    inputs by placeholder name; non-tensor inputs go in the data."""
+    nodes: list[dict[str, Any]] = []
+    tensors: dict[str, torch.Tensor] = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for n, value in zip(placeholders, inputs):
+        if isinstance(value, torch.Tensor):
+            tensors[n.name] = value.detach().cpu().contiguous()
+            nodes.append({"op": "placeholder", "name": n.name})
+        else:
+            nodes.append({"op": "placeholder", "name": n.name, "value": _arg(value)})
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            continue
+        if n.op == "output":
+            nodes.append({"op": "output", "args": _arg(n.args[0])})
+        elif n.op == "call_function":
+            if n.target is operator.getitem:
+                target = "operator.getitem"
+            elif isinstance(n.target, torch._ops.OpOverload):
+                target = f"aten.{n.target._opname}.{n.target._overloadname}"
+                if n.target.namespace != "aten":
+                    raise BadGraph(f"{n.target} is not an ATen op")
+            else:
+                raise BadGraph(f"{n.target} is neither an ATen op nor getitem")
+            nodes.append(
+                {
+                    "op": "call_function",
+                    "name": n.name,
+                    "target": target,
+                    "args": _arg(n.args),
+                    "kwargs": {k: _arg(v) for k, v in n.kwargs.items()},
+                }
+            )
+        else:
+            raise BadGraph(f"node {n.name} ({n.op}) cannot go into a repro")
+    return {"nodes": nodes}, tensors
+
+
+def count_nodes(gm: torch.fx.GraphModule) -> int:
+    """The graph's compute nodes (placeholders and the output not counted)."""
+    return sum(n.op not in ("placeholder", "output") for n in gm.graph.nodes)
+
+
+# ------------------------------------------------------------------ parent: check and render
+
+
+def _check_arg(a: Any, known: set[str]) -> None:
+    if isinstance(a, list):
+        for x in a:
+            _check_arg(x, known)
+    elif isinstance(a, dict):
+        if set(a) == {"node"}:
+            if a["node"] not in known:
+                raise BadGraph(f"argument names an unknown node {str(a['node'])[:40]!r}")
+        elif set(a) == {"dtype"}:
+            if a["dtype"] not in DTYPES:
+                raise BadGraph(f"dtype {str(a['dtype'])[:20]!r}")
+        elif set(a) == {"device"}:
+            if a["device"] != "cpu":
+                raise BadGraph("device")
+        elif set(a) in ({"layout"}, {"memory_format"}):
+            if not NAME.match(str(next(iter(a.values())))):
+                raise BadGraph("layout")
+        elif set(a) == {"float"}:
+            if a["float"] not in ("nan", "inf", "-inf"):
+                raise BadGraph("float")
+        else:
+            raise BadGraph(f"argument {str(a)[:60]}")
+    elif not (a is None or isinstance(a, (bool, int, float))):
+        if isinstance(a, str) and len(a) <= 40 and re.match(r"^[A-Za-z0-9_. -]*$", a):
+            return
+        raise BadGraph(f"argument {str(a)[:60]!r}")
+
+
+def check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
+    """``data`` from a model process, checked node by node: ATen overloads that exist here or
+    ``operator.getitem``, names that are identifiers, arguments that are literals or earlier nodes."""
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        raise BadGraph("no node list")
+    nodes = data["nodes"]
+    if not 1 < len(nodes) <= MAX_NODES:
+        raise BadGraph(f"{len(nodes)} nodes")
+    known: set[str] = set()
+    for n in nodes:
+        if not isinstance(n, dict):
+            raise BadGraph("node")
+        op = n.get("op")
+        if op == "output":
+            _check_arg(n.get("args"), known)
+            continue
+        name = n.get("name")
+        if not isinstance(name, str) or not NAME.match(name) or name in known:
+            raise BadGraph(f"node name {str(name)[:40]!r}")
+        if op == "placeholder":
+            if "value" in n:
+                _check_arg(n["value"], known)
+            elif name not in tensor_names:
+                raise BadGraph(f"placeholder {name} has no tensor")
+        elif op == "call_function":
+            target = n.get("target")
+            if target != "operator.getitem":
+                if not isinstance(target, str) or not TARGET.match(target):
+                    raise BadGraph(f"target {str(target)[:60]!r}")
+                _, op_name, overload = target.split(".")
+                packet = getattr(torch.ops.aten, op_name, None)
+                if packet is None or overload not in packet.overloads():
+                    raise BadGraph(f"{target} is not an ATen op of this torch")
+            _check_arg(n.get("args"), known)
+            if not isinstance(n.get("kwargs"), dict) or not all(NAME.match(str(k)) for k in n["kwargs"]):
+                raise BadGraph("kwargs")
+            _check_arg(list(n["kwargs"].values()), known)
+        else:
+            raise BadGraph(f"op {str(op)[:20]!r}")
+        known.add(name)
+    if nodes[-1].get("op") != "output":
+        raise BadGraph("the last node is not the output")
+    return data
+
+
+def _code(a: Any) -> str:
+    if isinstance(a, list):
+        inner = ", ".join(_code(x) for x in a)
+        return f"[{inner}]"
+    if isinstance(a, dict):
+        ((k, v),) = a.items()
+        if k == "node":
+            return v
+        if k == "float":
+            return f"float({v!r})"
+        if k == "dtype":
+            return f"_dt(torch.{v})"
+        return f"torch.{v}"
+    return repr(a)
+
+
+def graph_source(data: dict[str, Any]) -> str:
+    """The checked graph as the body of ``def graph(...)``."""
+    params = [n["name"] for n in data["nodes"] if n["op"] == "placeholder"]
+    lines = [f"def graph({', '.join(params)}):"]
+    for n in data["nodes"]:
+        if n["op"] == "call_function":
+            fn = "operator.getitem" if n["target"] == "operator.getitem" else f"torch.ops.{n['target']}"
+            args = [_code(a) for a in n["args"]] + [f"{k}={_code(v)}" for k, v in n["kwargs"].items()]
+            lines.append(f"    {n['name']} = {fn}({', '.join(args)})")
+        elif n["op"] == "output":
+            lines.append(f"    return {_code(n['args'])}")
+    return "\n".join(lines) + "\n"
+
+
+def render_repro(
+    data: dict[str, Any],
+    *,
+    compiler: str,
+    imports: list[str],
+    expect: dict[str, Any],
+    about: str,
+    weights: str = "repro.safetensors",
+) -> str:
+    """``repro.py`` for a checked graph: ``expect`` is ``{"kind": "error", "signature": ...}`` or
+    ``{"kind": "mismatch", "factor": f, "floor": fl}``."""
+    scalars = {n["name"]: n["value"] for n in data["nodes"] if n["op"] == "placeholder" and "value" in n}
+    params = [n["name"] for n in data["nodes"] if n["op"] == "placeholder"]
+    return TEMPLATE.format(
+        about="\n".join("# " + ln if ln else "#" for ln in about.splitlines()),
+        imports="\n".join(imports),
+        graph=graph_source(data),
+        params=json.dumps(params),
+        scalars=json.dumps(scalars),
+        compiler=json.dumps(compiler),
+        expect=json.dumps(expect),
+        weights=json.dumps(weights),
+    )
+
+
+TEMPLATE = '''\
+{about}
+#
+# Needs only torch and what registers the backend. Exits 1 when the failure reproduces, 0 when not.
+import json
+import operator
+import os
+import re
+import struct
+import sys
+
+import torch
+{imports}
+
+COMPILER = {compiler}
+EXPECT = {expect}
+PARAMS = {params}
+SCALARS = {scalars}  # non-tensor inputs
+WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), {weights})
+DTYPES = {{"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
+          "I64": torch.int64, "I32": torch.int32, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}}
+
+
+def load_safetensors(path):
+    """The tensors of a .safetensors file (its format: an 8-byte header length, a JSON header, data)."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8 : 8 + n])
+    out = {{}}
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = meta["data_offsets"]
+        raw = bytearray(blob[8 + n + start : 8 + n + end])
+        t = torch.frombuffer(raw, dtype=DTYPES[meta["dtype"]]) if raw else torch.empty(0, dtype=DTYPES[meta["dtype"]])
+        out[name] = t.reshape(meta["shape"])
+    return out
+
+
+{graph}
+
+FP64 = False  # set while the graph runs as the fp64 reference: floating dtype arguments become fp64
+
+
+def _dt(dtype):
+    return torch.float64 if FP64 and dtype.is_floating_point else dtype
+
+
+def signature(exc):
+    """Zoo's error signature: the type and first line, without numbers or quoted names."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if first.endswith(" raised:") and len(lines) > 1:
+        first = first + " " + lines[1]
+    norm = re.sub(r"0x[0-9a-f]+|\\d+", "N", first)
+    norm = re.sub(r"'[^']*'|\\"[^\\"]*\\"", "'…'", norm)[:200]
+    return type(exc).__name__ + ": " + norm
+
+
+def breaches(out, ref32, ref64, factor, floor):
+    """Zoo's budget: each float output's RMSE against fp64 within factor x the fp32 reference's own
+    RMSE (at least floor x the output's RMS), and its max abs error within factor x the reference's."""
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    r32s = ref32 if isinstance(ref32, (list, tuple)) else [ref32]
+    r64s = ref64 if isinstance(ref64, (list, tuple)) else [ref64]
+    found = []
+    for i, (t, r, d) in enumerate(zip(outs, r32s, r64s)):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            continue
+        t, r, d = t.double(), r.double(), d.double()
+        if t.shape != d.shape:
+            found.append(f"output {{i}}: shape {{tuple(t.shape)}} != {{tuple(d.shape)}}")
+            continue
+        ok = torch.isfinite(d)
+        if not torch.equal(torch.isfinite(t), ok):
+            found.append(f"output {{i}}: NaN/Inf where the reference has none")
+            continue
+        t, r, d = t[ok], r[ok], d[ok]
+        if not d.numel():
+            continue
+        scale = float(d.pow(2).mean().sqrt())
+        err, err32 = float((t - d).pow(2).mean().sqrt()), float((r - d).pow(2).mean().sqrt())
+        budget = max(factor * err32, floor * scale, 1e-30)
+        max_err, max32 = float((t - d).abs().max()), float((r - d).abs().max())
+        max_budget = max(factor * max32, 10 * floor * float(d.abs().max()), 1e-30)
+        if err > budget:
+            over = err / budget
+            found.append(f"output {{i}}: RMSE {{err:.3g}} exceeds the budget {{budget:.3g}}, {{over:.3g}}x over")
+        elif max_err > max_budget:
+            found.append(f"output {{i}}: max abs diff {{max_err:.3g}} exceeds the budget {{max_budget:.3g}}")
+    return found
+
+
+def main():
+    tensors = load_safetensors(WEIGHTS)
+    args = [tensors[p] if p in tensors else SCALARS[p] for p in PARAMS]
+    with torch.no_grad():
+        compiled = torch.compile(graph, backend=COMPILER)
+        try:
+            out = compiled(*args)
+        except Exception as exc:
+            sig = signature(exc)
+            if EXPECT["kind"] == "error" and sig == EXPECT["signature"]:
+                print("REPRODUCED:", sig)
+                return 1
+            print("another error than the one expected:", sig, file=sys.stderr)
+            print("expected:", EXPECT.get("signature"), file=sys.stderr)
+            return 2
+        if EXPECT["kind"] == "error":
+            print("not reproduced: compiled and ran without", EXPECT["signature"])
+            return 0
+        global FP64
+        ref32 = graph(*args)
+        FP64 = True
+        ref64 = graph(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args])
+        FP64 = False
+        found = breaches(out, ref32, ref64, EXPECT["factor"], EXPECT["floor"])
+    if found:
+        print("REPRODUCED:", "; ".join(found))
+        return 1
+    print("not reproduced: every output within the budget")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
