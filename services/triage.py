@@ -42,13 +42,60 @@ COMPILER_IMPORTS = {
     "onnxrt": ["import onnxruntime  # torch.compile(backend='onnxrt') needs it"],
 }
 BUILTIN = {"inductor", "eager", "aot_eager", "cudagraphs"}
+LADDERLESS = {Status.TIMEOUT.value, Status.CRASH.value, Status.OOM.value}
 FACTORS = {"fp32": 10.0, "tf32": 10.0, "bf16": 10.0, "fp16": 10.0}
 FLOOR = 1e-5
 
 
-def _imports(compiler: str, plugins: str | None) -> list[str]:
+def standalone_backend(compiler: str) -> tuple[str, str] | None:
+    """For a dynamo backend Zoo ships itself (a :class:`CompilerPlugin` with ``backend``): its
+    module's source without Zoo (relative imports and the ``register_compiler`` call removed),
+    registering the backend with dynamo under its name; ``(module name, source)``, else None."""
+    import ast
+    import inspect
+
+    from zoo_runner.backends import compiler_plugin
+
+    plugin = compiler_plugin(compiler)
+    fn = getattr(plugin, "backend", None)
+    if fn is None:
+        return None
+    module = inspect.getmodule(fn)
+    if module is None or not module.__name__.startswith("zoo_runner."):
+        return None
+    tree = ast.parse(inspect.getsource(module))
+    keep = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level:
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            name = getattr(node.value.func, "id", "")
+            if name == "register_compiler":
+                continue
+        keep.append(node)
+    tree.body = keep
+    source = (
+        f"# {compiler!r}: the dynamo backend Zoo ships in {module.__name__}, without Zoo (written by zoo triage)\n"
+        + ast.unparse(tree)
+        + f"\n\nimport torch._dynamo\n\nif {compiler!r} not in torch._dynamo.list_backends(exclude_tags=()):\n"
+        f"    torch._dynamo.register_backend(name={compiler!r})({fn.__name__})\n"
+    )
+    return f"zoo_backend_{compiler}", source
+
+
+def _imports(compiler: str, plugins: str | None, out: Path | None = None) -> list[str]:
     if compiler in BUILTIN:
         return []
+    shipped = standalone_backend(compiler)
+    if shipped is not None:
+        name, source = shipped
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{name}.py").write_text(source)
+        return [
+            "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))",
+            f"import {name}  # registers torch.compile(backend={compiler!r}): Zoo's own backend, beside this file",
+        ]
     if compiler in COMPILER_IMPORTS:
         return COMPILER_IMPORTS[compiler]
     mods = [m.strip() for m in (plugins or "").split(",") if m.strip() and not m.strip().startswith("zoo_runner")]
@@ -83,7 +130,8 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
         f"The failing FX graph had {tri.get('graph_nodes')} nodes; minified by torch's FX minifier to "
         f"{tri.get('repro_nodes')}.\nVersions: {versions}\nIn Zoo: {_repro_command(row)}"
     )
-    text = render_repro(data, compiler=spec.compiler or "eager", imports=_imports(spec.compiler or "", plugins),
+    imports = _imports(spec.compiler or "", plugins, out)
+    text = render_repro(data, compiler=spec.compiler or "eager", imports=imports,
                         expect=expect, about=about)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(box / "repro.safetensors", out / "repro.safetensors")
@@ -118,7 +166,14 @@ def issue_markdown(row: dict[str, Any], repro: str | None, cluster: dict[str, An
         else:
             lines += ["See `repro.py`.", ""]
     else:
-        lines += [f"**Repro:** the whole model ({tri.get('repro_kind', 'model')}): `{_repro_command(row)}`", ""]
+        why = f" — {tri['note']}" if tri.get("note") else ""
+        lines += [f"**Repro:** the whole model: `{_repro_command(row)}`{why}", ""]
+        if tri.get("attribution") == "backend":
+            lines += [
+                'It passes under `torch.compile(backend="eager")` and `"aot_eager"` on the same inputs, '
+                "so dynamo and AOTAutograd alone do not fail: the backend's compile is what makes it fail.",
+                "",
+            ]
     if err.get("message"):
         lines += ["**Error:**", "", "```", err["message"][:1500], "```", ""]
     if cluster:
@@ -174,6 +229,10 @@ def triage_model(
     if row is None:
         row = run_isolated(req)
     tri = row.setdefault("details", {}).setdefault("triage", {})
+    stored_sig = (cluster or {}).get("signature")
+    now_sig = (row.get("error") or {}).get("signature") or row["status"]
+    if stored_sig and stored_sig != now_sig:  # the same model, another message: recorded, both kept
+        tri["signature_changed"] = {"stored": stored_sig, "now": now_sig}
     repro = None
     if row["status"] in BACKEND_FAILING:
         try:
@@ -205,12 +264,63 @@ def triage_model(
         "issue": tri["issue"],
         **({"note": tri["note"]} if tri.get("note") else {}),
         **({"refused": tri["refused"]} if tri.get("refused") else {}),
+        **({"signature_changed": tri["signature_changed"]} if tri.get("signature_changed") else {}),
+        "finding": finding_key(tri.get("attribution"), out / "repro.py" if repro else None, row),
+        **({"failed_input": row["details"]["failed_input"]} if row["details"].get("failed_input") else {}),
     }
+    summary["finding_basis"] = finding_basis(summary)
     (out / "triage.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
 
 
 FILES = ("repro.py", "issue.md", "repro.safetensors")
+
+
+def finding_key(attribution: str | None, repro: Path | None, row: dict[str, Any]) -> str:
+    """What a triage found, as a key: the attribution and the minimal repro's graph (its code, not
+    its tensors' values), or, without a graph, the attribution and the signature. Clusters with the
+    same key are one finding, whatever their messages said."""
+    import hashlib
+
+    if repro is not None and repro.is_file():
+        text = repro.read_text()
+        body = text[text.index("\ndef graph(") : text.index("\nFP64 = ")] if "\ndef graph(" in text else text
+        what = f"{attribution}|graph|{body}"
+    elif ((row.get("details") or {}).get("failed_input") or {}).get("index"):
+        # no graph fails alone: the failure comes at dynamo's recompile for a later input shape under
+        # this backend (eager and aot_eager pass), whatever message dynamo's assertion prints this time
+        what = f"{attribution}|recompile|{row['status']}|{row['details']['failed_input']['index']}"
+    else:
+        what = f"{attribution}|signature|{(row.get('error') or {}).get('signature') or row['status']}"
+    return hashlib.sha1(what.encode()).hexdigest()[:12]
+
+
+def finding_basis(summary: dict[str, Any]) -> str:
+    """In words, what made clusters one finding (:func:`finding_key`)."""
+    if summary.get("repro"):
+        return "the same attribution and the same minimal repro graph"
+    if summary.get("failed_input"):
+        return (
+            f"the same attribution ({summary.get('attribution')}), status, and the failure at dynamo's recompile "
+            f"for input {summary['failed_input'].get('index')}, with no graph failing alone"
+        )
+    return "the same attribution and error signature"
+
+
+def group_findings(done: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Triaged clusters grouped by what the triage found (:func:`finding_key`): one entry per finding
+    with its clusters, largest first."""
+    groups: dict[str, dict[str, Any]] = {}
+    for d in done:
+        g = groups.setdefault(
+            d.get("finding") or d.get("cluster") or "",
+            {"finding": d.get("finding"), "attribution": d.get("attribution"), "basis": d.get("finding_basis"),
+             "clusters": [], "models": 0, "downloads": 0, "repro": d.get("repro")},
+        )  # fmt: skip
+        g["clusters"].append(d.get("cluster"))
+        g["models"] += d.get("cluster_models") or 0
+        g["downloads"] += d.get("cluster_downloads") or 0
+    return sorted(groups.values(), key=lambda g: (-g["downloads"], -len(g["clusters"])))
 
 
 def cluster_key(signature: str) -> str:
@@ -276,17 +386,27 @@ def triage_file(backend: str, cluster: str, name: str, root: str | Path | None =
     return path if path.is_file() and not path.is_symlink() else None
 
 
-def triage_clusters(backend: str, n: int, root: str | Path, tier: str = "tiny") -> list[dict[str, Any]]:
+def triage_clusters(
+    backend: str, n: int, root: str | Path, tier: str = "tiny", timeout_s: float | None = None
+) -> list[dict[str, Any]]:
     """Triage the ``n`` largest clusters of the backend's failures by downloads (its most downloaded
-    model each); each in ``cluster_dir(root, backend, signature)``."""
+    model each; timeouts, crashes and ooms left out: their rows say where they stopped); each in
+    ``cluster_dir(root, backend, signature)``, and what they found, grouped, in ``findings.json``."""
     with session_scope() as s:
         fc = queries.failure_clusters(s, backend=backend, tier=tier, limit=max(n, 1) * 3)
-    items = [c for c in fc["items"] if c.get("owner") == "backend"][:n]
+    # a timeout, crash or oom is not re-run three times over: its row already says where it was stuck
+    items = [c for c in fc["items"] if c.get("owner") == "backend" and not set(c["statuses"]) & LADDERLESS][:n]
     done = []
     for c in items:
         model = c["example_models"][0]["model_id"]
         c = {**c, "week": fc["week"], "triaged_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-        summary = triage_model(model, backend, cluster_dir(root, backend, c["signature"]), tier=tier, cluster=c)
-        summary["cluster"] = c["signature"]
+        summary = triage_model(
+            model, backend, cluster_dir(root, backend, c["signature"]), tier=tier, cluster=c, timeout_s=timeout_s
+        )
+        summary.update(cluster=c["signature"], cluster_models=c["models"], cluster_downloads=c["downloads"])
         done.append(summary)
+    findings = group_findings(done)
+    out = Path(root) / backend_key(backend)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "findings.json").write_text(json.dumps(findings, indent=2, default=str))
     return done

@@ -191,6 +191,13 @@ def test_backends_page(seeded, browser):
     cells = page.locator("#precision-row td.precision").all_inner_texts()
     assert [c.split()[0] for c in cells] == [declared[(b["backend"], b["tier"])] for b in items]
     assert page.locator("#precisions tbody tr").count() == len(precisions)
+    # side by side on the same models: each tier's intersection, with its size in the header
+    common = httpx.get(f"{base}/api/v1/backends").json()["common"]
+    assert common, "the seeded history has several backends at tier tiny"
+    for t in common:
+        header = page.locator(f"#common-{t['tier']} thead").inner_text()
+        assert f"{t['common_models']} models in common" in header
+        assert all(c["attempted"] <= t["common_models"] for c in t["items"])
     api_links_answer(base, page)
     assert not errors, errors
 

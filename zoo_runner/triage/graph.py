@@ -187,6 +187,8 @@ def _code(a: Any) -> str:
             return f"float({v!r})"
         if k == "dtype":
             return f"_dt(torch.{v})"
+        if k == "device":
+            return 'torch.device("cpu")'
         return f"torch.{v}"
     return repr(a)
 

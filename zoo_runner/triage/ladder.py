@@ -248,8 +248,9 @@ def predicate(p: Prepared, row: dict[str, Any]) -> Callable[[torch.fx.GraphModul
 
 def minify(
     p: Prepared, row: dict[str, Any], gm: torch.fx.GraphModule, inputs: list[Any]
-) -> tuple[torch.fx.GraphModule, list[Any], int, dict[str, Any]]:
-    """The failing graph lowered to ATen and minified; returns (graph, inputs, nodes before, notes)."""
+) -> tuple[torch.fx.GraphModule | None, list[Any], int, dict[str, Any]]:
+    """The failing graph lowered to ATen and minified; returns (graph, inputs, nodes before, notes);
+    the graph is None where the ATen graph alone does not fail."""
     from functorch.compile import minifier
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -259,8 +260,11 @@ def minify(
     fails = predicate(p, row)
     notes: dict[str, Any] = {}
     if not fails(aten, list(inputs)):
-        notes["minified"] = "no: the ATen graph alone does not fail (the failure needs dynamo's graph)"
-        return aten, list(inputs), before, notes
+        notes["note"] = (
+            f"the failing dynamo graph ({before} ATen nodes) does not fail once lowered to ATen and compiled "
+            "alone: no graph repro is written (one that does not reproduce would mislead); the repro is the model"
+        )
+        return None, list(inputs), before, notes
     t0 = time.perf_counter()
     small, small_inputs = minifier(aten, list(inputs), fails, dump_state=lambda *a, **k: None, skip_offload=True)
     notes["minify_s"] = round(time.perf_counter() - t0, 1)
@@ -298,12 +302,23 @@ def triage_here(req: ValidationRequest, stage: Callable[[str], None], outbox: st
     found = failing_graph(p, row, req.seed)
     if found is None:
         tri["repro_kind"] = "model"
-        tri["note"] = "no single graph shows the failure on its own inputs"
+        failed = (row.get("details") or {}).get("failed_input") or {}
+        if failed.get("index"):
+            tri["note"] = (
+                f"the failure comes when input {failed['index']} (shapes {failed.get('shapes')}) makes dynamo "
+                "recompile the frame, not from one graph: the repro is the model with its input shapes"
+            )
+        else:
+            tri["note"] = "no single graph shows the failure on its own inputs: the repro is the model"
         return row
     gm, inputs = found
     small, small_inputs, before, notes = minify(p, row, gm, inputs)
     tri.update(notes)
-    tri["graph_nodes"], tri["repro_nodes"] = before, count_nodes(small)
+    tri["graph_nodes"] = before
+    if small is None:
+        tri["repro_kind"] = "model"
+        return row
+    tri["repro_nodes"] = count_nodes(small)
     if outbox:
         try:
             data, tensors = describe_graph(small, small_inputs)
