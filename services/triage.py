@@ -166,7 +166,7 @@ def issue_markdown(row: dict[str, Any], repro: str | None, cluster: dict[str, An
         else:
             lines += ["See `repro.py`.", ""]
     else:
-        why = f" — {tri['note']}" if tri.get("note") else ""
+        why = f" — {tri.get('note') or tri.get('unfinished')}" if tri.get("note") or tri.get("unfinished") else ""
         lines += [f"**Repro:** the whole model: `{_repro_command(row)}`{why}", ""]
         if tri.get("attribution") == "backend":
             lines += [
@@ -263,6 +263,8 @@ def triage_model(
         "repro": repro,
         "issue": tri["issue"],
         **({"note": tri["note"]} if tri.get("note") else {}),
+        **({"unfinished": tri["unfinished"]} if tri.get("unfinished") else {}),
+        **({"ended": tri["ended"]} if tri.get("ended") else {}),
         **({"refused": tri["refused"]} if tri.get("refused") else {}),
         **({"signature_changed": tri["signature_changed"]} if tri.get("signature_changed") else {}),
         "finding": finding_key(tri.get("attribution"), out / "repro.py" if repro else None, row),

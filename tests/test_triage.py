@@ -168,3 +168,37 @@ def test_a_checked_graph_renders_to_code_that_names_only_aten_ops():
     text = render_repro(data, compiler="inductor", imports=[], expect={"kind": "error", "signature": "E: x"}, about="t")
     assert "    g = torch.ops.aten.gelu.default(x)\n    return [g]" in text
     compile(text, "repro.py", "exec")
+
+
+def test_clusters_whose_triage_coincides_are_one_finding(tmp_path):
+    """Two messages of one bug (as OpenVINO's guard clusters: dynamo's assertion changes between
+    runs) are one finding when the triage finds the same thing; another repro graph is another."""
+    from services.triage import finding_key, group_findings
+
+    def row(sig: str, index: int | None = None) -> dict:
+        details = {"failed_input": {"index": index, "shapes": {}}} if index is not None else {}
+        return {"status": "compile_error", "error": {"signature": sig}, "details": details}
+
+    a = finding_key("backend", None, row("AssertionError: sources must not be empty for symbol sN", 1))
+    b = finding_key("backend", None, row("AssertionError: Guard failed on the same frame it was created.", 1))
+    c = finding_key("backend", None, row("IndexError: list index out of range"))
+    assert a == b != c
+    repro1, repro2 = tmp_path / "r1.py", tmp_path / "r2.py"
+    body = "x\ndef graph(x):\n    g = torch.ops.aten.gelu.default(x)\n    return [g]\n\nFP64 = False\n"
+    repro1.write_text("# about one model\n" + body)
+    repro2.write_text("# about another model\n" + body.replace("gelu", "relu"))
+    same = tmp_path / "r3.py"
+    same.write_text("# about a third model\n" + body)
+    k1, k2, k3 = (finding_key("backend", r, row("E: x")) for r in (repro1, repro2, same))
+    assert k1 == k3 != k2
+    found = group_findings(
+        [
+            {"finding": a, "cluster": "s1", "cluster_models": 117, "cluster_downloads": 456, "attribution": "backend"},
+            {"finding": b, "cluster": "s2", "cluster_models": 162, "cluster_downloads": 453, "attribution": "backend"},
+            {"finding": c, "cluster": "s3", "cluster_models": 313, "cluster_downloads": 327, "attribution": "backend"},
+        ]
+    )
+    assert [(g["clusters"], g["models"], g["downloads"]) for g in found] == [
+        (["s1", "s2"], 279, 909),
+        (["s3"], 313, 327),
+    ]

@@ -30,11 +30,19 @@ def main(argv: list[str]) -> int:
     from .result import failure_result
 
     req = ValidationRequest.from_dict(json.loads(open(req_path).read()))
+
+    def checkpoint(result: dict) -> None:  # what is known so far, should a later stage crash or time out
+        import os
+
+        with open(out_path + ".tmp", "w") as f:
+            json.dump(result, f, default=str)
+        os.replace(out_path + ".tmp", out_path)
+
     try:
         if req.triage:
             from .triage.ladder import triage_here
 
-            result = triage_here(req, stage, req.triage_outbox)
+            result = triage_here(req, stage, req.triage_outbox, checkpoint)
         else:
             result = validate_here(req, stage)
     except MemoryError:

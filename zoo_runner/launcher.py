@@ -360,7 +360,7 @@ def run_isolated(
         problem = None
         result = None
         trusted = False
-        if not timed_out:
+        if not timed_out or req.triage:  # a triage checkpoints its verdict before the minifier's long work
             raw, problem = read_json_file(run.result, RESULT_MAX_BYTES, owner=run.uid)
             if raw is not None:
                 try:
@@ -382,6 +382,15 @@ def run_isolated(
             result["details"]["disk_written_mb"] = watch.over >> 20
         elif result is not None:
             result["duration_s"] = round(time.perf_counter() - t0, 3)
+            if req.triage and (rc != 0 or timed_out):  # a checkpoint: say how the triage ended
+                tri = result["details"].setdefault("triage", {})
+                if isinstance(tri, dict):
+                    tri["ended"] = (
+                        f"timed out after {req.timeout_s:.0f} s during {stage}"
+                        if timed_out
+                        else f"the model process exited with code {rc} during {stage}"
+                    )
+                    tri["stderr_tail"] = stderr_tail[-1500:]
         elif problem:
             result = _bad_result(req, problem, stage, stderr_tail, time.perf_counter() - t0)
         else:

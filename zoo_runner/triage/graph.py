@@ -25,6 +25,13 @@ _KINDS = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int
 DTYPES = {str(d).removeprefix("torch."): d for d in (*_KINDS, torch.uint8, torch.bool)}
 
 
+# Python's operators a graph may call (on sizes and scalars, as symbolic tracing writes them).
+OPERATORS = {f"operator.{name}": getattr(operator, name) for name in (
+    "getitem", "add", "sub", "mul", "floordiv", "truediv", "mod", "neg", "pow", "eq", "ne", "lt", "le", "gt", "ge",
+)}  # fmt: skip
+BY_FUNCTION = {fn: name for name, fn in OPERATORS.items()}
+
+
 class BadGraph(ValueError):
     """What a model process described is not a graph Zoo writes into a repro."""
 
@@ -72,14 +79,14 @@ def describe_graph(gm: torch.fx.GraphModule, inputs: list[Any]) -> tuple[dict[st
         if n.op == "output":
             nodes.append({"op": "output", "args": _arg(n.args[0])})
         elif n.op == "call_function":
-            if n.target is operator.getitem:
-                target = "operator.getitem"
+            if n.target in BY_FUNCTION:
+                target = BY_FUNCTION[n.target]
             elif isinstance(n.target, torch._ops.OpOverload):
                 target = f"aten.{n.target._opname}.{n.target._overloadname}"
                 if n.target.namespace != "aten":
                     raise BadGraph(f"{n.target} is not an ATen op")
             else:
-                raise BadGraph(f"{n.target} is neither an ATen op nor getitem")
+                raise BadGraph(f"{n.target} is neither an ATen op nor one of Python's operators")
             nodes.append(
                 {
                     "op": "call_function",
@@ -156,7 +163,7 @@ def check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
                 raise BadGraph(f"placeholder {name} has no tensor")
         elif op == "call_function":
             target = n.get("target")
-            if target != "operator.getitem":
+            if target not in OPERATORS:
                 if not isinstance(target, str) or not TARGET.match(target):
                     raise BadGraph(f"target {str(target)[:60]!r}")
                 _, op_name, overload = target.split(".")
@@ -199,7 +206,7 @@ def graph_source(data: dict[str, Any]) -> str:
     lines = [f"def graph({', '.join(params)}):"]
     for n in data["nodes"]:
         if n["op"] == "call_function":
-            fn = "operator.getitem" if n["target"] == "operator.getitem" else f"torch.ops.{n['target']}"
+            fn = n["target"] if n["target"] in OPERATORS else f"torch.ops.{n['target']}"
             args = [_code(a) for a in n["args"]] + [f"{k}={_code(v)}" for k, v in n["kwargs"].items()]
             lines.append(f"    {n['name']} = {fn}({', '.join(args)})")
         elif n["op"] == "output":

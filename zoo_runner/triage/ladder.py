@@ -246,6 +246,10 @@ def predicate(p: Prepared, row: dict[str, Any]) -> Callable[[torch.fx.GraphModul
     return fails
 
 
+class _OutOfTime(Exception):
+    """The minifier's time is up (:data:`MINIFY_BUDGET_S`)."""
+
+
 def minify(
     p: Prepared, row: dict[str, Any], gm: torch.fx.GraphModule, inputs: list[Any]
 ) -> tuple[torch.fx.GraphModule | None, list[Any], int, dict[str, Any]]:
@@ -254,8 +258,12 @@ def minify(
     from functorch.compile import minifier
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    with torch.no_grad():
-        aten = make_fx(gm, tracing_mode="real")(*inputs)
+    try:
+        with torch.no_grad():
+            aten = make_fx(gm, tracing_mode="real")(*inputs)
+    except RuntimeError:  # data-dependent (an .item() on a traced tensor): sizes and scalars traced symbolically
+        with torch.no_grad():
+            aten = make_fx(gm, tracing_mode="symbolic")(*inputs)
     before = count_nodes(aten)
     fails = predicate(p, row)
     notes: dict[str, Any] = {}
@@ -266,7 +274,22 @@ def minify(
         )
         return None, list(inputs), before, notes
     t0 = time.perf_counter()
-    small, small_inputs = minifier(aten, list(inputs), fails, dump_state=lambda *a, **k: None, skip_offload=True)
+    best: list[Any] = [aten, list(inputs)]
+
+    def bounded(fx_g: torch.fx.GraphModule, inps: list[Any]) -> bool:
+        """The predicate, keeping the smallest failing graph seen; past the budget, it stops the minifier."""
+        if time.perf_counter() - t0 > MINIFY_BUDGET_S:
+            raise _OutOfTime
+        failed = fails(fx_g, inps)
+        if failed and count_nodes(fx_g) < count_nodes(best[0]):
+            best[:] = [copy.deepcopy(fx_g), list(inps)]
+        return failed
+
+    try:
+        small, small_inputs = minifier(aten, list(inputs), bounded, dump_state=lambda *a, **k: None, skip_offload=True)
+    except _OutOfTime:
+        small, small_inputs = best
+        notes["minify_stopped"] = f"after {MINIFY_BUDGET_S:.0f} s: the smallest failing graph found by then"
     notes["minify_s"] = round(time.perf_counter() - t0, 1)
     pruned = copy.deepcopy(small)
     if pruned.graph.eliminate_dead_code():  # what no output needs, when the failure stays without it
@@ -279,8 +302,15 @@ def minify(
 # ------------------------------------------------------------------ entry point
 
 
-def triage_here(req: ValidationRequest, stage: Callable[[str], None], outbox: str | None) -> dict[str, Any]:
-    """Validate, then triage a failure of the backend's; the result dict with ``details.triage``."""
+def triage_here(
+    req: ValidationRequest,
+    stage: Callable[[str], None],
+    outbox: str | None,
+    checkpoint: Callable[[dict[str, Any]], None] = lambda row: None,
+) -> dict[str, Any]:
+    """Validate, then triage a failure of the backend's; the result dict with ``details.triage``.
+    ``checkpoint`` gets the row as known so far before each stage that may crash or run out of time
+    (the ladder, the minifier), so the verdict and the attribution survive them."""
     row = validate_here(req, stage)
     tri: dict[str, Any] = {"status": row["status"]}
     row.setdefault("details", {})["triage"] = tri
@@ -288,13 +318,29 @@ def triage_here(req: ValidationRequest, stage: Callable[[str], None], outbox: st
         tri["attribution"] = "zoo" if row["status"] in (Status.REFERENCE_ERROR, Status.UNSUPPORTED) else "none"
         return row
     stage("triage")
+    tri["unfinished"] = "the attribution ladder did not finish (a crash or the time budget)"
+    checkpoint(row)
     try:
         p = prepare(req, ValidationResult.empty(req))
     except ZooFailure as failed:  # the CPU side cannot run it now
+        tri.pop("unfinished", None)
         tri["attribution"] = "zoo"
         tri["note"] = f"the CPU reference failed on re-run: {error_info(failed.exc)['signature']}"
         return row
     tri["attribution"], tri["ladder"] = attribute(p, row, req.seed)
+    tri["unfinished"] = "the minifier did not finish (a crash or the time budget): no repro"
+    checkpoint(row)
+    try:
+        return _repro(req, p, row, tri, stage, outbox)
+    finally:
+        tri.pop("unfinished", None)
+
+
+def _repro(
+    req: ValidationRequest, p: Prepared, row: dict[str, Any], tri: dict[str, Any], stage: Callable[[str], None],
+    outbox: str | None,
+) -> dict[str, Any]:  # fmt: skip
+    """The failing graph, minified, handed back through ``outbox``."""
     if tri["attribution"] not in ("backend", "device_compile") or not p.spec.compiler or p.spec.device != "cpu":
         tri["repro_kind"] = "model"  # dynamo's or AOTAutograd's failure, or a device: the model is the repro
         return row
@@ -312,7 +358,12 @@ def triage_here(req: ValidationRequest, stage: Callable[[str], None], outbox: st
             tri["note"] = "no single graph shows the failure on its own inputs: the repro is the model"
         return row
     gm, inputs = found
-    small, small_inputs, before, notes = minify(p, row, gm, inputs)
+    try:
+        small, small_inputs, before, notes = minify(p, row, gm, inputs)
+    except Exception as exc:  # torch's tracing or minifier gave up: the verdict and attribution stand
+        tri["repro_kind"] = "model"
+        tri["note"] = f"the failing graph could not be lowered or minified: {error_info(exc)['signature'][:300]}"
+        return row
     tri.update(notes)
     tri["graph_nodes"] = before
     if small is None:
