@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clusters", type=int, default=5)
     ap.add_argument("--state", default=str(ROOT / "benchmarks" / "data" / "backends"))
     ap.add_argument("--csv", default=str(ROOT / "data" / "hub-top1000-2025-03.csv"))
-    ap.add_argument("--out", default=str(ROOT / "docs" / "findings"))
+    ap.add_argument("--out", default="docs/findings", help="where the clusters go (default docs/findings)")
     ap.add_argument("--check", action="store_true", help="run every repro.py written and record its exit code")
     ap.add_argument("--timeout", type=float, default=1200.0, help="seconds per model process (default 1200)")
     args = ap.parse_args(argv)

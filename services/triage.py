@@ -301,7 +301,7 @@ def finding_basis(summary: dict[str, Any]) -> str:
     """In words, what made clusters one finding (:func:`finding_key`)."""
     if summary.get("repro"):
         return "the same attribution and the same minimal repro graph"
-    if summary.get("failed_input"):
+    if (summary.get("failed_input") or {}).get("index"):
         return (
             f"the same attribution ({summary.get('attribution')}), status, and the failure at dynamo's recompile "
             f"for input {summary['failed_input'].get('index')}, with no graph failing alone"
@@ -407,6 +407,8 @@ def triage_clusters(
         )
         summary.update(cluster=c["signature"], cluster_models=c["models"], cluster_downloads=c["downloads"])
         done.append(summary)
+    if not done:
+        return done
     findings = group_findings(done)
     out = Path(root) / backend_key(backend)
     out.mkdir(parents=True, exist_ok=True)

@@ -119,7 +119,9 @@ def cmd_triage(args: argparse.Namespace) -> int:
         if args.model:
             raise ZooError("give a model or --clusters N, not both")
         root = args.out or settings().triage_dir
-        done = triage.triage_clusters(backend, args.clusters, root, tier=args.tier)
+        done = triage.triage_clusters(backend, args.clusters, root, tier=args.tier, timeout_s=args.timeout)
+        if not done:
+            print(f"zoo: no failure cluster of {backend}'s at tier {args.tier} to triage", file=sys.stderr)
         print(json.dumps(done, indent=2, default=str))
         return 0
     if not args.model:
