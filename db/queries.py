@@ -789,6 +789,29 @@ def failure_clusters(
     return out
 
 
+def cluster_history(session: Session, backend: str, tier: str, signature: str, models: list[str]) -> dict[str, Any]:
+    """Since when: the first week any result of (backend, tier) had ``signature``, and the last week
+    any of ``models`` passed there (None when never, in the stored history)."""
+    first = session.scalar(
+        select(func.min(Result.week)).where(
+            Result.backend == backend, Result.tier == tier, Result.error_signature == signature[:300]
+        )
+    )
+    last_pass = (
+        session.scalar(
+            select(func.max(Result.week)).where(
+                Result.backend == backend,
+                Result.tier == tier,
+                Result.model_id.in_(models),
+                Result.status.in_(tuple(PASSING)),
+            )
+        )
+        if models
+        else None
+    )
+    return {"first_seen": first, "last_pass": last_pass}
+
+
 def known_failure_now(known: Any, today: _dt.date | None = None) -> dict[str, Any] | None:
     """A stored ``details.known_failure`` with ``expired`` as of ``today`` (an entry that was
     current when the row was stored may have expired since)."""

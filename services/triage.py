@@ -182,7 +182,7 @@ def issue_markdown(row: dict[str, Any], repro: str | None, cluster: dict[str, An
             + ", ".join(f"{e['model_id']} ({e['downloads']:,})" for e in cluster["example_models"][:5]),
             "",
         ]
-        if cluster.get("first_seen") or cluster.get("last_pass"):
+        if "first_seen" in cluster:
             lines += [
                 f"**Since:** first seen {cluster.get('first_seen') or 'this week'}; "
                 f"the models last passed {cluster.get('last_pass') or 'never, in the stored history'}.",
@@ -396,6 +396,10 @@ def triage_clusters(
     ``cluster_dir(root, backend, signature)``, and what they found, grouped, in ``findings.json``."""
     with session_scope() as s:
         fc = queries.failure_clusters(s, backend=backend, tier=tier, limit=max(n, 1) * 3)
+        fc = {**fc, "items": [dict(c) for c in fc["items"]]}  # the query's result is cached: never changed
+        for c in fc["items"]:
+            models = [e["model_id"] for e in c["example_models"]]
+            c.update(queries.cluster_history(s, backend, fc["tier"] or tier, c["signature"], models))
     # a timeout, crash or oom is not re-run three times over: its row already says where it was stuck
     items = [c for c in fc["items"] if c.get("owner") == "backend" and not set(c["statuses"]) & LADDERLESS][:n]
     done = []

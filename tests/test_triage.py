@@ -91,6 +91,13 @@ def test_a_backend_refusing_one_op_is_blamed_with_the_rows_signature(tmp_path, m
     assert out.parent.parent == root
     printed = _check_repro(summary, out, {"ZOO_TEST_RAISEOP_FIXED": "1"})
     assert sig in printed
+    week = json.loads(row.stdout)["started_at"][:10]
+    import datetime as dt
+
+    iso = dt.date.fromisoformat(week).isocalendar()
+    issue = (out / "issue.md").read_text()
+    assert f"**Since:** first seen {iso.year}-W{iso.week:02d}; the models last passed never" in issue, issue
+    assert "**Affected:** 1 models" in issue
 
     from fastapi.testclient import TestClient
 
