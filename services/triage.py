@@ -30,7 +30,7 @@ from zoo_runner.request import ValidationRequest
 from zoo_runner.result import failure_result
 from zoo_runner.settings import settings
 from zoo_runner.statuses import BACKEND_FAILING, Status
-from zoo_runner.triage.graph import BadGraph, check_graph, render_repro
+from zoo_runner.triage.graph import check_graph, check_tensors, plain, render_repro
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,7 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
     if not graph_file.exists():
         return None
     tensors = load_file(str(box / "repro.safetensors"))
+    check_tensors(tensors)
     data = check_graph(json.loads(graph_file.read_text()), set(tensors))  # checked again: nothing trusted
     spec = BackendSpec.parse(row["backend"])
     if row["status"] == Status.MISMATCH:
@@ -135,23 +136,36 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
                         expect=expect, about=about)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(box / "repro.safetensors", out / "repro.safetensors")
-    (out / "repro.py").write_text(text)
+    (out / "repro.py").write_text(text, encoding="utf-8")
     return str(out / "repro.py")
 
 
+def _md(text: Any) -> str:
+    """A model process's words on one Markdown line: plain ASCII, Markdown's own characters escaped."""
+    import re
+
+    return re.sub(r"([`<>\[\]@*_#|!])", r"\\\1", plain(" ".join(str(text).split())))
+
+
+def _fenced(text: str, lang: str = "") -> list[str]:
+    """``text`` in a code fence longer than any run of backticks inside it."""
+    import re
+
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+    return [fence + lang, text.rstrip(), fence]
+
+
 def issue_markdown(row: dict[str, Any], repro: str | None, cluster: dict[str, Any] | None = None) -> str:
-    """The draft issue for the backend's tracker."""
+    """The draft issue for the backend's tracker (every word a model process had a hand in escaped)."""
     tri = row["details"].get("triage") or {}
     err = row.get("error") or {}
-    sig = err.get("signature") or row["status"]
+    sig = _md(err.get("signature") or row["status"])
     title = f"[{row['backend']}] {row['status']}: {sig[:120]}"
     lines = [f"# {title}", ""]
-    lines += [f"**Attribution:** {tri.get('attribution')} — the first rung that reproduces it:", ""]
+    lines += [f"**Attribution:** {_md(tri.get('attribution'))} — the first rung that reproduces it:", ""]
     for r in tri.get("ladder") or []:
-        lines.append(
-            f"- `{r['compiler']}` on {r['device']}: {r['status']}"
-            + (f" ({r['signature']})" if r.get("signature") else "")
-        )
+        said = f" ({_md(r['signature'])})" if r.get("signature") else ""
+        lines.append(f"- {_md(r['compiler'])} on {_md(r['device'])}: {_md(r['status'])}{said}")
     lines += ["", "**Versions:** " + ", ".join(f"{k} {v}" for k, v in sorted((row.get("versions") or {}).items())), ""]
     if repro:
         text = Path(repro).read_text()
@@ -162,11 +176,11 @@ def issue_markdown(row: dict[str, Any], repro: str | None, cluster: dict[str, An
             "",
         ]
         if len(text.splitlines()) <= 200:
-            lines += ["```python", text.rstrip(), "```", ""]
+            lines += [*_fenced(text, "python"), ""]
         else:
             lines += ["See `repro.py`.", ""]
     else:
-        why = f" — {tri.get('note') or tri.get('unfinished')}" if tri.get("note") or tri.get("unfinished") else ""
+        why = f" — {_md(tri.get('note') or tri.get('unfinished'))}" if tri.get("note") or tri.get("unfinished") else ""
         lines += [f"**Repro:** the whole model: `{_repro_command(row)}`{why}", ""]
         if tri.get("attribution") == "backend":
             lines += [
@@ -175,7 +189,7 @@ def issue_markdown(row: dict[str, Any], repro: str | None, cluster: dict[str, An
                 "",
             ]
     if err.get("message"):
-        lines += ["**Error:**", "", "```", err["message"][:1500], "```", ""]
+        lines += ["**Error:**", "", *_fenced(plain(err["message"][:1500])), ""]
     if cluster:
         lines += [
             f"**Affected:** {cluster['models']} models, {cluster['downloads']:,} downloads this week; largest: "
@@ -237,8 +251,8 @@ def triage_model(
     if row["status"] in BACKEND_FAILING:
         try:
             repro = write_repro(row, box, out, req.plugins)
-        except (BadGraph, ValueError, OSError) as exc:
-            tri["refused"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        except Exception as exc:  # whatever the model process handed back: refused, the row stands
+            tri["refused"] = f"{type(exc).__name__}: {plain(str(exc))[:200]}"
     else:
         tri.setdefault(
             "attribution", "zoo" if row["status"] in (Status.REFERENCE_ERROR, Status.UNSUPPORTED) else "none"

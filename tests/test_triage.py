@@ -163,6 +163,30 @@ NODES = [
         {"op": "call_function", "name": "g", "target": "aten.no_such_op.default", "args": [], "kwargs": {}},
         {"op": "call_function", "name": "g", "target": "aten.gelu.default", "args": [{"node": "later"}], "kwargs": {}},
         {"op": "call_module", "name": "g", "target": "x", "args": [], "kwargs": {}},
+        # from the adversarial review: effects outside the graph, shapes the renderer cannot take
+        {
+            "op": "call_function",
+            "name": "g",
+            "target": "aten.from_file.default",
+            "args": ["sympy.py", True, 200],
+            "kwargs": {},
+        },
+        {"op": "call_function", "name": "g", "target": "aten.gelu.default", "args": 5, "kwargs": {}},
+        {"op": "call_function", "name": "g", "target": "aten.gelu.default", "args": [[[[[[1]]]]]], "kwargs": {}},
+        {"op": "call_function", "name": "g\n", "target": "aten.gelu.default", "args": [], "kwargs": {}},
+        {"op": "call_function", "name": "lambda", "target": "aten.gelu.default", "args": [], "kwargs": {}},
+        {"op": "call_function", "name": "torch", "target": "aten.gelu.default", "args": [], "kwargs": {}},
+        {"op": "call_function", "name": "g", "target": "aten.gelu.default", "args": [{"layout": "True"}], "kwargs": {}},
+        {
+            "op": "call_function",
+            "name": "g",
+            "target": "aten.gelu.default",
+            "args": [],
+            "kwargs": {"approximate": "x'"},
+        },
+        {"op": "call_function", "name": "g", "target": "aten.gelu.default", "args": ["tanh"], "kwargs": {}},
+        {"op": "call_function", "name": "g", "target": "aten.gelu.default", "args": [float("inf")], "kwargs": {}},
+        {"op": "placeholder", "name": "g", "value": [1, {"node": "x"}]},
     ],
 )
 def test_the_parent_refuses_a_graph_that_is_not_data(evil):
@@ -209,3 +233,36 @@ def test_clusters_whose_triage_coincides_are_one_finding(tmp_path):
         (["s1", "s2"], 279, 909),
         (["s3"], 313, 327),
     ]
+
+
+def test_a_repro_header_carries_no_encoding_trick_and_the_parent_rebuilds_the_triage():
+    """What the model process wrote into its signature or triage cannot become code in repro.py."""
+    from zoo_runner.triage.graph import clean_triage
+
+    data = check_graph({"nodes": NODES}, {"x"})
+    about = "Failure: x coding:raw_unicode_escape\nAttribution: backend\\u000aimport os;os.system('id')#\u202e"
+    text = render_repro(data, compiler="inductor", imports=[], expect={"kind": "error", "signature": "E"}, about=about)
+    lines = text.splitlines()
+    assert lines[0] == "# -*- coding: utf-8 -*-" and "coding:raw" not in "\n".join(lines[:2])
+    assert "\\" not in "\n".join(ln for ln in lines if ln.startswith("#")) and "\u202e" not in text
+    tri = clean_triage(
+        {"attribution": "backend\nimport os", "ladder": [1, {}, {"rung": "dynamo", "compiler": "eager", "device": "cpu",
+         "status": "pass", "seconds": 1.0}], "graph_nodes": "9", "note": "ok\u202e"}
+    )  # fmt: skip
+    assert "attribution" not in tri and "graph_nodes" not in tri and tri["note"] == "ok?"
+    assert tri["ladder"] == [{"rung": "dynamo", "compiler": "eager", "device": "cpu", "status": "pass", "seconds": 1.0}]
+    scalars = check_graph(
+        {
+            "nodes": [
+                {"op": "placeholder", "name": "s", "value": True},
+                *NODES[:2],
+                {"op": "output", "args": [{"node": "g"}]},
+            ]
+        },
+        {"x"},
+    )
+    rendered = render_repro(
+        scalars, compiler="inductor", imports=[], expect={"kind": "error", "signature": "E"}, about="t"
+    )
+    assert 'SCALARS = {"s": True}' in rendered
+    compile(rendered, "repro.py", "exec")

@@ -382,8 +382,12 @@ def run_isolated(
             result["details"]["disk_written_mb"] = watch.over >> 20
         elif result is not None:
             result["duration_s"] = round(time.perf_counter() - t0, 3)
+            if req.triage:  # what the model process said of its triage, rebuilt from what it may hold
+                from .triage.graph import clean_triage
+
+                result["details"]["triage"] = clean_triage(result["details"].get("triage"))
             if req.triage and (rc != 0 or timed_out):  # a checkpoint: say how the triage ended
-                tri = result["details"].setdefault("triage", {})
+                tri = result["details"]["triage"]
                 if isinstance(tri, dict):
                     tri["ended"] = (
                         f"timed out after {req.timeout_s:.0f} s during {stage}"
@@ -416,12 +420,19 @@ def _take_triage(run: sandbox.Run, req: ValidationRequest, result: dict[str, Any
     copied into ``req.triage_outbox`` (the parent's) or refused, said in ``details.triage``."""
     from safetensors.torch import load as load_tensors
 
-    from .triage.graph import BadGraph, check_graph
+    from .triage.graph import BadGraph, check_graph, check_tensors
 
     tri = result["details"].setdefault("triage", {})
     if not isinstance(tri, dict):
         result["details"]["triage"] = tri = {}
     box = run.work / sandbox.TRIAGE_OUTBOX
+    try:  # the directory the parent made: never a link the model process put in its place
+        st = os.lstat(box)
+    except OSError:
+        return
+    if not stat.S_ISDIR(st.st_mode) or (run.uid is not None and st.st_uid not in (run.uid, os.getuid())):
+        tri["refused"] = "the triage outbox is not the directory Zoo made"
+        return
     data, problem = read_json_file(box / "graph.json", TRIAGE_GRAPH_MAX, owner=run.uid)
     if data is None:
         if problem:
@@ -433,6 +444,7 @@ def _take_triage(run: sandbox.Run, req: ValidationRequest, result: dict[str, Any
         return
     try:
         tensors = load_tensors(blob)
+        check_tensors(tensors)
         check_graph(data, set(tensors))
     except (BadGraph, Exception) as exc:  # safetensors raises its own errors for a bad file
         tri["refused"] = f"the graph handed back is not a repro Zoo writes: {type(exc).__name__}: {str(exc)[:200]}"

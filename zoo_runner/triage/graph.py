@@ -12,6 +12,7 @@ the failure reproduces (the same error signature, or the same budget breach), 0 
 from __future__ import annotations
 
 import json
+import math
 import operator
 import re
 from typing import Any
@@ -20,7 +21,28 @@ import torch
 
 MAX_NODES = 2000
 TARGET = re.compile(r"^aten\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,80}$")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,80}")  # with fullmatch: no trailing newline
+# Names the repro's own code uses: a node or kwarg named so would shadow them.
+RESERVED = {"torch", "operator", "json", "os", "re", "struct", "sys", "math", "float", "graph", "main", "_dt", "FP64",
+            "signature", "breaches", "load_safetensors", "args", "out", "compiled", "tensors"}  # fmt: skip
+LAYOUTS = {"strided", "sparse_coo", "sparse_csr", "_mkldnn"}
+MEMORY_FORMATS = {"contiguous_format", "channels_last", "channels_last_3d", "preserve_format"}
+# String arguments an ATen op may take, by keyword (positional strings only for einsum's equation).
+STR_KWARGS = {"rounding_mode", "reduce", "approximate", "padding_mode", "equation", "indexing", "side",
+              "interpolation", "mode"}  # fmt: skip
+STR_POSITIONAL = {"aten.einsum.default"}
+# Ops with effects outside the graph (files, printing): never in a repro.
+DENIED = re.compile(r"file|print|save|load|_assert|_make_dep_token|record_stream|_fused_|_foreach_")
+MAX_DEPTH = 3
+DTYPE_CODES = {"F32", "F64", "F16", "BF16", "I64", "I32", "I8", "U8", "BOOL"}
+
+
+def _is_name(name: Any) -> bool:
+    import keyword
+
+    return isinstance(name, str) and bool(NAME.fullmatch(name)) and not keyword.iskeyword(name) and name not in RESERVED
+
+
 _KINDS = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int8)
 DTYPES = {str(d).removeprefix("torch."): d for d in (*_KINDS, torch.uint8, torch.bool)}
 
@@ -109,10 +131,12 @@ def count_nodes(gm: torch.fx.GraphModule) -> int:
 # ------------------------------------------------------------------ parent: check and render
 
 
-def _check_arg(a: Any, known: set[str]) -> None:
+def _check_arg(a: Any, known: set[str], depth: int = 0, strings: bool = False) -> None:
+    if depth > MAX_DEPTH:
+        raise BadGraph("arguments nested too deep")
     if isinstance(a, list):
         for x in a:
-            _check_arg(x, known)
+            _check_arg(x, known, depth + 1)
     elif isinstance(a, dict):
         if set(a) == {"node"}:
             if a["node"] not in known:
@@ -123,16 +147,23 @@ def _check_arg(a: Any, known: set[str]) -> None:
         elif set(a) == {"device"}:
             if a["device"] != "cpu":
                 raise BadGraph("device")
-        elif set(a) in ({"layout"}, {"memory_format"}):
-            if not NAME.match(str(next(iter(a.values())))):
+        elif set(a) == {"layout"}:
+            if a["layout"] not in LAYOUTS:
                 raise BadGraph("layout")
+        elif set(a) == {"memory_format"}:
+            if a["memory_format"] not in MEMORY_FORMATS:
+                raise BadGraph("memory_format")
         elif set(a) == {"float"}:
             if a["float"] not in ("nan", "inf", "-inf"):
                 raise BadGraph("float")
         else:
             raise BadGraph(f"argument {str(a)[:60]}")
+    elif isinstance(a, float) and not math.isfinite(a):
+        raise BadGraph("a non-finite float outside {'float': ...}")
+    elif isinstance(a, int) and not isinstance(a, bool) and abs(a) > 1 << 62:
+        raise BadGraph("an integer out of range")
     elif not (a is None or isinstance(a, (bool, int, float))):
-        if isinstance(a, str) and len(a) <= 40 and re.match(r"^[A-Za-z0-9_. -]*$", a):
+        if strings and isinstance(a, str) and len(a) <= 40 and re.fullmatch(r"[A-Za-z0-9_ ,>-]*", a):
             return
         raise BadGraph(f"argument {str(a)[:60]!r}")
 
@@ -154,10 +185,14 @@ def check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
             _check_arg(n.get("args"), known)
             continue
         name = n.get("name")
-        if not isinstance(name, str) or not NAME.match(name) or name in known:
+        if not _is_name(name) or name in known:
             raise BadGraph(f"node name {str(name)[:40]!r}")
         if op == "placeholder":
             if "value" in n:
+                if isinstance(n["value"], (list, dict)) and not (
+                    isinstance(n["value"], dict) and set(n["value"]) == {"float"}
+                ):
+                    raise BadGraph("a placeholder's value is a number, a bool or None")
                 _check_arg(n["value"], known)
             elif name not in tensor_names:
                 raise BadGraph(f"placeholder {name} has no tensor")
@@ -167,19 +202,34 @@ def check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
                 if not isinstance(target, str) or not TARGET.match(target):
                     raise BadGraph(f"target {str(target)[:60]!r}")
                 _, op_name, overload = target.split(".")
+                if DENIED.search(op_name):
+                    raise BadGraph(f"{target} acts outside the graph: never in a repro")
                 packet = getattr(torch.ops.aten, op_name, None)
                 if packet is None or overload not in packet.overloads():
                     raise BadGraph(f"{target} is not an ATen op of this torch")
-            _check_arg(n.get("args"), known)
-            if not isinstance(n.get("kwargs"), dict) or not all(NAME.match(str(k)) for k in n["kwargs"]):
-                raise BadGraph("kwargs")
-            _check_arg(list(n["kwargs"].values()), known)
+            if not isinstance(n.get("args"), list) or not isinstance(n.get("kwargs"), dict):
+                raise BadGraph("args must be a list and kwargs an object")
+            for a in n["args"]:
+                _check_arg(a, known, 1, strings=target in STR_POSITIONAL)
+            for k, v in n["kwargs"].items():
+                if not _is_name(k):
+                    raise BadGraph(f"kwarg {str(k)[:40]!r}")
+                _check_arg(v, known, 1, strings=k in STR_KWARGS)
         else:
             raise BadGraph(f"op {str(op)[:20]!r}")
         known.add(name)
-    if nodes[-1].get("op") != "output":
-        raise BadGraph("the last node is not the output")
+    if nodes[-1].get("op") != "output" or sum(n.get("op") == "output" for n in nodes) != 1:
+        raise BadGraph("the last node, and only it, is the output")
     return data
+
+
+def check_tensors(tensors: dict[str, torch.Tensor]) -> None:
+    """The repro's tensors: dtypes its loader reads, names that are node names."""
+    codes = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int8,
+             torch.uint8, torch.bool}  # fmt: skip
+    for name, t in tensors.items():
+        if not _is_name(name) or t.dtype not in codes:
+            raise BadGraph(f"tensor {str(name)[:40]!r} of {t.dtype}")
 
 
 def _code(a: Any) -> str:
@@ -214,6 +264,12 @@ def graph_source(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plain(text: str) -> str:
+    """Text a model process had a hand in, made safe for a comment or a Markdown line: printable
+    ASCII only, no backslash (no encoding trick, no escape, no bidirectional control)."""
+    return "\n".join(re.sub(r"[^ -~]", "?", ln).replace("\\", "/") for ln in str(text).splitlines())
+
+
 def render_repro(
     data: dict[str, Any],
     *,
@@ -225,14 +281,22 @@ def render_repro(
 ) -> str:
     """``repro.py`` for a checked graph: ``expect`` is ``{"kind": "error", "signature": ...}`` or
     ``{"kind": "mismatch", "factor": f, "floor": fl}``."""
-    scalars = {n["name"]: n["value"] for n in data["nodes"] if n["op"] == "placeholder" and "value" in n}
+    scalars = (
+        "{"
+        + ", ".join(
+            f"{json.dumps(n['name'])}: {_code(n['value'])}"
+            for n in data["nodes"]
+            if n["op"] == "placeholder" and "value" in n
+        )
+        + "}"
+    )
     params = [n["name"] for n in data["nodes"] if n["op"] == "placeholder"]
     return TEMPLATE.format(
-        about="\n".join("# " + ln if ln else "#" for ln in about.splitlines()),
+        about="\n".join("# " + ln if ln else "#" for ln in plain(about).splitlines()),
         imports="\n".join(imports),
         graph=graph_source(data),
         params=json.dumps(params),
-        scalars=json.dumps(scalars),
+        scalars=scalars,
         compiler=json.dumps(compiler),
         expect=json.dumps(expect),
         weights=json.dumps(weights),
@@ -240,6 +304,8 @@ def render_repro(
 
 
 TEMPLATE = '''\
+# -*- coding: utf-8 -*-
+# Generated by zoo triage.
 {about}
 #
 # Needs only torch and what registers the backend. Exits 1 when the failure reproduces, 0 when not.
@@ -365,5 +431,50 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    except Exception as exc:  # anything but the failure itself: not a reproduction
+        print("the repro itself failed:", type(exc).__name__, exc, file=sys.stderr)
+        code = 2
+    sys.exit(code)
 '''
+
+
+ATTRIBUTIONS = {"dynamo", "aot_autograd", "backend", "device_eager", "device_compile", "zoo", "none", "not_reproduced"}
+_TRIAGE_STR = ("status", "repro_kind", "note", "unfinished", "minified", "minify_stopped")
+_TRIAGE_NUM = ("graph_nodes", "repro_nodes", "minify_s")
+
+
+def clean_triage(raw: Any) -> dict[str, Any]:
+    """``details.triage`` as a model process wrote it, rebuilt by the parent from what it may hold:
+    an attribution from the known set, short plain strings, numbers, a ladder of plain entries."""
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, Any] = {}
+    if raw.get("attribution") in ATTRIBUTIONS:
+        out["attribution"] = raw["attribution"]
+    for k in _TRIAGE_STR:
+        if isinstance(raw.get(k), str):
+            out[k] = plain(raw[k])[:600]
+    for k in _TRIAGE_NUM:
+        v = raw.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v < 1e9:
+            out[k] = v
+    ladder = []
+    for r in raw.get("ladder") if isinstance(raw.get("ladder"), list) else []:
+        if not isinstance(r, dict):
+            continue
+        entry = {
+            k: plain(r[k])[:300]
+            for k in ("rung", "compiler", "device", "status", "signature")
+            if isinstance(r.get(k), str)
+        }
+        if isinstance(r.get("problems"), list):
+            entry["problems"] = [plain(x)[:300] for x in r["problems"][:3] if isinstance(x, str)]
+        if isinstance(r.get("seconds"), (int, float)) and math.isfinite(r["seconds"]):
+            entry["seconds"] = r["seconds"]
+        if {"rung", "compiler", "device", "status"} <= set(entry):
+            ladder.append(entry)
+    if ladder:
+        out["ladder"] = ladder[:6]
+    return out
