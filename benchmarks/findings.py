@@ -50,13 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="zoo-findings-"))
     os.environ["ZOO_DATABASE_URL"] = f"sqlite:///{work / 'zoo.db'}"
     os.environ["ZOO_TRIAGE_DIR"] = args.out
-    from benchmarks.backends import _load_rows, _standin
+    from benchmarks.backends import load_rows, standin
     from services import catalog, triage
 
-    stop = _standin(argparse.Namespace(csv=args.csv, db=os.environ["ZOO_DATABASE_URL"]), work)
+    stop = standin(argparse.Namespace(csv=args.csv, db=os.environ["ZOO_DATABASE_URL"]), work)
     try:
         catalog.sync(catalog.from_file(args.csv), f"file:{Path(args.csv).name}")
-        log.info("loaded %d stored results", _load_rows(Path(args.state) / "rows.jsonl.gz"))
+        log.info("loaded %d stored results", load_rows(Path(args.state) / "rows.jsonl.gz"))
         t0 = time.perf_counter()
         done = triage.triage_clusters(args.backend, args.clusters, args.out, timeout_s=args.timeout)
         wall = time.perf_counter() - t0

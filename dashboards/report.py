@@ -181,7 +181,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
     total = rep.get("failing_total", len(failing))
     split = (
         f" — the backend's {rep['failing_backend_total']}, Zoo's gaps {rep['failing_zoo_total']}"
-        if "failing_backend_total" in rep
+        if rep.get("failing_zoo_total")
         else ""
     )
     lines += ["", f"## Failing models ({total}{split})", ""]

@@ -163,7 +163,16 @@ TRIAGE_TYPES = {
 }
 
 
-@router.get("/triage/{backend}/{cluster}/{name}", tags=["failures"], summary="A triaged cluster's repro.py or issue.md")
+@router.get(
+    "/triage/{backend}/{cluster}/{name}",
+    tags=["failures"],
+    summary="A triaged cluster's repro.py or issue.md",
+    response_class=FileResponse,
+    responses={
+        200: {"content": {t: {} for t in TRIAGE_TYPES.values()}},
+        404: {"description": "no such file triaged for that cluster"},
+    },
+)
 def triage_files(backend: str, cluster: str, name: str):
     """What `zoo triage --clusters` wrote for a cluster of the backend's failures: `repro.py` (a
     standalone minimal repro: torch and the backend only), its `repro.safetensors`, and `issue.md`
