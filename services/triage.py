@@ -14,18 +14,18 @@ import datetime as dt
 import json
 import logging
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from db import queries
 from db.repository import store_result
 from db.session import session_scope
-from zoo_runner.backends import BackendSpec
+from zoo_runner.backends import BackendSpec, compiler_plugin, device_plugin
+from zoo_runner.compare import BUDGETS
 from zoo_runner.exceptions import NotSupported
 from zoo_runner.hub import prepare
 from zoo_runner.launcher import run_isolated
+from zoo_runner.precision import factor
 from zoo_runner.request import ValidationRequest
 from zoo_runner.result import failure_result
 from zoo_runner.settings import settings
@@ -34,17 +34,8 @@ from zoo_runner.triage.graph import check_graph, check_tensors, plain, render_re
 
 log = logging.getLogger(__name__)
 
-# What a repro imports to register a compiler that torch does not ship: one row per compiler.
-COMPILER_IMPORTS = {
-    "openvino": ["import openvino.torch  # registers torch.compile(backend='openvino')"],
-    "openxla": ["import torch_xla  # registers torch.compile(backend='openxla')"],
-    "neuron": ["import torch_neuronx  # registers torch.compile(backend='neuron')"],
-    "onnxrt": ["import onnxruntime  # torch.compile(backend='onnxrt') needs it"],
-}
 BUILTIN = {"inductor", "eager", "aot_eager", "cudagraphs"}
 LADDERLESS = {Status.TIMEOUT.value, Status.CRASH.value, Status.OOM.value}
-FACTORS = {"fp32": 10.0, "tf32": 10.0, "bf16": 10.0, "fp16": 10.0}
-FLOOR = 1e-5
 
 
 def standalone_backend(compiler: str) -> tuple[str, str] | None:
@@ -53,8 +44,6 @@ def standalone_backend(compiler: str) -> tuple[str, str] | None:
     registering the backend with dynamo under its name; ``(module name, source)``, else None."""
     import ast
     import inspect
-
-    from zoo_runner.backends import compiler_plugin
 
     plugin = compiler_plugin(compiler)
     fn = getattr(plugin, "backend", None)
@@ -83,7 +72,11 @@ def standalone_backend(compiler: str) -> tuple[str, str] | None:
     return f"zoo_backend_{compiler}", source
 
 
-def _imports(compiler: str, plugins: str | None, out: Path | None = None) -> list[str]:
+def _imports(spec: BackendSpec, plugins: str | None, out: Path | None = None) -> list[str]:
+    """The lines of a repro that register its backend with dynamo, from what Zoo knows of it: its
+    compiler plugin's packages (``openvino.torch``), its device plugin's package (``torch_xla``), Zoo's
+    own backend written beside the repro, else the ``ZOO_PLUGINS`` modules outside Zoo."""
+    compiler = spec.compiler or ""
     if compiler in BUILTIN:
         return []
     shipped = standalone_backend(compiler)
@@ -96,8 +89,10 @@ def _imports(compiler: str, plugins: str | None, out: Path | None = None) -> lis
             "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))",
             f"import {name}  # registers torch.compile(backend={compiler!r}): Zoo's own backend, beside this file",
         ]
-    if compiler in COMPILER_IMPORTS:
-        return COMPILER_IMPORTS[compiler]
+    plugin, device = compiler_plugin(compiler), device_plugin(spec.device)
+    mods = [*(plugin.packages if plugin else ()), *([device.package] if device and device.package else [])]
+    if mods:
+        return [f"import {m}  # registers torch.compile(backend={compiler!r})" for m in dict.fromkeys(mods)]
     mods = [m.strip() for m in (plugins or "").split(",") if m.strip() and not m.strip().startswith("zoo_runner")]
     return [f"import {m}  # registers torch.compile(backend={compiler!r})" for m in mods]
 
@@ -119,7 +114,8 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
     data = check_graph(json.loads(graph_file.read_text()), set(tensors))  # checked again: nothing trusted
     spec = BackendSpec.parse(row["backend"])
     if row["status"] == Status.MISMATCH:
-        expect = {"kind": "mismatch", "factor": FACTORS.get(row.get("precision") or "fp32", 10.0), "floor": FLOOR}
+        # the budget the triage's graph-level judge applied (compare's fp32 rule on the graph's own fp32 and fp64)
+        expect = {"kind": "mismatch", "factor": factor("fp32"), "floor": BUDGETS["float32"][1]}
     else:
         expect = {"kind": "error", "signature": (row.get("error") or {}).get("signature")}
     versions = ", ".join(f"{k} {v}" for k, v in sorted((row.get("versions") or {}).items()))
@@ -131,7 +127,7 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
         f"The failing FX graph had {tri.get('graph_nodes')} nodes; minified by torch's FX minifier to "
         f"{tri.get('repro_nodes')}.\nVersions: {versions}\nIn Zoo: {_repro_command(row)}"
     )
-    imports = _imports(spec.compiler or "", plugins, out)
+    imports = _imports(spec, plugins, out)
     text = render_repro(data, compiler=spec.compiler or "eager", imports=imports,
                         expect=expect, about=about)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
@@ -209,13 +205,6 @@ def issue_markdown(row: dict[str, Any], repro: str | None, cluster: dict[str, An
     return "\n".join(lines) + "\n"
 
 
-def run_repro(path: str, timeout_s: float = 300) -> int:
-    """Run a written repro with this interpreter, as a user would; its exit code."""
-    proc = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=timeout_s,
-                          cwd=str(Path(path).parent))  # fmt: skip
-    return proc.returncode
-
-
 def triage_model(
     model_id: str,
     backend: str,
@@ -262,7 +251,6 @@ def triage_model(
     if row["status"] in BACKEND_FAILING:
         issue.write_text(issue_markdown(row, repro, cluster))
     tri.update(repro=repro, issue=str(issue) if issue.exists() else None, dir=str(out.resolve()))
-    tri.pop("graph_file", None)
     if store:
         with session_scope() as s:
             store_result(s, row)

@@ -244,8 +244,11 @@ class StageTimer:
         return {k: round(v, 3) for k, v in self._seconds.items()}
 
 
-def validate_here(req: ValidationRequest, stage: Callable[[str], None] = lambda s: None) -> dict[str, Any]:
-    """Run one validation in this process and return a SPEC result dict."""
+def validate_here(
+    req: ValidationRequest, stage: Callable[[str], None] = lambda s: None, keep: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Run one validation in this process and return a SPEC result dict. With ``keep``, what it
+    prepared before the backend ran (:class:`Prepared`) is left in ``keep["prepared"]`` for the triage."""
     t_start = time.perf_counter()
     result = ValidationResult.empty(req)
     timer = StageTimer(stage)
@@ -253,7 +256,7 @@ def validate_here(req: ValidationRequest, stage: Callable[[str], None] = lambda 
         torch.set_num_threads(req.threads)
     result.details["threads"] = torch.get_num_threads()
     try:
-        _validate(req, result, timer)
+        _validate(req, result, timer, keep)
     except _StageFailed as failed:
         result.fail(failed.status, failed.exc, failed.reason)
         result.details.update(failed.details)
@@ -272,7 +275,9 @@ def _flag_known_failure(result: ValidationResult) -> ValidationResult:
     return result
 
 
-def _validate(req: ValidationRequest, result: ValidationResult, stage: Callable[[str], None]) -> None:
+def _validate(
+    req: ValidationRequest, result: ValidationResult, stage: Callable[[str], None], keep: dict[str, Any] | None = None
+) -> None:
     """The pipeline: build → inputs → references → target → compare, each stage a function that
     returns what the next needs or raises :class:`_StageFailed`; ``result`` is filled as it goes."""
     backends.load_plugins(req.plugins)
@@ -298,6 +303,13 @@ def _validate(req: ValidationRequest, result: ValidationResult, stage: Callable[
     if req.tier == "census":
         result.status = Status.PASS_WITH_FALLBACK if _predicted_fallbacks(spec, result) else Status.PASS
         return
+
+    if keep is not None:  # the model as built, before the backend meets it, for the triage's re-runs
+        try:
+            pristine = copy.deepcopy(target_model)
+        except Exception:
+            pristine = target_model
+        keep["prepared"] = Prepared(spec, built, pristine, all_inputs, ref32, ref64, ref_at, judged_at)
 
     stage("target")
     outs = _run_target(req, spec, target_model, all_inputs, result)
@@ -325,31 +337,6 @@ class Prepared:
     ref64: list[dict]
     ref_at: list[dict]
     judged_at: str
-
-
-def prepare(req: ValidationRequest, result: ValidationResult) -> Prepared:
-    """Build, make inputs and run the CPU references as :func:`validate_here` does; raises
-    :class:`ZooFailure` where Zoo itself fails (its status and exception)."""
-    backends.load_plugins(req.plugins)
-    spec = backends.BackendSpec.parse(req.backend)
-    judged_at, _ = precision.resolve(req.precision, spec)
-    try:
-        plan, built = _build(req, result)
-        all_inputs = _inputs(req, built)
-        fresh = _pristine_copy(req, built.model, result)
-        build_fp = plan.fingerprint(built.library, SAME_BUILD_AS.get(req.tier, req.tier))
-        ref32, ref64, ref_at = _run_references(req, spec, built.model, all_inputs, result, judged_at, build_fp)
-    except _StageFailed as failed:
-        raise ZooFailure(failed.status, failed.exc) from failed.exc
-    return Prepared(spec, built, fresh, all_inputs, ref32, ref64, ref_at, judged_at)
-
-
-class ZooFailure(Exception):
-    """Zoo's own failure while preparing (a reference_error or unsupported row's)."""
-
-    def __init__(self, status: Status, exc: BaseException) -> None:
-        super().__init__(str(exc))
-        self.status, self.exc = status, exc
 
 
 def judge(p: Prepared, outs: list[Any]) -> Comparison:

@@ -420,7 +420,7 @@ def _take_triage(run: sandbox.Run, req: ValidationRequest, result: dict[str, Any
     copied into ``req.triage_outbox`` (the parent's) or refused, said in ``details.triage``."""
     from safetensors.torch import load as load_tensors
 
-    from .triage.graph import BadGraph, check_graph, check_tensors
+    from .triage.graph import check_graph, check_tensors
 
     tri = result["details"].setdefault("triage", {})
     if not isinstance(tri, dict):
@@ -446,7 +446,7 @@ def _take_triage(run: sandbox.Run, req: ValidationRequest, result: dict[str, Any
         tensors = load_tensors(blob)
         check_tensors(tensors)
         check_graph(data, set(tensors))
-    except (BadGraph, Exception) as exc:  # safetensors raises its own errors for a bad file
+    except Exception as exc:  # BadGraph, or safetensors' own errors for a bad file
         tri["refused"] = f"the graph handed back is not a repro Zoo writes: {type(exc).__name__}: {str(exc)[:200]}"
         return
     if req.triage_outbox:
@@ -454,7 +454,6 @@ def _take_triage(run: sandbox.Run, req: ValidationRequest, result: dict[str, Any
         dest.mkdir(parents=True, exist_ok=True)
         (dest / "graph.json").write_text(json.dumps(data))
         (dest / "repro.safetensors").write_bytes(blob)
-        tri["graph_file"] = str(dest / "graph.json")
 
 
 def _publish_references(run: sandbox.Run, req: ValidationRequest, result: dict[str, Any]) -> None:

@@ -22,9 +22,8 @@ from typing import Any
 import torch
 
 from ..compare import Comparison, compare
-from ..engine import Prepared, ZooFailure, detach_cpu, is_compile_error, judge, prepare, to_device, validate_here
+from ..engine import Prepared, detach_cpu, is_compile_error, judge, to_device, validate_here
 from ..request import ValidationRequest, error_info
-from ..result import ValidationResult
 from ..statuses import BACKEND_FAILING, Status
 from .graph import BadGraph, count_nodes, describe_graph
 
@@ -311,22 +310,21 @@ def triage_here(
     """Validate, then triage a failure of the backend's; the result dict with ``details.triage``.
     ``checkpoint`` gets the row as known so far before each stage that may crash or run out of time
     (the ladder, the minifier), so the verdict and the attribution survive them."""
-    row = validate_here(req, stage)
+    keep: dict[str, Any] = {}
+    row = validate_here(req, stage, keep)
     tri: dict[str, Any] = {"status": row["status"]}
     row.setdefault("details", {})["triage"] = tri
     if row["status"] not in BACKEND_FAILING:
         tri["attribution"] = "zoo" if row["status"] in (Status.REFERENCE_ERROR, Status.UNSUPPORTED) else "none"
         return row
+    p = keep.get("prepared")
+    if p is None:  # a failure of the backend's always comes after the references: never here
+        tri["attribution"] = "not_reproduced"
+        tri["note"] = "the validation stopped before its references: nothing to re-run"
+        return row
     stage("triage")
     tri["unfinished"] = "the attribution ladder did not finish (a crash or the time budget)"
     checkpoint(row)
-    try:
-        p = prepare(req, ValidationResult.empty(req))
-    except ZooFailure as failed:  # the CPU side cannot run it now
-        tri.pop("unfinished", None)
-        tri["attribution"] = "zoo"
-        tri["note"] = f"the CPU reference failed on re-run: {error_info(failed.exc)['signature']}"
-        return row
     tri["attribution"], tri["ladder"] = attribute(p, row, req.seed)
     tri["unfinished"] = "the minifier did not finish (a crash or the time budget): no repro"
     checkpoint(row)
