@@ -214,6 +214,7 @@ def triage_model(
     cluster: dict[str, Any] | None = None,
     store: bool = True,
     timeout_s: float | None = None,
+    env: str | None = None,
 ) -> dict[str, Any]:
     """Validate and triage ``model_id`` on ``backend``; writes ``repro.py``, ``repro.safetensors``
     and ``issue.md`` under ``out``; returns the summary ``zoo triage`` prints."""
@@ -222,7 +223,7 @@ def triage_model(
     box = out / ".graph"
     shutil.rmtree(box, ignore_errors=True)
     req = ValidationRequest(model_id=model_id, backend=backend, tier=tier, precision=precision,
-                            plugins=settings().plugins, triage=True, triage_outbox=str(box))  # fmt: skip
+                            plugins=settings().plugins, triage=True, triage_outbox=str(box), env=env)  # fmt: skip
     if timeout_s:
         req.timeout_s = timeout_s
     try:  # the parent's policy and files first, as for any validation: a refusal is the row
@@ -251,7 +252,7 @@ def triage_model(
     if row["status"] in BACKEND_FAILING:
         issue.write_text(issue_markdown(row, repro, cluster))
     tri.update(repro=repro, issue=str(issue) if issue.exists() else None, dir=str(out.resolve()))
-    if store:
+    if store and not env:  # a row of an env's is not stored yet (no env column): printed only
         with session_scope() as s:
             store_result(s, row)
     summary = {

@@ -65,7 +65,8 @@ def validate_and_store(
     validated this week on the same backend and tier get that result, recorded under their own id."""
     req, result = prepared(req)
     if result is None:
-        if dedup and req.tier != "full":  # full tier: real weights differ per model, never shared
+        if dedup and req.tier != "full" and not req.env:  # full tier: real weights differ per model; an env's
+            # packages differ from the rows it would share with: never shared
             fp = plan_fingerprint(req)
             if fp:
                 judged = resolve_precision(req.precision, BackendSpec.parse(req.backend))[0]

@@ -128,7 +128,7 @@ def cmd_triage(args: argparse.Namespace) -> int:
         raise ZooError("name a model to triage (or --clusters N)")
     out = args.out or os.path.join("triage", args.model.replace("/", "__").replace(":", "_"))
     summary = triage.triage_model(
-        args.model, backend, out, tier=args.tier, precision=args.precision, timeout_s=args.timeout
+        args.model, backend, out, tier=args.tier, precision=args.precision, timeout_s=args.timeout, env=args.env
     )
     print(json.dumps(summary, indent=2, default=str))
     return 0
@@ -136,6 +136,7 @@ def cmd_triage(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from services.validation import run_validation, store_row
+    from zoo_runner import envs
     from zoo_runner.request import ValidationRequest
     from zoo_runner.result import ValidationResult
 
@@ -154,9 +155,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         memory_gb=args.memory_gb,
         precision=args.precision,
+        env=args.env,
     )
+    if args.env:
+        envs.python_for(args.env)  # an unknown env in one line, before the Hub is asked anything
     result = run_validation(req)
-    if not args.no_store:
+    if not args.no_store and not args.env:  # an env's rows are printed, not stored yet
         store_row(result)
     if args.json:  # the SPEC result, exactly its keys
         print(json.dumps(ValidationResult.from_dict(result).to_dict(), indent=2, default=str, allow_nan=False))
@@ -164,6 +168,33 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(render.result_line(result))
         print(f"repro: {result['repro']}")
     return 0 if result["status"] in PASSING else 1
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from services import environments
+
+    if args.env_action == "create":
+        info = environments.create(
+            args.name, args.pins, echo=lambda line: print(f"  pip: {line}", file=sys.stderr, flush=True)
+        )
+        if args.json:
+            print(json.dumps(info, indent=2))
+        else:
+            versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
+            print(f"env {info['name']}: {versions} ({info['path']})")
+        return 0
+    if args.env_action == "list":
+        found = environments.list_envs()
+        if args.json:
+            print(json.dumps(found, indent=2))
+        elif not found:
+            print("no envs yet: `zoo env create NAME PKG==VERSION ...` makes one")
+        for info in [] if args.json else found:
+            print(f"{info['name']:<20} {' '.join(info['pins']):<40} created {info['created']}")
+        return 0
+    environments.remove(args.name)
+    print(f"removed env {args.name}")
+    return 0
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
@@ -321,6 +352,12 @@ def _add_precision(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--precision", choices=CHOICES, default="auto", help=PRECISION_HELP)
 
 
+ENV_HELP = (
+    "run the model process in env NAME (`zoo env create`); the row records the env and its versions "
+    "and is printed, not stored"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="zoo",
@@ -394,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--json", action="store_true", help="print the SPEC result as JSON, alone on stdout")
     v.add_argument("--no-store", action="store_true", help="do not write the result to the database")
+    v.add_argument("--env", metavar="NAME", help=ENV_HELP)
     _add_precision(v)
 
     t = add(
@@ -414,7 +452,24 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--timeout", type=_positive_float, default=1200.0, help="seconds before the model process is killed (1200)"
     )
+    t.add_argument("--env", metavar="NAME", help=ENV_HELP)
     _add_precision(t)
+
+    e = add(
+        "env",
+        cmd_env,
+        "Environments: named version sets (e.g. another OpenVINO or torch release) that model processes run in "
+        "with --env NAME. Only the pins are installed; everything else, Zoo included, is Zoo's own.",
+    )
+    esub = e.add_subparsers(dest="env_action", metavar="ACTION", required=True)
+    ec = esub.add_parser("create", help="build env NAME with pip: `zoo env create ov2025 openvino==2025.4.1`")
+    ec.add_argument("name", help="lowercase letters, digits, '.', '_', '-'")
+    ec.add_argument("pins", nargs="+", metavar="PIN", help="requirements such as openvino==2025.4.1 torch==2.13.0")
+    ec.add_argument("--json", action="store_true", help="print the env as JSON")
+    el = esub.add_parser("list", help="the envs, their pins and resolved versions")
+    el.add_argument("--json", action="store_true", help="machine-readable output")
+    er = esub.add_parser("remove", help="delete env NAME")
+    er.add_argument("name")
 
     c = add("coverage", cmd_coverage, "Print coverage (functional, strict, harness; by count and by downloads).")
     c.add_argument("--backend", help="backend spec (default: the newest results')")

@@ -61,10 +61,14 @@ LEGACY = re.compile(
 # ------------------------------------------------------------------ namespaces
 
 
-def namespace(model_id: str, revision: str | None, plugins: str | None) -> str:
-    """The writer of a model process's cache entries: model, revision and third-party plugins."""
+def namespace(model_id: str, revision: str | None, plugins: str | None, env: str | None = None) -> str:
+    """The writer of a model process's cache entries: model, revision, third-party plugins and the
+    env (``zoo env``) whose packages it ran with (another env's compiler never reads them)."""
     names = sorted({p.strip() for p in (plugins or "").split(",") if p.strip()})
-    blob = json.dumps({"model": model_id, "revision": revision, "plugins": names}, sort_keys=True)
+    key: dict[str, object] = {"model": model_id, "revision": revision, "plugins": names}
+    if env:  # absent for Zoo's own interpreter: the namespaces made before envs existed stay valid
+        key["env"] = env
+    blob = json.dumps(key, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 

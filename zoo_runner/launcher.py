@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import cache_trust, hang, reference_cache, sandbox, verdict
+from . import cache_trust, envs, hang, reference_cache, sandbox, verdict
 from .exceptions import SandboxUnavailable
 from .request import ValidationRequest, error_info
 from .result import failure_result
@@ -336,6 +336,8 @@ def run_isolated(
         req.reference_cache = reference_cache.configured_dir() or ""
     if req.threads is None:
         req.threads = settings().model_threads
+    if python is None and req.env:  # UnknownEnv (one line) before anything starts
+        python = envs.python_for(req.env)
     mem = int(req.memory_gb * (1 << 30))
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp:
@@ -402,6 +404,8 @@ def run_isolated(
             result = _failure_result(req, rc, timed_out, stage, stderr_tail, time.perf_counter() - t0, stuck)
         result["versions"] = verdict.parent_versions(python, result.get("versions"), req.backend)
         result["details"]["sandbox"] = details_sandbox
+        if req.env:
+            result["details"]["env"] = envs.describe(req.env)
         if trusted and not timed_out and watch.over is None:
             _publish_references(run, req, result)
             if req.triage:

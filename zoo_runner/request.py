@@ -44,6 +44,7 @@ class ValidationRequest:
     precision: str = "auto"  # what the backend is judged at: auto (its declared one), fp32, tf32, bf16, fp16
     triage: bool = False  # run the triage (attribution ladder, failing graph, minifier) after the validation
     triage_outbox: str | None = None  # where a triaging model process hands its graph back (set by the parent)
+    env: str | None = None  # a named version set (``zoo env create``) whose interpreter runs the model process
     threads: int | None = None  # torch's CPU threads in the model process (:func:`share_of_cores`); None: its default
 
     def to_dict(self) -> dict[str, Any]:
@@ -61,6 +62,8 @@ class ValidationRequest:
             parts += ["--seed", str(self.seed)]
         if self.precision and self.precision != "auto":
             parts += ["--precision", self.precision]
+        if self.env:
+            parts += ["--env", self.env]
         parts.append("--json")
         return shlex.join(parts)
 

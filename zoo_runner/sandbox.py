@@ -421,7 +421,7 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
     )
     binds: list[list[str]] = []
     ro_binds: list[list[str]] = []
-    ns = cache_trust.namespace(req.model_id, req.revision, req.plugins)
+    ns = cache_trust.namespace(req.model_id, req.revision, req.plugins, getattr(req, "env", None))
     ref_ns: Path | None = None
     compile_ns: Path | None = None
 

@@ -163,6 +163,9 @@ class Settings(BaseSettings):
         "(a value that is not a number: 8192)",
         8192.0,
     )
+    env_home: str = _var(
+        "ZOO_ENV_HOME", "where `zoo env create` builds named version sets (venvs); empty: ~/.cache/zoo/envs", ""
+    )
     triage_dir: str = _var(
         "ZOO_TRIAGE_DIR",
         "where `zoo triage --clusters` writes each cluster's repro.py and issue.md, and the API serves them from",

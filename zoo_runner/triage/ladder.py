@@ -138,8 +138,9 @@ class _Capture:
                 entry["inputs"] = [_snap(a) for a in args]
             try:
                 out = compiled(*args)
-            except Exception as exc:
+            except Exception as exc:  # the inputs of the call that failed, not of the first call
                 entry["error"] = entry["error"] or exc
+                entry["inputs"] = [_snap(a) for a in args]
                 raise
             if entry["outputs"] is None:
                 entry["outputs"] = [_snap(o) for o in (out if isinstance(out, (list, tuple)) else [out])]
@@ -149,6 +150,9 @@ class _Capture:
 
 
 def _snap(a: Any) -> Any:
+    """A copy that outlives the call; a symbolic size dynamo passed is kept as the value it had."""
+    if isinstance(a, torch.SymInt):
+        return a.node.hint
     return a.detach().clone() if isinstance(a, torch.Tensor) else a
 
 
