@@ -322,3 +322,44 @@ class ValidationAccepted(BaseModel):
     tier: str
     precision: str = "auto"
     task_ids: list[str] = Field(default_factory=list)
+
+
+class CompareSide(BaseModel):
+    id: int = Field(description="the stored result: GET /api/v1/results/{id}")
+    status: str
+    signature: str | None = None
+    rmse_ratio: float | None = None
+    versions: dict[str, str] = Field(default_factory=dict)
+    week: str | None = None
+
+
+class CompareItem(BaseModel):
+    model_id: str
+    backend: str
+    kind: str = Field(
+        description="fixed, broken, still_failing_same, still_failing_other, numerics_moved, zoo, unchanged"
+    )
+    downloads: int
+    a: CompareSide
+    b: CompareSide
+
+
+class CompareCluster(BaseModel):
+    kind: str
+    signature: str
+    models: int
+    downloads: int
+
+
+class ComparePage(BaseModel):
+    env_a: str
+    env_b: str
+    backend: str | None
+    tier: str
+    top: int | None
+    models: int = Field(description="models (and backends) with a row in both envs: the comparison's denominator")
+    only_a: int
+    only_b: int
+    counts: dict[str, dict[str, int]]
+    clusters: list[CompareCluster]
+    items: list[CompareItem]

@@ -406,6 +406,38 @@ def backends_page(session: SessionDep, week: str | None = WEEK) -> HTMLResponse:
     )
 
 
+ENV_NAME = Query(None, pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+@router.get("/releases", response_class=HTMLResponse)
+def releases_page(
+    session: SessionDep,
+    env_a: str | None = ENV_NAME,
+    env_b: str | None = ENV_NAME,
+    backend: str | None = Query(None, max_length=128),
+    tier: Literal["census", "tiny", "full"] = "tiny",
+) -> HTMLResponse:
+    """Two envs (releases) on the same models; by default the first two envs with rows."""
+    known = queries.env_names(session)
+    for env in (env_a, env_b):
+        if env is not None and env not in known:
+            raise HTTPException(404, detail=f"no stored rows of env {env!r}")
+    a = env_a or (known[0] if known else None)
+    b = env_b or next((e for e in known if e != a), None)
+    data = queries.compare_envs(session, a, b, backend=backend or None, tier=tier) if a and b else None
+    return _render(
+        "releases.html",
+        known=known,
+        env_a=a,
+        env_b=b,
+        backend=backend or "",
+        tier=tier,
+        data=data,
+        labels=queries.COMPARE_LABELS,
+        api_url=api("/compare", env_a=a, env_b=b, backend=backend or None, tier=tier) if data else None,
+    )
+
+
 @router.get("/reports", response_class=HTMLResponse)
 def reports_index(session: SessionDep):
     week = queries.newest_week(session)

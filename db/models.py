@@ -87,12 +87,13 @@ class Run(Base):
     precision: Mapped[str | None] = mapped_column(
         String(8), default="auto"
     )  # 0004: auto, or what --precision asked for
+    env: Mapped[str] = mapped_column(String(64), default="", server_default="")  # 0006: "" = Zoo's own
     snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"))
 
 
 class Result(Base):
     """One validation outcome, in the SPEC's shape. One row per (model, revision, backend, tier,
-    harness version, ISO week, precision): re-running in the same week updates it, a new week adds
+    harness version, ISO week, precision, env): re-running in the same week updates it, a new week adds
     history, and a ``--precision`` run beside the backend's declared one keeps a row of its own.
 
     ``precision`` is what the verdict was judged at; ``precision_source`` is ``plugin``, ``flag``
@@ -103,8 +104,16 @@ class Result(Base):
     __tablename__ = "results"
     __table_args__ = (
         UniqueConstraint(
-            "model_id", "revision", "backend", "tier", "harness_version", "week", "precision", name="uq_result_key"
-        ),  # 0004: + precision
+            "model_id",
+            "revision",
+            "backend",
+            "tier",
+            "harness_version",
+            "week",
+            "precision",
+            "env",
+            name="uq_result_key",
+        ),  # 0004: + precision, 0006: + env
         Index("ix_results_scope", "backend", "tier", "week", "status"),
         Index("ix_results_model_time", "model_id", "started_at"),
         Index("ix_results_started_at", "started_at"),  # 0002: newest result (data version, default scope)
@@ -145,6 +154,9 @@ class Result(Base):
     precision_source: Mapped[str | None] = mapped_column(
         String(16)
     )  # 0004: plugin | flag | default; NULL: no verdict precision
+    env: Mapped[str] = mapped_column(
+        String(64), default="", server_default="", index=True
+    )  # 0006: the `zoo env` its model process ran in; "" = Zoo's own interpreter
 
 
 class Report(Base):

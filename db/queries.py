@@ -64,7 +64,7 @@ def latest_results(session: Session, model_id: str) -> list[Result]:
             Result.id.label("rid"),
             func.row_number()
             .over(
-                partition_by=(Result.backend, Result.tier, scope_key()),
+                partition_by=(Result.backend, Result.tier, scope_key(), Result.env),
                 order_by=(Result.started_at.desc(), Result.id.desc()),
             )
             .label("rn"),
@@ -136,8 +136,14 @@ class Coverage:
 def default_scope(
     session: Session, backend: str | None, tier: str | None, week: str | None, precision: str | None = None
 ) -> tuple[str | None, str, str | None]:
-    """Fill an unspecified backend/tier/week from the newest result (of the precision scope)."""
-    q = select(Result.backend, Result.tier, Result.week).order_by(Result.started_at.desc()).limit(1)
+    """Fill an unspecified backend/tier/week from the newest result (of the precision scope) run in
+    Zoo's own interpreter (an env's rows are compared with ``zoo compare``, never a default)."""
+    q = (
+        select(Result.backend, Result.tier, Result.week)
+        .where(Result.env == "")
+        .order_by(Result.started_at.desc())
+        .limit(1)
+    )
     if precision:
         q = q.where(Result.precision == precision)
     if backend:
@@ -242,7 +248,9 @@ def model_with_latest(session: Session, limit: int = 200) -> list[tuple[Model, d
     latest: dict[str, dict[str, Result]] = {i: {} for i in ids}
     if ids:
         for r in session.scalars(
-            select(Result).where(Result.model_id.in_(ids)).order_by(Result.started_at.asc(), Result.id.asc())
+            select(Result)
+            .where(Result.model_id.in_(ids), Result.env == "")
+            .order_by(Result.started_at.asc(), Result.id.asc())
         ):
             latest[r.model_id][f"{r.backend}/{r.tier}"] = r
     return [(m, latest[m.id]) for m, _ in models]
@@ -522,7 +530,7 @@ def scopes(session: Session, week: str | None = None) -> list[tuple[str, str]]:
         (b, t)
         for b, t in session.execute(
             select(Result.backend, Result.tier)
-            .where(Result.week == week)
+            .where(Result.week == week, Result.env == "")
             .distinct()
             .order_by(Result.backend, Result.tier)
         )
@@ -794,7 +802,7 @@ def cluster_history(session: Session, backend: str, tier: str, signature: str, m
     any of ``models`` passed there (None when never, in the stored history)."""
     first = session.scalar(
         select(func.min(Result.week)).where(
-            Result.backend == backend, Result.tier == tier, Result.error_signature == signature[:300]
+            Result.backend == backend, Result.tier == tier, Result.error_signature == signature[:300], Result.env == ""
         )
     )
     last_pass = (
@@ -804,6 +812,7 @@ def cluster_history(session: Session, backend: str, tier: str, signature: str, m
                 Result.tier == tier,
                 Result.model_id.in_(models),
                 Result.status.in_(tuple(PASSING)),
+                Result.env == "",
             )
         )
         if models
@@ -968,11 +977,11 @@ def latest_status_map(session: Session, ids: list[str], weeks: int | None = None
 
 def has_backend(session: Session, backend: str) -> bool:
     """Whether any result is stored under this backend spec (an index lookup)."""
-    return session.scalar(select(Result.id).where(Result.backend == backend).limit(1)) is not None
+    return session.scalar(select(Result.id).where(Result.backend == backend, Result.env == "").limit(1)) is not None
 
 
 def newest_week(session: Session) -> str | None:
-    return session.scalar(select(func.max(Result.week)))
+    return session.scalar(select(func.max(Result.week)).where(Result.env == ""))
 
 
 @cached
@@ -1059,7 +1068,7 @@ def precision_summary(
             func.count(),
             func.coalesce(func.sum(strict), 0),
         )
-        .where(Result.week == week, Result.precision_source.is_not(None))
+        .where(Result.week == week, Result.precision_source.is_not(None), Result.env == "")
         .group_by(Result.backend, Result.tier, Result.precision, Result.precision_source)
     )
     if backend:
@@ -1093,3 +1102,130 @@ def precision_line(item: dict[str, Any]) -> str:
     if item["precision"] != "fp32":
         line += f", {item['strict_fp32']} strict fp32"
     return line
+
+
+# ---------------------------------------------------------------------------------------------
+# Release comparison: the same models, the same tier, in two envs (``zoo env``).
+# ---------------------------------------------------------------------------------------------
+DEFAULT_ENV = "default"  # what the comparison calls Zoo's own interpreter (rows with env "")
+NUMERICS_FACTOR = 2.0  # rmse_ratio up or down by more than this is "numerics moved"
+COMPARE_LABELS = {
+    "fixed": "fixed: failed in A, passes in B",
+    "broken": "broken: passed in A, fails in B",
+    "still_failing_same": "still failing, same signature",
+    "still_failing_other": "still failing, another signature",
+    "numerics_moved": "numerics moved (rmse_ratio > 2x either way)",
+    "zoo": "Zoo could not judge one side",
+    "unchanged": "unchanged",
+}
+COMPARE_KINDS = tuple(COMPARE_LABELS)
+
+
+def _env_key(env: str) -> str:
+    return "" if env == DEFAULT_ENV else env
+
+
+def _latest_env_rows(
+    session: Session, env: str, backend: str | None, tier: str, models: tuple[str, ...] | None
+) -> dict[tuple[str, str], Result]:
+    """The newest row per (model, backend) of ``env`` at the tier, at the declared precision."""
+    q = select(Result).where(Result.tier == tier, precision_scope(None, _env_key(env)))
+    if backend:
+        q = q.where(Result.backend == backend)
+    q = q.where(*_of_models(models)).order_by(Result.started_at.asc(), Result.id.asc())
+    return {(r.model_id, r.backend): r for r in session.scalars(q)}
+
+
+def _rmse_ratio(r: Result) -> float | None:
+    v = (r.metrics or {}).get("rmse_ratio")
+    return float(v) if isinstance(v, (int, float)) and v > 0 else None
+
+
+def compare_kind(a: Result, b: Result) -> str:
+    """What happened to one model between env A's row ``a`` and env B's row ``b``."""
+    if owner(a.status) == "zoo" or owner(b.status) == "zoo":
+        return "zoo"  # Zoo could not judge it on one side: not the release's doing
+    pa, pb = a.status in PASSING, b.status in PASSING
+    if not pa and pb:
+        return "fixed"
+    if pa and not pb:
+        return "broken"
+    if not pa and not pb:
+        same = (a.status, a.error_signature or "") == (b.status, b.error_signature or "")
+        return "still_failing_same" if same else "still_failing_other"
+    ra, rb = _rmse_ratio(a), _rmse_ratio(b)
+    if ra and rb and max(ra / rb, rb / ra) > NUMERICS_FACTOR:
+        return "numerics_moved"
+    return "unchanged"
+
+
+def compare_envs(
+    session: Session,
+    env_a: str,
+    env_b: str,
+    backend: str | None = None,
+    tier: str = "tiny",
+    top: int | None = None,
+) -> dict[str, Any]:
+    """Env A against env B: for each model and backend with a row in both (the same tier, each
+    side's newest row), whether it was fixed, broke, still fails (with the same signature or
+    another), its numerics moved (rmse_ratio by more than 2x), Zoo could not judge it, or nothing
+    changed. Counts by models and downloads per kind and per cluster (the failing side's
+    signature); ``top`` keeps the snapshot's N most-downloaded models."""
+    snap = latest_snapshot(session)
+    models: tuple[str, ...] | None = None
+    if top:
+        models = tuple(m.id for m, _ in snapshot_models(session, snap, top)) if snap else ()
+    rows_a = _latest_env_rows(session, env_a, backend, tier, models)
+    rows_b = _latest_env_rows(session, env_b, backend, tier, models)
+    both = sorted(set(rows_a) & set(rows_b))
+    weights = _weights(session, snap, sorted({m for m, _ in both}))
+    counts = {k: {"models": 0, "downloads": 0} for k in COMPARE_KINDS}
+    clusters: dict[tuple[str, str], dict[str, Any]] = {}
+    items = []
+    for mid, be in both:
+        a, b = rows_a[(mid, be)], rows_b[(mid, be)]
+        kind = compare_kind(a, b)
+        dl = weights.get(mid, 0)
+        counts[kind]["models"] += 1
+        counts[kind]["downloads"] += dl
+        failing = b if b.status not in PASSING else a
+        signature = (failing.error_signature or failing.status) if kind != "unchanged" else ""
+        if kind not in ("unchanged", "numerics_moved"):
+            blank = {"kind": kind, "signature": signature, "models": 0, "downloads": 0}
+            c = clusters.setdefault((kind, signature), blank)
+            c["models"] += 1
+            c["downloads"] += dl
+        items.append(
+            {
+                "model_id": mid,
+                "backend": be,
+                "kind": kind,
+                "downloads": dl,
+                "a": {"id": a.id, "status": a.status, "signature": a.error_signature, "rmse_ratio": _rmse_ratio(a),
+                      "versions": a.versions or {}, "week": a.week},
+                "b": {"id": b.id, "status": b.status, "signature": b.error_signature, "rmse_ratio": _rmse_ratio(b),
+                      "versions": b.versions or {}, "week": b.week},
+            }
+        )  # fmt: skip
+    order = {k: i for i, k in enumerate(COMPARE_KINDS)}
+    items.sort(key=lambda i: (order[i["kind"]], -i["downloads"], i["model_id"]))
+    return {
+        "env_a": env_a,
+        "env_b": env_b,
+        "backend": backend,
+        "tier": tier,
+        "top": top,
+        "models": len(both),
+        "only_a": len(set(rows_a) - set(rows_b)),
+        "only_b": len(set(rows_b) - set(rows_a)),
+        "counts": counts,
+        "clusters": sorted(clusters.values(), key=lambda c: (order[c["kind"]], -c["downloads"], -c["models"])),
+        "items": items,
+    }
+
+
+def env_names(session: Session) -> list[str]:
+    """The envs with stored rows (``default``, Zoo's own, first when it has any)."""
+    found = [e for (e,) in session.execute(select(Result.env).distinct().order_by(Result.env))]
+    return [DEFAULT_ENV if e == "" else e for e in found]

@@ -209,7 +209,7 @@ def _stored_source(existing: str | None, new: str | None) -> str | None:
     return new
 
 
-RESULT_KEY = ("model_id", "revision", "backend", "tier", "harness_version", "week", "precision")  # uq_result_key
+RESULT_KEY = ("model_id", "revision", "backend", "tier", "harness_version", "week", "precision", "env")  # uq_result_key
 
 
 def store_result(
@@ -238,6 +238,7 @@ def store_result(
         harness_version=str((result.get("details") or {}).get("harness_version", HARNESS_VERSION)),
         week=iso_week(started),
         precision=precision,
+        env=str(((result.get("details") or {}).get("env") or {}).get("name") or ""),
         device=result.get("device"),
         dtype=result.get("dtype"),
         status=result["status"],
@@ -337,11 +338,12 @@ def shared_result(session: Session, fingerprint: str, req: Any, judged: str | No
             Result.week == iso_week(),
             Result.harness_version == HARNESS_VERSION,
             Result.model_id != req.model_id,
+            Result.env == (getattr(req, "env", None) or ""),
         )
         .where(same_precision(getattr(req, "precision", "auto")))
     )
     if judged is not None:
-        q = q.where(precision_scope(judged))
+        q = q.where(precision_scope(judged, getattr(req, "env", None) or ""))
     row = session.scalars(q.order_by(Result.started_at.desc()).limit(20)).all()
     row = next((r for r in row if not (r.details or {}).get("deduplicated_from")), None)
     if row is None:

@@ -5,22 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import or_
+from sqlalchemy import and_, or_
 
 from zoo_runner.result import ValidationResult
 
 from .models import Result
 
 
-def precision_scope(precision: str | None = None):
-    """Rows in a precision scope. None (the default): each backend's declared precision, i.e. every
+def precision_scope(precision: str | None = None, env: str = ""):
+    """Rows in a precision scope, run in one env (``""``, the default: Zoo's own interpreter; a
+    ``zoo env`` name: that env's rows). None (the default): each backend's declared precision, i.e. every
     row not judged at a ``--precision`` flag (a NULL source counts as declared). ``fp32``, ``tf32``,
     ``bf16`` or ``fp16``: rows judged at that precision, whoever chose it, plus rows without a
     verdict precision (refused or failed before one applied: the same at every precision)."""
     no_verdict = Result.precision_source.is_(None)
     if precision is None:
-        return or_(no_verdict, Result.precision_source != "flag")
-    return or_(no_verdict, Result.precision == precision)
+        return and_(Result.env == env, or_(no_verdict, Result.precision_source != "flag"))
+    return and_(Result.env == env, or_(no_verdict, Result.precision == precision))
 
 
 def judged_precision(r: Result) -> str | None:

@@ -78,7 +78,7 @@ def list_models(
     if library:
         q = q.where(Model.library == library)
     if status:
-        sub = select(Result.model_id).where(Result.status == status)
+        sub = select(Result.model_id).where(Result.status == status, Result.env == "")
         if backend:
             sub = sub.where(Result.backend == backend)
         q = q.where(Model.id.in_(sub))

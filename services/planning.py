@@ -131,7 +131,7 @@ def fleet_versions(session: Session, backend: str, tier: str) -> dict[str, str]:
     """The package versions of the newest result on this backend and tier: what the fleet runs now."""
     row = session.execute(
         select(Result.versions)
-        .where(Result.backend == backend, Result.tier == tier)
+        .where(Result.backend == backend, Result.tier == tier, Result.env == "")
         .order_by(Result.started_at.desc(), Result.id.desc())
         .limit(1)
     ).first()

@@ -127,7 +127,7 @@ def find_or_build(
     row = session.scalars(q.order_by(Report.created_at.desc())).first() if snapshot_id is None else None
     if row is not None:
         return {**row.data, "stored": True}
-    has = select(Result.id).where(Result.week == week)
+    has = select(Result.id).where(Result.week == week, Result.env == "")
     if backend:
         has = has.where(Result.backend == backend)
     if tier:

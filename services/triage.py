@@ -252,7 +252,7 @@ def triage_model(
     if row["status"] in BACKEND_FAILING:
         issue.write_text(issue_markdown(row, repro, cluster))
     tri.update(repro=repro, issue=str(issue) if issue.exists() else None, dir=str(out.resolve()))
-    if store and not env:  # a row of an env's is not stored yet (no env column): printed only
+    if store:
         with session_scope() as s:
             store_result(s, row)
     summary = {

@@ -160,7 +160,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.env:
         envs.python_for(args.env)  # an unknown env in one line, before the Hub is asked anything
     result = run_validation(req)
-    if not args.no_store and not args.env:  # an env's rows are printed, not stored yet
+    if not args.no_store:
         store_row(result)
     if args.json:  # the SPEC result, exactly its keys
         print(json.dumps(ValidationResult.from_dict(result).to_dict(), indent=2, default=str, allow_nan=False))
@@ -194,6 +194,24 @@ def cmd_env(args: argparse.Namespace) -> int:
         return 0
     environments.remove(args.name)
     print(f"removed env {args.name}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from db import queries
+    from db.session import session_scope
+
+    from . import render
+
+    if len(args.env) != 2:
+        raise ZooError("give two envs: --env A --env B (`default` is Zoo's own interpreter)")
+    with session_scope() as s:
+        known = queries.env_names(s)
+        for env in args.env:
+            if env not in known:
+                raise ZooError(f"no stored rows of env {env!r} (with rows: {', '.join(known) or 'none'})")
+        data = queries.compare_envs(s, args.env[0], args.env[1], backend=args.backend, tier=args.tier, top=args.top)
+    print(json.dumps(data, indent=2, default=str) if args.json else render.compare_table(data))
     return 0
 
 
@@ -353,8 +371,8 @@ def _add_precision(sp: argparse.ArgumentParser) -> None:
 
 
 ENV_HELP = (
-    "run the model process in env NAME (`zoo env create`); the row records the env and its versions "
-    "and is printed, not stored"
+    "run the model process in env NAME (`zoo env create`); the row records the env and its versions, "
+    "and is kept apart from Zoo's own rows (compare them with `zoo compare --env A --env B`)"
 )
 
 
@@ -470,6 +488,18 @@ def build_parser() -> argparse.ArgumentParser:
     el.add_argument("--json", action="store_true", help="machine-readable output")
     er = esub.add_parser("remove", help="delete env NAME")
     er.add_argument("name")
+
+    cp = add(
+        "compare",
+        cmd_compare,
+        "Two envs (releases) on the same models: fixed, broken, still failing (same or another signature), "
+        "numerics moved; by models and downloads, per cluster.",
+    )
+    cp.add_argument("--env", action="append", default=[], metavar="NAME", help="twice: A then B (`default`: Zoo's own)")
+    cp.add_argument("--backend", help="one backend (default: every backend both envs ran)")
+    cp.add_argument("--tier", choices=TIERS, default="tiny", help="census, tiny (default) or full")
+    cp.add_argument("--top", type=_positive_int, help="only the snapshot's N most-downloaded models")
+    cp.add_argument("--json", action="store_true", help="machine-readable output")
 
     c = add("coverage", cmd_coverage, "Print coverage (functional, strict, harness; by count and by downloads).")
     c.add_argument("--backend", help="backend spec (default: the newest results')")

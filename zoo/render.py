@@ -64,3 +64,34 @@ def result_line(res: dict[str, Any]) -> str:
     if res.get("error") and res["status"] not in PASSING:
         bits.append(f"error={res['error'].get('message', '')[:160]!r}")
     return " ".join(bits)
+
+
+def compare_table(data: dict[str, Any]) -> str:
+    """``zoo compare``: counts per kind, the clusters, then each changed model with both results."""
+    a, b = data["env_a"], data["env_b"]
+    lines = [
+        f"{a} -> {b}: {data['models']} models in both at tier {data['tier']}"
+        + (f", backend {data['backend']}" if data["backend"] else "")
+        + (f", top {data['top']}" if data["top"] else "")
+        + f" ({data['only_a']} only in {a}, {data['only_b']} only in {b})",
+        "",
+        f"{'':<46} {'models':>7} {'downloads':>10}",
+    ]
+    from db.queries import COMPARE_LABELS
+
+    for kind, label in COMPARE_LABELS.items():
+        c = data["counts"][kind]
+        lines.append(f"{label:<46} {c['models']:>7} {human(c['downloads']):>10}")
+    if data["clusters"]:
+        lines += ["", "clusters:"]
+        for c in data["clusters"]:
+            lines.append(f"  {c['kind']:<20} {c['models']:>4} models {human(c['downloads']):>8}  {c['signature'][:90]}")
+    changed = [i for i in data["items"] if i["kind"] != "unchanged"]
+    if changed:
+        lines += ["", "models:"]
+        for i in changed:
+            lines.append(
+                f"  {i['kind']:<20} {i['model_id']} ({i['backend']}): {i['a']['status']} -> {i['b']['status']}"
+                f"  results {i['a']['id']} -> {i['b']['id']}"
+            )
+    return "\n".join(lines)

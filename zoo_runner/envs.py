@@ -20,6 +20,7 @@ from typing import Any
 from .exceptions import ZooError
 
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+RESERVED = {"default"}  # what `zoo compare` calls Zoo's own interpreter
 META = "zoo-env.json"
 
 
@@ -37,6 +38,8 @@ def home() -> Path:
 def check_name(name: str) -> str:
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise UnknownEnv(f"bad env name {name!r}: lowercase letters, digits, '.', '_' and '-', at most 63")
+    if name in RESERVED:
+        raise UnknownEnv(f"env name {name!r} is reserved: it names Zoo's own interpreter in `zoo compare`")
     return name
 
 

@@ -404,6 +404,7 @@ def run_isolated(
             result = _failure_result(req, rc, timed_out, stage, stderr_tail, time.perf_counter() - t0, stuck)
         result["versions"] = verdict.parent_versions(python, result.get("versions"), req.backend)
         result["details"]["sandbox"] = details_sandbox
+        result["details"].pop("env", None)  # the parent's to say, never the model process's
         if req.env:
             result["details"]["env"] = envs.describe(req.env)
         if trusted and not timed_out and watch.over is None:

@@ -1,4 +1,5 @@
-"""/ops/gaps, /failures, /regressions: what to fix next, what broke, and since which versions."""
+"""/ops/gaps, /failures, /regressions, /compare: what to fix next, what broke, since which versions,
+and what a release changed."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from fastapi.responses import FileResponse
 
 from api.deps import WEEK_PATTERN, Format, ScopeDep, SessionDep, check_week
 from api.pagination import csv_response
-from api.schemas import FailurePage, OpGapPage, TransitionPage
+from api.schemas import ComparePage, FailurePage, OpGapPage, TransitionPage
 from db import queries
 from services.triage import attach_triage, triage_file
 from zoo_runner.statuses import ALL_STATUSES, PASSING
@@ -181,3 +182,44 @@ def triage_files(backend: str, cluster: str, name: str):
     if path is None:
         raise HTTPException(404, f"no {name} triaged for cluster {cluster[:12]} of {backend[:64]}")
     return FileResponse(path, media_type=TRIAGE_TYPES[name], filename=name)
+
+
+ENV_NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+
+
+@router.get(
+    "/compare",
+    response_model=ComparePage,
+    responses={**CSV, 400: {"description": "an env with no stored rows"}},
+    tags=["failures"],
+    summary="Two envs (releases) on the same models: fixed, broken, still failing, numerics moved",
+)
+def compare(
+    session: SessionDep,
+    env_a: str = Query(..., pattern=ENV_NAME, description="an env (`zoo env`), or `default`: Zoo's own interpreter"),
+    env_b: str = Query(..., pattern=ENV_NAME, description="the env compared with env_a"),
+    backend: str | None = Query(None, max_length=128, description="one backend (default: every backend both ran)"),
+    tier: Literal["census", "tiny", "full"] = "tiny",
+    top: int | None = Query(None, ge=1, le=100000, description="only the snapshot's N most-downloaded models"),
+    format: Format = "json",
+):
+    """Each model (and backend) with a row in both envs at the tier, each side's newest row: fixed,
+    broken, still failing with the same signature or another, numerics moved (rmse_ratio by more
+    than 2x), Zoo's own gap on one side, or unchanged; counts by models and downloads, per kind and
+    per cluster. Each item names both stored results (`GET /api/v1/results/{id}`)."""
+    known = queries.env_names(session)
+    for env in (env_a, env_b):
+        if env not in known:
+            raise HTTPException(400, detail=f"no stored rows of env {env!r} (with rows: {', '.join(known) or 'none'})")
+    data = queries.compare_envs(session, env_a, env_b, backend=backend, tier=tier, top=top)
+    if format == "csv":
+        return csv_response(
+            [
+                {"model_id": i["model_id"], "backend": i["backend"], "kind": i["kind"], "downloads": i["downloads"],
+                 "status_a": i["a"]["status"], "status_b": i["b"]["status"], "signature_a": i["a"]["signature"],
+                 "signature_b": i["b"]["signature"], "result_a": i["a"]["id"], "result_b": i["b"]["id"]}
+                for i in data["items"]
+            ],
+            "compare.csv",
+        )  # fmt: skip
+    return ComparePage(**data)

@@ -11,7 +11,7 @@ from api.deps import SessionDep, backend_query
 from api.pagination import csv_response, decode_cursor, encode_cursor
 from api.schemas import ModelDetail, ModelPage, ModelSummary, ResultOut, ResultPage
 from db import queries
-from db.models import Model
+from db.models import Model, Result
 from services import model_list
 
 router = APIRouter(tags=["models"])
@@ -67,6 +67,16 @@ def model_results(
     if format == "csv":
         return csv_response(rows, "results.csv")
     return ResultPage(items=[ResultOut(**r) for r in rows], total=len(rows))
+
+
+@router.get("/results/{result_id}", response_model=ResultOut, responses={404: {"description": "no such result"}})
+def result_by_id(session: SessionDep, result_id: int) -> ResultOut:
+    """One stored result, as the SPEC shapes it (the links of `GET /api/v1/compare` point here)."""
+
+    r = session.get(Result, result_id)
+    if r is None:
+        raise HTTPException(404, detail=f"no result {result_id}")
+    return ResultOut(**queries.result_dict(r))
 
 
 @router.get("/models/{model_id:path}", response_model=ModelDetail, responses={404: {"description": "unknown model"}})
