@@ -406,14 +406,14 @@ def backends_page(session: SessionDep, week: str | None = WEEK) -> HTMLResponse:
     )
 
 
-ENV_NAME = Query(None, pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")
+ENV_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 
 
 @router.get("/releases", response_class=HTMLResponse)
 def releases_page(
     session: SessionDep,
-    env_a: str | None = ENV_NAME,
-    env_b: str | None = ENV_NAME,
+    env_a: str | None = Query(None, pattern=ENV_PATTERN),
+    env_b: str | None = Query(None, pattern=ENV_PATTERN),
     backend: str | None = Query(None, max_length=128),
     tier: Literal["census", "tiny", "full"] = "tiny",
 ) -> HTMLResponse:

@@ -49,7 +49,7 @@ def parse_pins(pins: list[str]) -> list[Requirement]:
         try:
             req = Requirement(pin)
         except InvalidRequirement as exc:
-            raise EnvError(f"bad pin {pin!r}: {exc}") from None
+            raise EnvError(f"bad pin {pin!r}: {str(exc).splitlines()[0]}") from None
         if req.url:
             raise EnvError(f"bad pin {pin!r}: a package index version, not a URL")
         if canonicalize_name(req.name) == "zoo":

@@ -174,9 +174,13 @@ def cmd_env(args: argparse.Namespace) -> int:
     from services import environments
 
     if args.env_action == "create":
-        info = environments.create(
-            args.name, args.pins, echo=lambda line: print(f"  pip: {line}", file=sys.stderr, flush=True)
-        )
+        loud = args.verbose or sys.stderr.isatty()  # pip's lines are progress; piped, an error is one line
+
+        def echo(line: str) -> None:
+            if loud:
+                print(f"  pip: {line}", file=sys.stderr, flush=True)
+
+        info = environments.create(args.name, args.pins, echo=echo)
         if args.json:
             print(json.dumps(info, indent=2))
         else:

@@ -1,0 +1,187 @@
+"""Environments (issue 29): named version sets the model process runs in, kept apart in storage,
+and compared release against release.
+
+The real env is built once per test session (one OpenVINO wheel, ~60 MB, over Zoo's own torch)
+and really runs a model: the row's versions are what that interpreter has installed."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from db import queries, repository
+from db.repository import CatalogEntry
+from db.session import session_scope
+from tests.test_api_analytics import _err
+from tests.test_cli import _one_clear_line
+from tests.test_storage import _result
+
+W48 = dt.datetime(2026, 11, 24, tzinfo=dt.timezone.utc)
+OLD_OPENVINO = "2025.4.1"  # BertModel's tiny run passes here; 2026.4.1 raises dynamo's guard failure
+
+
+# ------------------------------------------------------------------ release comparison, seeded
+
+
+def _row(i: int, status: str, env: str, err: dict | None = None, rmse: float | None = None) -> dict:
+    r = _result(f"org/m{i}", status, backend="cpu+ov", week_day=W48, error=err)
+    if rmse is not None:
+        r["metrics"] = {"rmse_ratio": rmse}
+    if env:
+        r["details"] = {**r["details"], "env": {"name": env, "pins": ["openvino==1"]}}
+    r["versions"] = {"openvino": "1" if env == "old" else "2", "torch": "2"}
+    return r
+
+
+def _seed_two_envs() -> None:
+    boom, bang = _err("RuntimeError", "boom"), _err("RuntimeError", "bang")
+    pairs = [  # (model index, in env "old", in Zoo's own)
+        (0, ("compile_error", boom, None), ("pass", None, 1.0)),  # fixed
+        (1, ("pass", None, 1.0), ("runtime_error", bang, None)),  # broken
+        (2, ("mismatch", boom, None), ("mismatch", boom, None)),  # still failing, same
+        (3, ("mismatch", boom, None), ("runtime_error", bang, None)),  # still failing, another signature
+        (4, ("pass", None, 1.0), ("pass", None, 5.0)),  # numerics moved
+        (5, ("unsupported", None, None), ("pass", None, 1.0)),  # Zoo's gap on one side
+        (6, ("pass", None, 1.0), ("pass", None, 1.5)),  # unchanged
+    ]
+    with session_scope() as s:
+        repository.store_snapshot(
+            s, iter([CatalogEntry(f"org/m{i}", downloads=1000 * (10 - i)) for i in range(10)]), "file:envs"
+        )
+        for i, (st_a, err_a, rmse_a), (st_b, err_b, rmse_b) in pairs:
+            repository.store_result(s, _row(i, st_a, "old", err_a, rmse_a))
+            repository.store_result(s, _row(i, st_b, "", err_b, rmse_b))
+        repository.store_result(s, _row(7, "pass", "old"))  # only in env "old"
+
+
+def test_compare_lists_fixed_broken_and_the_rest_with_seeded_rows(sqlite_url):
+    queries.clear_cache()
+    _seed_two_envs()
+    with session_scope() as s:
+        assert queries.env_names(s) == ["default", "old"]
+        data = queries.compare_envs(s, "old", "default", backend="cpu+ov")
+        kinds = {i["model_id"]: i["kind"] for i in data["items"]}
+        # the env's rows stay out of every default scope: coverage counts Zoo's own rows only
+        cov = queries.coverage(s, backend="cpu+ov", tier="tiny", week="2026-W48")
+    assert kinds == {
+        "org/m0": "fixed",
+        "org/m1": "broken",
+        "org/m2": "still_failing_same",
+        "org/m3": "still_failing_other",
+        "org/m4": "numerics_moved",
+        "org/m5": "zoo",
+        "org/m6": "unchanged",
+    }
+    assert (data["models"], data["only_a"], data["only_b"]) == (7, 1, 0)
+    assert data["counts"]["fixed"] == {"models": 1, "downloads": 10_000}
+    assert data["counts"]["broken"] == {"models": 1, "downloads": 9_000}
+    fixed = next(i for i in data["items"] if i["kind"] == "fixed")
+    assert fixed["a"]["status"] == "compile_error" and fixed["b"]["status"] == "pass"
+    assert fixed["a"]["versions"]["openvino"] == "1" and fixed["b"]["versions"]["openvino"] == "2"
+    assert {(c["kind"], c["signature"]) for c in data["clusters"]} >= {
+        ("fixed", "RuntimeError: boom"),
+        ("broken", "RuntimeError: bang"),
+    }
+    assert cov.attempted == 7 and cov.passing == 4  # m0 m4 m5 m6 pass, m1-m3 fail; m7 (env only) absent
+
+
+def test_compare_through_the_api_the_page_and_the_cli(sqlite_url, zoo, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+
+    queries.clear_cache()
+    _seed_two_envs()
+    client = TestClient(create_app())
+    r = client.get("/api/v1/compare", params={"env_a": "old", "env_b": "default"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    broken = next(i for i in body["items"] if i["kind"] == "broken")
+    one = client.get(f"/api/v1/results/{broken['b']['id']}")  # each item links both stored results
+    assert one.status_code == 200 and one.json()["status"] == "runtime_error"
+    assert client.get(f"/api/v1/results/{broken['a']['id']}").json()["status"] == "pass"
+    bad = client.get("/api/v1/compare", params={"env_a": "nope", "env_b": "default"})
+    assert bad.status_code == 400 and "nope" in bad.json()["detail"]
+    page = client.get("/releases", params={"env_a": "old", "env_b": "default"})
+    assert page.status_code == 200
+    assert 'id="compared">7<' in page.text and "org/m1" in page.text and "/api/v1/results/" in page.text
+    assert client.get("/releases", params={"env_a": "nope"}).status_code == 404
+    # the CLI on the same database
+    out = zoo(["compare", "--env", "old", "--env", "default", "--json"], ZOO_DATABASE_URL=sqlite_url)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["counts"]["broken"]["models"] == 1
+    assert "unknown" not in out.stderr
+    err = _one_clear_line(zoo(["compare", "--env", "old", "--env", "nope"], ZOO_DATABASE_URL=sqlite_url))
+    assert "nope" in err and "old" in err
+
+
+def test_releases_page_without_envs_says_how_to_get_some(sqlite_url):
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+
+    page = TestClient(create_app()).get("/releases")
+    assert page.status_code == 200 and 'id="no-envs"' in page.text and "zoo env create" in page.text
+
+
+# ------------------------------------------------------------------ a real env
+
+
+@pytest.fixture(scope="session")
+def env_home(tmp_path_factory):
+    """One env with an older OpenVINO, built once for the session through the CLI."""
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path_factory.mktemp("envs")
+    env = {**os.environ, "ZOO_ENV_HOME": str(home)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "-v", "env", "create", "ov-old", f"openvino=={OLD_OPENVINO}", "--json"],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    info = json.loads(proc.stdout)
+    assert info["versions"]["openvino"] == OLD_OPENVINO and info["own"]["openvino"] == OLD_OPENVINO
+    assert "torch" not in info["own"]  # everything but the pins falls through to Zoo's own packages
+    assert "pip: " in proc.stderr  # pip's progress, line by line (-v, or a terminal)
+    return str(home)
+
+
+def test_a_model_runs_in_an_env_and_its_row_says_so(env_home, zoo):
+    pytest.importorskip("openvino")
+    listed = zoo(["env", "list", "--json"], ZOO_ENV_HOME=env_home)
+    assert [e["name"] for e in json.loads(listed.stdout)] == ["ov-old"]
+    out = zoo(["validate", "arch:BertModel", "--backend", "cpu+openvino", "--env", "ov-old", "--json"],
+              ZOO_ENV_HOME=env_home)  # fmt: skip
+    row = json.loads(out.stdout)
+    assert row["versions"]["openvino"] == OLD_OPENVINO, row["versions"]  # read from the env's interpreter
+    assert row["details"]["env"] == {"name": "ov-old", "pins": [f"openvino=={OLD_OPENVINO}"]}
+    assert "--env ov-old" in row["repro"]
+    own = zoo(["validate", "arch:BertModel", "--backend", "cpu+openvino", "--json"], ZOO_ENV_HOME=env_home)
+    mine = json.loads(own.stdout)
+    assert mine["versions"]["openvino"] != OLD_OPENVINO and "env" not in mine["details"]
+    # both rows stored, one per env: the same model, backend, tier and week
+    from sqlalchemy import create_engine, text
+
+    with create_engine(zoo.db_url).connect() as c:
+        envs = sorted(e for (e,) in c.execute(text("select env from results where model_id='arch:BertModel'")))
+    assert envs == ["", "ov-old"]
+    cmp = zoo(["compare", "--env", "default", "--env", "ov-old", "--json"])
+    assert cmp.returncode == 0 and json.loads(cmp.stdout)["models"] == 1
+
+
+def test_env_bad_input_is_one_line(env_home, zoo):
+    assert "unknown env 'nope'" in _one_clear_line(
+        zoo(["validate", "arch:BertModel", "--backend", "cpu", "--env", "nope"], ZOO_ENV_HOME=env_home)
+    )
+    assert "do not install" in _one_clear_line(zoo(["env", "create", "x", "openvino==1999.1"], ZOO_ENV_HOME=env_home))
+    assert "bad pin" in _one_clear_line(zoo(["env", "create", "x", "openvino==="], ZOO_ENV_HOME=env_home))
+    assert "bad env name" in _one_clear_line(zoo(["env", "create", "Bad!", "six"], ZOO_ENV_HOME=env_home))
+    assert "reserved" in _one_clear_line(zoo(["env", "create", "default", "six"], ZOO_ENV_HOME=env_home))
+    assert "exists" in _one_clear_line(zoo(["env", "create", "ov-old", "six"], ZOO_ENV_HOME=env_home))
+    assert "not pinned" in _one_clear_line(zoo(["env", "create", "y", "zoo==1"], ZOO_ENV_HOME=env_home))
+    names = json.loads(zoo(["env", "list", "--json"], ZOO_ENV_HOME=env_home).stdout)
+    assert [e["name"] for e in names] == ["ov-old"]  # nothing half-made left behind
