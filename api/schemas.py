@@ -312,6 +312,11 @@ class ValidationIn(BaseModel):
         "auto",
         description="what the backend is judged at: auto (its declared compute precision), fp32, tf32, bf16 or fp16",
     )
+    env: str | None = Field(
+        None,
+        pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$",
+        description="run in this env (`zoo env`): sent to the queue KIND:ENV, which workers started with --env take",
+    )
 
 
 class ValidationAccepted(BaseModel):
@@ -321,6 +326,7 @@ class ValidationAccepted(BaseModel):
     backend: str
     tier: str
     precision: str = "auto"
+    env: str | None = None
     task_ids: list[str] = Field(default_factory=list)
 
 

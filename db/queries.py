@@ -134,13 +134,18 @@ class Coverage:
 
 
 def default_scope(
-    session: Session, backend: str | None, tier: str | None, week: str | None, precision: str | None = None
+    session: Session,
+    backend: str | None,
+    tier: str | None,
+    week: str | None,
+    precision: str | None = None,
+    env: str = "",
 ) -> tuple[str | None, str, str | None]:
     """Fill an unspecified backend/tier/week from the newest result (of the precision scope) run in
-    Zoo's own interpreter (an env's rows are compared with ``zoo compare``, never a default)."""
+    ``env`` (default: Zoo's own interpreter; an env's rows are never another env's default)."""
     q = (
         select(Result.backend, Result.tier, Result.week)
-        .where(Result.env == "")
+        .where(Result.env == env)
         .order_by(Result.started_at.desc())
         .limit(1)
     )
@@ -188,12 +193,13 @@ def coverage(
     precision: str | None = None,
     snapshot_id: int | None = None,
     models: tuple[str, ...] | None = None,
+    env: str = "",
 ) -> Coverage:
     """Coverage of a backend, tier and week at the backend's declared precision (``precision``
     None), or over the rows judged at ``precision``; weighted by ``snapshot`` (or the one
     :func:`weighting_snapshot` picks for ``snapshot_id``); over the results of ``models`` only when
-    given (a benchmark's slice)."""
-    backend, tier, week = default_scope(session, backend, tier, week, precision)
+    given (a benchmark's slice); of the rows of ``env`` (default: Zoo's own interpreter's)."""
+    backend, tier, week = default_scope(session, backend, tier, week, precision, env)
     snapshot = snapshot or weighting_snapshot(session, snapshot_id)
     cov = Coverage(
         backend=backend,
@@ -216,7 +222,7 @@ def coverage(
             .over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc()))
             .label("rn"),
         )
-        .where(Result.backend == backend, Result.tier == tier, Result.week == week, precision_scope(precision))
+        .where(Result.backend == backend, Result.tier == tier, Result.week == week, precision_scope(precision, env))
         .where(*_of_models(models))
         .subquery()
     )

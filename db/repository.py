@@ -160,8 +160,17 @@ def start_run(
     requested: int,
     snapshot_id: int | None,
     precision: str = "auto",
+    env: str | None = None,
 ) -> Run:
-    run = Run(backend=backend, tier=tier, mode=mode, requested=requested, snapshot_id=snapshot_id, precision=precision)
+    run = Run(
+        backend=backend,
+        tier=tier,
+        mode=mode,
+        requested=requested,
+        snapshot_id=snapshot_id,
+        precision=precision,
+        env=env or "",
+    )
     session.add(run)
     session.flush()
     return run

@@ -185,3 +185,51 @@ def test_env_bad_input_is_one_line(env_home, zoo):
     assert "not pinned" in _one_clear_line(zoo(["env", "create", "y", "zoo==1"], ZOO_ENV_HOME=env_home))
     names = json.loads(zoo(["env", "list", "--json"], ZOO_ENV_HOME=env_home).stdout)
     assert [e["name"] for e in names] == ["ov-old"]  # nothing half-made left behind
+
+
+@pytest.mark.services
+def test_a_worker_started_for_an_env_takes_only_that_envs_tasks(env_home, pg_server_url, redis_url, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import redis
+    from sqlalchemy import create_engine, text
+
+    from tests.conftest import _reset_pg, child_env, run_zoo
+
+    _reset_pg(pg_server_url)
+    env = child_env(ZOO_DATABASE_URL=pg_server_url, ZOO_BROKER_URL=redis_url, ZOO_ENV_HOME=env_home)
+    broker = redis.Redis.from_url(redis_url)
+    broker.delete("cpu", "cpu:ov-old")
+    for extra in ([], ["--env", "ov-old"]):  # one task for Zoo's own workers, one for the env's
+        proc = run_zoo(["run", "--top", "1", "--backend", "cpu", "--detach", *extra], env, tmp_path, 120)
+        assert proc.returncode == 0, proc.stderr
+    assert (broker.llen("cpu"), broker.llen("cpu:ov-old")) == (1, 1)
+    log = open(tmp_path / "worker.log", "w")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "zoo.cli", "worker", "--env", "ov-old", "--hostname", "envw@%h"],
+        env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    eng = create_engine(pg_server_url)
+    try:
+        deadline = time.monotonic() + 300
+        rows: list = []
+        while time.monotonic() < deadline and not rows:
+            time.sleep(2)
+            with eng.connect() as c:
+                rows = c.execute(text("SELECT model_id, env, task_id FROM results")).all()
+        time.sleep(5)  # had it taken Zoo's own task too, its row would come now
+        with eng.connect() as c:
+            rows = c.execute(text("SELECT model_id, env, task_id FROM results")).all()
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+        eng.dispose()
+    assert [(r.env, bool(r.task_id)) for r in rows] == [("ov-old", True)], (tmp_path / "worker.log").read_text()[-3000:]
+    assert (broker.llen("cpu"), broker.llen("cpu:ov-old")) == (1, 0)  # Zoo's own task still waits for its workers
+    broker.delete("cpu")

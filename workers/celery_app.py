@@ -119,9 +119,12 @@ def make_app() -> Celery:
 app = make_app()
 
 
-def queue_for(backend: str) -> str:
-    """Work for a device kind goes to that kind's queue: a Trainium worker takes only neuron work."""
-    return backend.split("+", 1)[0].split("@", 1)[0] or "cpu"
+def queue_for(backend: str, env: str | None = None) -> str:
+    """Work for a device kind goes to that kind's queue: a Trainium worker takes only neuron work;
+    work for an env (``zoo env``) to that kind's queue of the env, ``KIND:ENV``, which only workers
+    started with ``--env ENV`` consume (the Neuron SDK of the next release beside this one)."""
+    kind = backend.split("+", 1)[0].split("@", 1)[0] or "cpu"
+    return f"{kind}:{env}" if env else kind
 
 
 # ---------------------------------------------------------------- worker startup

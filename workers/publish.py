@@ -16,13 +16,21 @@ from services.planning import Candidate, Group
 
 
 def task_args(
-    g: Group, backend: str, tier: str, run_id: int | None, timeout: float, precision: str = "auto"
+    g: Group,
+    backend: str,
+    tier: str,
+    run_id: int | None,
+    timeout: float,
+    precision: str = "auto",
+    env: str | None = None,
 ) -> tuple[list, dict]:
     """(args, kwargs) of the ``zoo.validate`` task of group ``g``: only what differs from
     ValidationRequest's defaults, so messages are small and cheap to build."""
     req = {"model_id": g.leader.model_id, "backend": backend, "tier": tier, "timeout_s": float(timeout)}
     if precision and precision != "auto":
         req["precision"] = precision
+    if env:
+        req["env"] = env
     return [req, run_id], ({"followers": [f.model_id for f in g.followers]} if g.followers else {})
 
 
@@ -82,9 +90,10 @@ def enqueue_groups(
     batch: int = 2000,
     queue: str | None = None,
     precision: str = "auto",
+    env: str | None = None,
 ) -> list[str]:
-    """Publish one validation task per group on the backend's queue, each judged at ``precision``
-    (``auto``: the backend's declared one).
+    """Publish one validation task per group on the backend's queue (of ``env``'s workers, when
+    given: ``cpu:NAME``), each judged at ``precision`` (``auto``: the backend's declared one).
 
     On Redis the first goes through Celery (declaring the queue) and the rest are written as the
     same messages in pipelined ``LPUSH`` batches (``batch`` per round trip); on other brokers each
@@ -96,11 +105,11 @@ def enqueue_groups(
     from .celery_app import app, queue_for, redacted_broker_url
     from .tasks import validate_task
 
-    queue = queue or queue_for(backend)
+    queue = queue or queue_for(backend, env)
     ids: list[str] = []
     if not groups:
         return ids
-    payloads = [(str(uuid.uuid4()), *task_args(g, backend, tier, run_id, timeout, precision)) for g in groups]
+    payloads = [(str(uuid.uuid4()), *task_args(g, backend, tier, run_id, timeout, precision, env)) for g in groups]
     if run_id is not None:  # the run's state is the database's: a broker restarted empty loses nothing
         _record(run_id, queue, groups, payloads)
     try:
@@ -148,9 +157,15 @@ def _record(run_id: int, queue: str, groups: list[Group], payloads: list[tuple[s
 
 
 def enqueue_models(
-    model_ids: list[str], backend: str, tier: str, run_id: int | None, timeout: float, precision: str = "auto"
+    model_ids: list[str],
+    backend: str,
+    tier: str,
+    run_id: int | None,
+    timeout: float,
+    precision: str = "auto",
+    env: str | None = None,
 ) -> list[str]:
-    """One validation task per model on the backend's queue, published in pipelined batches."""
+    """One validation task per model on the backend's queue (``env``'s), published in pipelined batches."""
     return enqueue_groups(
         [Group(Candidate(model_id=mid, downloads=0, weight=0.0)) for mid in model_ids],
         backend,
@@ -158,4 +173,5 @@ def enqueue_models(
         run_id,
         timeout,
         precision=precision,
+        env=env,
     )

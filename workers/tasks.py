@@ -51,6 +51,7 @@ def _requests(request: dict, followers: list[str] | None) -> list[ValidationRequ
                 memory_gb=lead.memory_gb,
                 precision=lead.precision,
                 threads=lead.threads,
+                env=lead.env,
             )
         )
     return out

@@ -82,6 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         precision=args.precision,
         status=_status("run"),
+        env=args.env,
     )
     at = "" if args.precision == "auto" else f", judged at {args.precision}"
     if out.get("detached"):
@@ -254,12 +255,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
         raise ZooError(problem)
     _check_sandbox()
     app.conf.zoo_concurrency = args.concurrency  # each task's model process gets its share of the cores
+    queues = args.queues
+    if args.env:
+        from zoo_runner import envs
+
+        envs.python_for(args.env)  # a worker for an env this machine lacks: one line, no worker
+        kinds = [q.strip() for q in args.queues.split(",") if q.strip() and q.strip() != "scheduler"]
+        queues = ",".join(f"{k}:{args.env}" for k in kinds)
     argv = [
         "worker",
         "--loglevel",
         args.loglevel,
         "--queues",
-        args.queues,
+        queues,
         "--concurrency",
         str(args.concurrency),
         "--pool",
@@ -431,6 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="models validated at once in-process (default: up to 2)",
     )
     r.add_argument("--detach", action="store_true", help="with ZOO_BROKER_URL: enqueue and return without waiting")
+    r.add_argument("--env", metavar="NAME", help=ENV_HELP + "; with a broker, on the workers started with --env NAME")
     _add_precision(r)
 
     v = add("validate", cmd_validate, "Validate one model now; store the result and print it.")
@@ -531,6 +540,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency", type=_positive_int, default=1, help="parallel tasks (default 1: one model per accelerator)"
     )
     w.add_argument("--hostname", help="worker node name")
+    w.add_argument(
+        "--env",
+        metavar="NAME",
+        help="take only env NAME's tasks (queues KIND:NAME for each device kind in --queues; no scheduler)",
+    )
     w.add_argument("--loglevel", default="info")
 
     b = add(

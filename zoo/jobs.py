@@ -15,6 +15,7 @@ from db import queries, repository
 from db.session import session_scope
 from services import catalog
 from workers import publish, reconcile
+from zoo_runner import envs
 from zoo_runner.backends import BackendSpec, check_backend, load_plugins
 from zoo_runner.exceptions import DatabaseUnavailable
 from zoo_runner.launcher import stage_listener
@@ -42,7 +43,13 @@ def pick_models(top: int) -> tuple[int | None, list[str]]:
 
 
 def _request(
-    model_id: str, backend: str, tier: str, timeout: float, precision: str = "auto", jobs: int = 1
+    model_id: str,
+    backend: str,
+    tier: str,
+    timeout: float,
+    precision: str = "auto",
+    jobs: int = 1,
+    env: str | None = None,
 ) -> ValidationRequest:
     return ValidationRequest(
         model_id=model_id,
@@ -51,11 +58,19 @@ def _request(
         timeout_s=timeout,
         precision=precision,
         threads=share_of_cores(jobs),
+        env=env,
     )
 
 
 def run_inprocess(
-    model_ids: list[str], backend: str, tier: str, run_id: int, timeout: float, jobs: int = 1, precision: str = "auto"
+    model_ids: list[str],
+    backend: str,
+    tier: str,
+    run_id: int,
+    timeout: float,
+    jobs: int = 1,
+    precision: str = "auto",
+    env: str | None = None,
 ) -> list[dict[str, Any]]:
     """Validate and store each model here, ``jobs`` at once, behind a bar that names every model
     in flight and its stage from the start (the first compile can take minutes). A model that
@@ -76,7 +91,7 @@ def run_inprocess(
             stage_listener.reset(token)
 
     def validate(mid: str) -> dict[str, Any]:
-        return validation.validate_or_fail(_request(mid, backend, tier, timeout, precision, jobs), run_id=run_id)
+        return validation.validate_or_fail(_request(mid, backend, tier, timeout, precision, jobs, env), run_id=run_id)
 
     with (
         tqdm(total=len(model_ids), desc=f"validate {backend}", unit="model", file=sys.stderr) as bar,
@@ -140,6 +155,7 @@ def main_job(
     jobs: int = 1,
     precision: str = "auto",
     status: Callable[[str], None] | None = None,
+    env: str | None = None,
 ) -> dict[str, Any]:
     """``precision``: ``auto`` judges the backend at its declared compute precision; ``fp32``,
     ``tf32``, ``bf16`` or ``fp16`` at that one (the coverage summary is then of that precision).
@@ -147,6 +163,8 @@ def main_job(
     say = status or log.info
     say(f"resolving backend {backend} (loads torch and the backend's plugins)")
     backend = resolve_backend(backend)
+    if env:
+        envs.python_for(env)  # an unknown env in one line, before anything is enqueued or run
     say(f"backend {backend}; reading the catalog")
     source = catalog.ensure_catalog()
     snap_id, ids = pick_models(top)
@@ -160,7 +178,7 @@ def main_job(
     say(f"{len(ids)} model{'' if len(ids) == 1 else 's'} from the catalog ({source}), {where}")
     with session_scope() as s:
         run_id = repository.start_run(
-            s, backend, tier, "celery" if broker else "inprocess", len(ids), snap_id, precision=precision
+            s, backend, tier, "celery" if broker else "inprocess", len(ids), snap_id, precision=precision, env=env
         ).id
     log.info(
         "run %s: %d models on %s (%s tier, precision %s), catalog %s",
@@ -173,7 +191,7 @@ def main_job(
     )
     if broker:
         epoch = reconcile.broker_epoch()  # read first: a broker that restarts empty after this is noticed
-        publish.enqueue_models(ids, backend, tier, run_id, timeout, precision)
+        publish.enqueue_models(ids, backend, tier, run_id, timeout, precision, env=env)
         if detach:
             return {
                 "run_id": run_id,
@@ -185,10 +203,12 @@ def main_job(
             }
         wait_for(run_id, len(ids), reconciler=reconcile.Reconciler.for_run(run_id, epoch, say=say))
     else:
-        run_inprocess(ids, backend, tier, run_id, timeout, jobs=jobs, precision=precision)
+        run_inprocess(ids, backend, tier, run_id, timeout, jobs=jobs, precision=precision, env=env)
     with session_scope() as s:
         repository.finish_run(s, run_id)
-        cov = queries.coverage(s, backend=backend, tier=tier, precision=None if precision == "auto" else precision)
+        cov = queries.coverage(
+            s, backend=backend, tier=tier, precision=None if precision == "auto" else precision, env=env or ""
+        )
         stored = repository.count_results(s, run_id)
     return {
         "run_id": run_id,

@@ -43,8 +43,17 @@ def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAcc
     precision) chooses what the backend is judged at."""
     ids = list(dict.fromkeys(body.model_ids))
     broker = settings().broker_url
+    if body.env == "default":
+        raise HTTPException(422, detail="env 'default' is Zoo's own interpreter: leave env out")
     run = repository.start_run(
-        session, body.backend, body.tier, "celery" if broker else "api", len(ids), None, precision=body.precision
+        session,
+        body.backend,
+        body.tier,
+        "celery" if broker else "api",
+        len(ids),
+        None,
+        precision=body.precision,
+        env=body.env,
     )
     session.commit()
     task_ids: list[str] = []
@@ -53,7 +62,13 @@ def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAcc
 
         try:
             task_ids = publish.enqueue_models(
-                ids, body.backend, body.tier, run_id=run.id, timeout=body.timeout, precision=body.precision
+                ids,
+                body.backend,
+                body.tier,
+                run_id=run.id,
+                timeout=body.timeout,
+                precision=body.precision,
+                env=body.env,
             )
         except Exception as exc:  # BrokerUnavailable and friends: one clear line
             raise HTTPException(503, detail=str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__) from exc
@@ -64,5 +79,6 @@ def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAcc
         backend=body.backend,
         tier=body.tier,
         precision=body.precision,
+        env=body.env,
         task_ids=task_ids,
     )
