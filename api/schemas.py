@@ -86,6 +86,9 @@ class ModelDetail(ModelSummary):
     sha: str | None = None
     parameters: int | None = None
     latest: list[ResultOut] = Field(default_factory=list)
+    bisections: list[dict[str, Any]] = Field(
+        default_factory=list, description="`zoo bisect` outcomes: the first bad version of a package, newest first"
+    )
 
 
 class ResultPage(BaseModel):

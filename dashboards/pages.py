@@ -46,9 +46,11 @@ def strict_fp32_of(r: Any) -> str:
 
 
 def grid_key(r: Any) -> str:
-    """The history grid's column: backend/tier, and the precision of a ``--precision`` row."""
+    """The history grid's column: backend/tier, the precision of a ``--precision`` row, and the env
+    (``zoo env``) of a row run in one."""
     key = f"{r.backend}/{r.tier}"
-    return f"{key}@{r.precision}" if r.precision_source == "flag" else key
+    key = f"{key}@{r.precision}" if r.precision_source == "flag" else key
+    return f"{key} [{r.env}]" if getattr(r, "env", "") else key
 
 
 templates.globals.update(precision_of=precision_of, strict_fp32_of=strict_fp32_of)
@@ -249,6 +251,7 @@ def model_page(session: SessionDep, request: Request, model_id: str) -> HTMLResp
         grid=grid,
         latency=latency,
         badge_md=badge_md,
+        bisections=queries.bisections(session, [model_id]),
     )
 
 
@@ -487,7 +490,7 @@ def badge(
 ) -> Response:
     """The model's latest status on a backend (default: neuron first, else the newest result)."""
     latest = [
-        r for r in queries.latest_results(session, model_id) if r.precision_source != "flag"
+        r for r in queries.latest_results(session, model_id) if r.precision_source != "flag" and not r.env
     ]  # the declared precision's verdict
     if backend:
         latest = [r for r in latest if r.backend == backend]

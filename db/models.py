@@ -235,3 +235,27 @@ class RunTask(Base):
     kwargs: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     enqueued_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     published: Mapped[int] = mapped_column(Integer, default=1)  # how many times it was sent
+
+
+class Bisection(Base):
+    """The first bad version of ``package`` for a model on a backend and tier (``zoo bisect``):
+    every version tried (``steps``: version, env, status, signature, bad), the last good and the
+    first bad one. "Bad" is the status of the row at ``bad`` (and its error signature with
+    ``match`` = ``signature``)."""
+
+    __tablename__ = "bisections"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[str] = mapped_column(String(255), index=True)
+    backend: Mapped[str] = mapped_column(String(128))
+    tier: Mapped[str] = mapped_column(String(16))
+    package: Mapped[str] = mapped_column(String(128))
+    good: Mapped[str] = mapped_column(String(64))
+    bad: Mapped[str] = mapped_column(String(64))
+    first_bad: Mapped[str | None] = mapped_column(String(64))
+    last_good: Mapped[str | None] = mapped_column(String(64))
+    match: Mapped[str] = mapped_column(String(16))  # status | signature
+    bad_status: Mapped[str | None] = mapped_column(String(32))
+    bad_signature: Mapped[str | None] = mapped_column(String(300))
+    env_base: Mapped[str] = mapped_column(String(64), default="")  # "" = Zoo's own pins
+    steps: Mapped[list[dict[str, Any]]] = mapped_column(JSONType, default=list)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

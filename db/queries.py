@@ -18,7 +18,7 @@ from zoo_runner.exceptions import BadInput
 from zoo_runner.settings import settings as _settings
 from zoo_runner.statuses import ALL_STATUSES, NO_VALID_REFERENCE, PASSING, Status, owner
 
-from .models import Model, Report, Result, Snapshot, SnapshotEntry
+from .models import Bisection, Model, Report, Result, Snapshot, SnapshotEntry
 from .rows import judged_precision as judged_precision  # re-exported: a read
 from .rows import precision_scope as precision_scope  # re-exported: a read
 from .rows import result_dict as result_dict  # re-exported: a read
@@ -1235,3 +1235,33 @@ def env_names(session: Session) -> list[str]:
     """The envs with stored rows (``default``, Zoo's own, first when it has any)."""
     found = [e for (e,) in session.execute(select(Result.env).distinct().order_by(Result.env))]
     return [DEFAULT_ENV if e == "" else e for e in found]
+
+
+def bisections(session: Session, model_ids: list[str], backend: str | None = None) -> list[dict[str, Any]]:
+    """Stored ``zoo bisect`` outcomes of these models (on ``backend``), newest first."""
+    if not model_ids:
+        return []
+    q = select(Bisection).where(Bisection.model_id.in_(model_ids))
+    if backend:
+        q = q.where(Bisection.backend == backend)
+    out = []
+    for b in session.scalars(q.order_by(Bisection.created_at.desc(), Bisection.id.desc())):
+        out.append(
+            {
+                "model_id": b.model_id,
+                "backend": b.backend,
+                "tier": b.tier,
+                "package": b.package,
+                "good": b.good,
+                "bad": b.bad,
+                "first_bad": b.first_bad,
+                "last_good": b.last_good,
+                "match": b.match,
+                "bad_status": b.bad_status,
+                "bad_signature": b.bad_signature,
+                "env_base": b.env_base or None,
+                "steps": b.steps or [],
+                "created_at": b.created_at.isoformat() if b.created_at else None,
+            }
+        )
+    return out

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from zoo_runner.request import HARNESS_VERSION
 from zoo_runner.result import ValidationResult
 
-from .models import Model, Result, Run, Snapshot, SnapshotEntry, utcnow
+from .models import Bisection, Model, Result, Run, Snapshot, SnapshotEntry, utcnow
 from .rows import precision_scope, result_dict
 from .weeks import iso_week
 
@@ -587,3 +587,26 @@ def runs_with_pending_tasks(session: Session, since: dt.datetime) -> list[int]:
         .order_by(RunTask.run_id)
     )
     return list(session.scalars(q))
+
+
+def store_bisection(session: Session, data: dict[str, Any]) -> Bisection:
+    """Store one ``zoo bisect`` outcome (:class:`Bisection`'s columns, from its JSON)."""
+    sig = data.get("bad_signature")
+    b = Bisection(
+        model_id=data["model_id"],
+        backend=data["backend"],
+        tier=data["tier"],
+        package=data["package"],
+        good=data["good"],
+        bad=data["bad"],
+        first_bad=data.get("first_bad"),
+        last_good=data.get("last_good"),
+        match=data.get("match", "status"),
+        bad_status=data.get("bad_status"),
+        bad_signature=sig[:300] if sig else None,
+        env_base=data.get("env_base") or "",
+        steps=data.get("steps") or [],
+    )
+    session.add(b)
+    session.flush()
+    return b

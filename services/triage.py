@@ -151,8 +151,14 @@ def _fenced(text: str, lang: str = "") -> list[str]:
     return [fence + lang, text.rstrip(), fence]
 
 
-def issue_markdown(row: dict[str, Any], repro: str | None, cluster: dict[str, Any] | None = None) -> str:
-    """The draft issue for the backend's tracker (every word a model process had a hand in escaped)."""
+def issue_markdown(
+    row: dict[str, Any],
+    repro: str | None,
+    cluster: dict[str, Any] | None = None,
+    bisections: list[dict[str, Any]] | None = None,
+) -> str:
+    """The draft issue for the backend's tracker (every word a model process had a hand in escaped);
+    ``bisections``: the stored ``zoo bisect`` outcomes of its models on the backend."""
     tri = row["details"].get("triage") or {}
     err = row.get("error") or {}
     sig = _md(err.get("signature") or row["status"])
@@ -198,6 +204,15 @@ def issue_markdown(row: dict[str, Any], repro: str | None, cluster: dict[str, An
                 f"the models last passed {cluster.get('last_pass') or 'never, in the stored history'}.",
                 "",
             ]
+    for b in bisections or []:
+        tried = ", ".join(f"{_md(s['version'])} {_md(s['status'])}" for s in b["steps"])
+        lines += [
+            f"**First bad version:** {_md(b['package'])} {_md(b['first_bad'])} (last good {_md(b['last_good'])}) "
+            f"for {_md(b['model_id'])}: {tried}. "
+            f"`zoo bisect {b['model_id']} --backend {b['backend']} --package {b['package']} --good {b['good']} "
+            f"--bad {b['bad']}`",
+            "",
+        ]
     lines += [
         f"Found by Zoo: `{_repro_command(row)}`; "
         f"triaged with `zoo triage {row['model_id']} --backend {row['backend']}`."
@@ -250,7 +265,13 @@ def triage_model(
     shutil.rmtree(box, ignore_errors=True)
     issue = out / "issue.md"
     if row["status"] in BACKEND_FAILING:
-        issue.write_text(issue_markdown(row, repro, cluster))
+        examples = [e["model_id"] for e in (cluster or {}).get("example_models", [])]
+        with session_scope() as s:
+            found = queries.bisections(s, list(dict.fromkeys([model_id, *examples])), backend)
+        newest: dict[tuple[str, str], dict[str, Any]] = {}
+        for b in found:  # newest first: one per model and package
+            newest.setdefault((b["model_id"], b["package"]), b)
+        issue.write_text(issue_markdown(row, repro, cluster, list(newest.values())[:3]))
     tri.update(repro=repro, issue=str(issue) if issue.exists() else None, dir=str(out.resolve()))
     if store:
         with session_scope() as s:

@@ -233,3 +233,39 @@ def test_a_worker_started_for_an_env_takes_only_that_envs_tasks(env_home, pg_ser
     assert [(r.env, bool(r.task_id)) for r in rows] == [("ov-old", True)], (tmp_path / "worker.log").read_text()[-3000:]
     assert (broker.llen("cpu"), broker.llen("cpu:ov-old")) == (1, 0)  # Zoo's own task still waits for its workers
     broker.delete("cpu")
+
+
+def test_bisect_names_the_first_bad_version_and_the_page_and_issue_show_it(env_home, zoo, tmp_path, monkeypatch):
+    """Two adjacent OpenVINO releases straddle BertModel's guard failure (found by
+    `zoo bisect ... --good 2025.0.0 --bad 2026.4.1`, benchmarks/versions_latest.txt)."""
+    pytest.importorskip("openvino")
+    argv = ["bisect", "arch:BertModel", "--backend", "cpu+openvino", "--package", "openvino"]
+    out = zoo([*argv, "--good", "2026.0.0", "--bad", "2026.1.0", "--json"], ZOO_ENV_HOME=env_home, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    d = json.loads(out.stdout)
+    assert (d["last_good"], d["first_bad"]) == ("2026.0.0", "2026.1.0"), d["steps"]
+    assert d["bad_status"] == "compile_error" and "Guard failed" in d["bad_signature"]
+    assert [(s["version"], s["installed"], s["bad"]) for s in d["steps"]] == [
+        ("2026.1.0", "2026.1.0", True),  # each version really installed in its env
+        ("2026.0.0", "2026.0.0", False),
+    ]
+    assert "zoo bisect: openvino 2026.1.0 (--bad): compile_error" in out.stderr  # every step, as it happens
+    # stored: the model page and the API show it, and the triage's issue.md names it
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from db import session as dbs
+
+    monkeypatch.setenv("ZOO_DATABASE_URL", zoo.db_url)
+    dbs._READY.clear()
+    client = TestClient(create_app())
+    page = client.get("/models/arch:BertModel").text
+    assert 'id="bisections"' in page and "<b>2026.1.0</b>" in page
+    assert client.get("/api/v1/models/arch:BertModel").json()["bisections"][0]["first_bad"] == "2026.1.0"
+    tri = zoo(["triage", "arch:BertModel", "--backend", "cpu+openvino", "--out", str(tmp_path / "t")])
+    assert tri.returncode == 0, tri.stderr[-2000:]
+    issue = (tmp_path / "t" / "issue.md").read_text()
+    assert "**First bad version:** openvino 2026.1.0 (last good 2026.0.0)" in issue
+    # bad input: one line each, before anything is built
+    assert "must be older" in _one_clear_line(zoo([*argv, "--good", "2026.1.0", "--bad", "2026.0.0"]))
+    assert "not a released version" in _one_clear_line(zoo([*argv, "--good", "1.0", "--bad", "2026.0.0"]))

@@ -202,6 +202,37 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from . import bisect, jobs
+
+    backend = jobs.resolve_backend(args.backend)
+    _check_sandbox()
+
+    def echo(line: str) -> None:
+        print(f"zoo bisect: {line}", file=sys.stderr, flush=True)
+
+    out = bisect.bisect(
+        args.model,
+        backend,
+        args.package,
+        args.good,
+        args.bad,
+        tier=args.tier,
+        env_base=args.env_base,
+        match=args.match,
+        timeout_s=args.timeout,
+        echo=echo,
+    )
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+    else:
+        print(
+            f"{args.package}: last good {out['last_good']}, first bad {out['first_bad']} "
+            f"({out['bad_status']} on {backend}, {len(out['steps'])} versions tried of {len(out['versions'])})"
+        )
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from db import queries
     from db.session import session_scope
@@ -501,6 +532,29 @@ def build_parser() -> argparse.ArgumentParser:
     el.add_argument("--json", action="store_true", help="machine-readable output")
     er = esub.add_parser("remove", help="delete env NAME")
     er.add_argument("name")
+
+    bs = add(
+        "bisect",
+        cmd_bisect,
+        "The first bad version of a package (openvino, torch, ...) for one model on a backend: its released "
+        "versions between --good and --bad, bisected in envs pinned to each (every other pin from --env-base or "
+        "Zoo's own). Prints every step, then the last good and the first bad version; stores the outcome.",
+    )
+    bs.add_argument("model", help="a Hub repo id or arch:ClassName")
+    bs.add_argument("--backend", required=True, help="backend spec DEVICE[+COMPILER][@DTYPE]")
+    bs.add_argument("--package", required=True, help="the package to bisect (e.g. openvino, torch)")
+    bs.add_argument("--good", required=True, metavar="V1", help="a released version where the model does not fail so")
+    bs.add_argument("--bad", required=True, metavar="V2", help="a released version where it does (the reference)")
+    bs.add_argument("--tier", choices=TIERS, default="tiny", help="census, tiny (default) or full")
+    bs.add_argument("--env-base", metavar="NAME", help="take every other pin from this env (default: Zoo's own)")
+    bs.add_argument(
+        "--match",
+        choices=["status", "signature"],
+        default="status",
+        help="bad: the same status as at --bad (default), or also the same error signature",
+    )
+    bs.add_argument("--timeout", type=_positive_float, default=600.0, help="seconds per validation (default 600)")
+    bs.add_argument("--json", action="store_true", help="print first_bad, last_good and steps as JSON")
 
     cp = add(
         "compare",

@@ -96,6 +96,7 @@ def model_detail(session: SessionDep, model_id: str) -> ModelDetail:
         tags=(m.tags or []) if m else [],
         sha=m.sha if m else None,
         parameters=m.parameters if m else None,
-        latest_status={f"{r.backend}/{r.tier}": r.status for r in latest if r.precision_source != "flag"},
+        latest_status={f"{r.backend}/{r.tier}": r.status for r in latest if r.precision_source != "flag" and not r.env},
         latest=out,
+        bisections=queries.bisections(session, [model_id]),
     )
