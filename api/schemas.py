@@ -112,6 +112,9 @@ class CoverageOut(BaseModel):
     strict: int
     strict_downloads: int
     status_counts: dict[str, int]
+    below_half_on_backend: int = Field(
+        0, description="passing models whose backend executed under half of their ops (details.backend_share < 0.5)"
+    )
     functional: float | None
     functional_weighted: float | None
     strict_rate: float | None = Field(None, description="pass / valid reference")

@@ -109,6 +109,8 @@ class Coverage:
     strict: int = 0
     strict_downloads: int = 0
     status_counts: dict[str, int] = field(default_factory=dict)
+    # passing models whose backend executed under half of their graphs' ops (details.backend_share)
+    below_half_on_backend: int = 0
     precision: str = DECLARED  # the precision scope: each backend's declared one, or fp32/tf32/bf16/fp16
 
     @staticmethod
@@ -218,6 +220,7 @@ def coverage(
         select(
             Result.model_id,
             Result.status,
+            Result.details["backend_share"].as_float().label("share"),
             func.row_number()
             .over(partition_by=Result.model_id, order_by=(Result.started_at.desc(), Result.id.desc()))
             .label("rn"),
@@ -226,15 +229,22 @@ def coverage(
         .where(*_of_models(models))
         .subquery()
     )
+    low = case((and_(ranked.c.status.in_(tuple(PASSING)), ranked.c.share < 0.5), 1), else_=0)
     q = (
-        select(ranked.c.status, func.count(), func.coalesce(func.sum(SnapshotEntry.downloads), 0))
+        select(
+            ranked.c.status,
+            func.count(),
+            func.coalesce(func.sum(SnapshotEntry.downloads), 0),
+            func.coalesce(func.sum(low), 0),
+        )
         .join(SnapshotEntry, (SnapshotEntry.model_id == ranked.c.model_id) & (SnapshotEntry.snapshot_id == snapshot.id))
         .where(ranked.c.rn == 1)
         .group_by(ranked.c.status)
     )
     cov.status_counts = {s: 0 for s in ALL_STATUSES}
-    for status, n, dl in session.execute(q):
+    for status, n, dl, below in session.execute(q):
         _accumulate(cov, status, n, dl)
+        cov.below_half_on_backend += int(below or 0)
     return cov
 
 

@@ -282,7 +282,7 @@ def test_validations_need_a_valid_key(client, monkeypatch):
     monkeypatch.setattr(
         publish,
         "enqueue_models",
-        lambda ids, backend, tier, run_id=None, timeout=600.0, precision="auto": (
+        lambda ids, backend, tier, run_id=None, timeout=600.0, precision="auto", env=None: (
             calls.append((ids, backend, tier, run_id, timeout, precision)) or [f"t{i}" for i in range(len(ids))]
         ),
     )

@@ -182,6 +182,7 @@ def test_gpt2_passes_at_the_precision_openvino_declares():
     assert (r["precision"], r["details"]["precision_source"]) == (declared, "plugin")
     assert r["versions"]["openvino"] == version("openvino")
     assert r["details"]["fallback_report"]["openvino_partitions"] >= 1  # OpenVINO, not PyTorch, ran it
+    assert 0 < r["details"]["backend_share"] <= 1  # the share of the graphs' ATen ops OpenVINO executed
     if declared == "bf16":
         assert r["details"]["strict_fp32"] is False, (
             "bf16 output that meets the fp32 budget did not come from OpenVINO's bf16"

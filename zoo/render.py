@@ -45,6 +45,11 @@ def coverage_table(cov: Coverage) -> str:
         f"{human(cov.valid_reference_downloads)} downloads with a valid reference ({cov.attempted} of "
         f"{cov.catalog_models} catalog models attempted)",
     ]
+    if cov.below_half_on_backend:
+        lines.append(
+            f"of the passing models, {cov.below_half_on_backend} ran under half of their ops on the backend "
+            "(details.backend_share < 0.5)"
+        )
     return "\n".join(lines)
 
 

@@ -156,6 +156,12 @@ class FallbackTracker:
         """Anything beyond the op names worth keeping on the row (``details.fallback_report``)."""
         return {}
 
+    def backend_share(self) -> float | None:
+        """Optional: the fraction of the graphs' ops the backend itself executed since :meth:`clear`
+        (``details.backend_share``); 0 makes the row ``compile_error`` / ``backend_fell_back``.
+        None where the tracker cannot tell."""
+        return None
+
     def compile_cache(self) -> str | None:
         """Optional: whether the backend's own persistent compile cache served this run's graphs
         (``hit``, ``miss``, ``partial``) for ``details.compile_cache``; None where it does not say."""

@@ -522,6 +522,9 @@ def _run_target(
         if device_cache and "compile_cache" not in result.details:  # a device's own cache (XLA's persistent one)
             result.details["compile_cache"] = device_cache
         result.fallback_ops = tracker.collect() if tracker else []
+        share = getattr(tracker, "backend_share", lambda: None)() if tracker else None  # optional on a tracker
+        if share is not None:
+            result.details["backend_share"] = share
         report = getattr(tracker, "report", dict)() if tracker else {}  # optional on a tracker
         if report:
             result.details["fallback_report"] = report
@@ -595,6 +598,16 @@ def _verdict(cmp: Comparison, result: ValidationResult) -> None:
     if nonfinite:
         result.details["nonfinite_metrics"] = nonfinite
     result.details["budget_use"] = round(cmp.budget_use, 6) if math.isfinite(cmp.budget_use) else None
+    if result.details.get("backend_share") == 0:  # it ran, but not on the backend: nothing proved
+        report = result.details.get("fallback_report") or {}
+        why = (report.get("graphs_on_inductor") or report.get("partitions_run_in_pytorch") or ["no partition"])[0]
+        result.status = Status.COMPILE_ERROR
+        result.reason = Reason.BACKEND_FELL_BACK
+        result.error = error_info(
+            type_="BackendFellBack",
+            message=f"the backend executed none of the graphs' ops (backend_share 0); it handed them on: {why}",
+        )
+        return
     if not cmp.ok:
         result.status = Status.MISMATCH
         result.error = error_info(type_="Mismatch", message="; ".join(cmp.problems[:5]))

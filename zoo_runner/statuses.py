@@ -35,8 +35,8 @@ class Status(_Code):
 
 
 class Reason(_Code):
-    """A result's ``reason``: why it is ``unsupported`` (the first seven), or what kind of
-    ``reference_error`` it is (the last two)."""
+    """A result's ``reason``: why it is ``unsupported`` (the first seven), what kind of
+    ``reference_error`` it is (the next two), or of ``compile_error`` (``backend_fell_back``)."""
 
     REMOTE_CODE = "remote_code"
     PICKLE_ONLY = "pickle_only"
@@ -50,12 +50,16 @@ class Reason(_Code):
     # A reference_error whose model the parent could not prepare (its Hub metadata or config files
     # broke Zoo's reading of them): one row, the run goes on.
     PREPARE_FAILED = "prepare_failed"
+    # A compile_error whose backend executed none of the graph's ops (details.backend_share 0): it
+    # handed every graph to PyTorch or another compiler (OpenVINO's silent inductor fallback).
+    BACKEND_FELL_BACK = "backend_fell_back"
 
 
 # The reasons a reference_error carries (kept as names of their own for existing imports).
 NONDETERMINISTIC = Reason.NONDETERMINISTIC
 PREPARE_FAILED = Reason.PREPARE_FAILED
-UNSUPPORTED_REASONS = tuple(r for r in Reason if r not in (NONDETERMINISTIC, PREPARE_FAILED))
+BACKEND_FELL_BACK = Reason.BACKEND_FELL_BACK
+UNSUPPORTED_REASONS = tuple(r for r in Reason if r not in (NONDETERMINISTIC, PREPARE_FAILED, BACKEND_FELL_BACK))
 ALL_REASONS = tuple(r.value for r in Reason)
 
 PASSING = frozenset({Status.PASS.value, Status.PASS_WITH_FALLBACK.value})

@@ -190,7 +190,7 @@ ENV_NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 @router.get(
     "/compare",
     response_model=ComparePage,
-    responses={**CSV, 400: {"description": "an env with no stored rows"}},
+    responses={**CSV, 404: {"description": "an env with no stored rows"}},
     tags=["failures"],
     summary="Two envs (releases) on the same models: fixed, broken, still failing, numerics moved",
 )
@@ -210,7 +210,7 @@ def compare(
     known = queries.env_names(session)
     for env in (env_a, env_b):
         if env not in known:
-            raise HTTPException(400, detail=f"no stored rows of env {env!r} (with rows: {', '.join(known) or 'none'})")
+            raise HTTPException(404, detail=f"no stored rows of env {env!r} (with rows: {', '.join(known) or 'none'})")
     data = queries.compare_envs(session, env_a, env_b, backend=backend, tier=tier, top=top)
     if format == "csv":
         return csv_response(

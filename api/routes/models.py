@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Literal
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Path, Query
 
 from api.deps import SessionDep, backend_query
 from api.pagination import csv_response, decode_cursor, encode_cursor
@@ -70,7 +70,7 @@ def model_results(
 
 
 @router.get("/results/{result_id}", response_model=ResultOut, responses={404: {"description": "no such result"}})
-def result_by_id(session: SessionDep, result_id: int) -> ResultOut:
+def result_by_id(session: SessionDep, result_id: int = Path(..., ge=1, le=2**31 - 1)) -> ResultOut:
     """One stored result, as the SPEC shapes it (the links of `GET /api/v1/compare` point here)."""
 
     r = session.get(Result, result_id)

@@ -113,6 +113,8 @@ _SEEN: dict[str, Any] = {
     "failed_partitions": [],
     "graphs_on_inductor": [],
     "from_cache": [],  # one bool per model OpenVINO compiled: LOADED_FROM_CACHE
+    "ops_in_partitions": 0,  # ATen ops OpenVINO executed (backend_share's numerator)
+    "ops_in_pytorch": 0,  # ATen ops (or dynamo-graph calls) that ran in PyTorch or inductor instead
 }
 _INSTRUMENTED: list[str] = []  # "ok", or why the report is unavailable
 
@@ -125,6 +127,16 @@ def _aten_ops(gm: Any) -> set[str]:
         for n in gm.graph.nodes
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
     }
+
+
+def _n_ops(gm: Any) -> int:
+    """ATen op calls of a graph module (not the getitems that unpack a partition's outputs)."""
+    import torch
+
+    try:
+        return sum(1 for n in gm.graph.nodes if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload))
+    except AttributeError:
+        return 0
 
 
 def _one_line(exc: BaseException | None) -> str:
@@ -172,6 +184,10 @@ def _instrument() -> None:
     def recording_make_partitions(self: Any, graph_module: Any, options: Any) -> Any:
         fused = make_partitions(self, graph_module, options)
         _SEEN["partitions"] += sum(1 for n in fused.graph.nodes if n.op == "call_module" and "fused_" in n.name)
+        for n in fused.graph.nodes:
+            if n.op == "call_module" and "fused_" in n.name:
+                _SEEN["ops_in_partitions"] += _n_ops(fused.get_submodule(n.target))
+        _SEEN["ops_in_pytorch"] += _n_ops(fused)
         outside = _aten_ops(fused)  # top-level ATen ops: not in any OpenVINO partition
         _SEEN["outside"] |= outside
         _SEEN["ops"] |= outside
@@ -183,12 +199,17 @@ def _instrument() -> None:
         except Exception as exc:  # OpenVINOGraphModule runs this partition in PyTorch from now on
             _SEEN["failed_partitions"].append(_one_line(exc))
             _SEEN["ops"] |= _aten_ops(gm)
+            moved = _n_ops(gm)
+            _SEEN["ops_in_partitions"] -= min(moved, _SEEN["ops_in_partitions"])
+            _SEEN["ops_in_pytorch"] += moved
             raise
 
     def recording_compile_fx(subgraph: Any, example_inputs: list, *args: Any, **kwargs: Any) -> Any:
         # called from fx_openvino's `except Exception`: the exception it swallowed is the one in flight
         _SEEN["graphs_on_inductor"].append(_one_line(sys.exc_info()[1]))
         _SEEN["ops"] |= _traced_ops(subgraph, example_inputs)
+        calls = sum(1 for n in subgraph.graph.nodes if n.op in ("call_function", "call_method"))
+        _SEEN["ops_in_pytorch"] += max(1, calls)
         return compile_fx(subgraph, example_inputs, *args, **kwargs)
 
     def recording_compile(*args: Any, **kwargs: Any) -> Any:
@@ -213,7 +234,10 @@ class OpenVINOFallbacks(FallbackTracker):
         _instrument()
 
     def clear(self) -> None:
-        _SEEN.update(partitions=0, outside=set(), ops=set(), failed_partitions=[], graphs_on_inductor=[], from_cache=[])
+        _SEEN.update(
+            partitions=0, outside=set(), ops=set(), failed_partitions=[], graphs_on_inductor=[], from_cache=[],
+            ops_in_partitions=0, ops_in_pytorch=0,
+        )  # fmt: skip
         try:  # OpenVINO keys compiled partitions by id(graph module): a new model must not meet an old one's
             from openvino.frontend.pytorch.torchdynamo.execute import clear_caches
 
@@ -223,6 +247,15 @@ class OpenVINOFallbacks(FallbackTracker):
 
     def collect(self) -> list[str]:
         return sorted(_SEEN["ops"])
+
+    def backend_share(self) -> float | None:
+        """Ops in OpenVINO partitions that ran there, over every op of the graphs it was handed
+        (those left outside its partitions, those of partitions that failed and ran in PyTorch,
+        those of graphs it handed to inductor). None when it was handed nothing."""
+        if _INSTRUMENTED != ["ok"]:
+            return None
+        inside, outside = _SEEN.get("ops_in_partitions", 0), _SEEN.get("ops_in_pytorch", 0)
+        return round(inside / (inside + outside), 4) if inside + outside else None
 
     def compile_cache(self) -> str | None:
         """``hit`` when every model OpenVINO compiled came from its ``CACHE_DIR``, ``miss`` when none
