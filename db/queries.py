@@ -1145,10 +1145,16 @@ def _latest_env_rows(
     session: Session, env: str, backend: str | None, tier: str, models: tuple[str, ...] | None
 ) -> dict[tuple[str, str], Result]:
     """The newest row per (model, backend) of ``env`` at the tier, at the declared precision."""
-    q = select(Result).where(Result.tier == tier, precision_scope(None, _env_key(env)))
+    newest = (
+        func.row_number()
+        .over(partition_by=(Result.model_id, Result.backend), order_by=(Result.started_at.desc(), Result.id.desc()))
+        .label("rn")
+    )
+    inner = select(Result.id, newest).where(Result.tier == tier, precision_scope(None, _env_key(env)))
     if backend:
-        q = q.where(Result.backend == backend)
-    q = q.where(*_of_models(models)).order_by(Result.started_at.asc(), Result.id.asc())
+        inner = inner.where(Result.backend == backend)
+    inner = inner.where(*_of_models(models)).subquery()
+    q = select(Result).join(inner, Result.id == inner.c.id).where(inner.c.rn == 1)  # one row each, not the history
     return {(r.model_id, r.backend): r for r in session.scalars(q)}
 
 
@@ -1271,6 +1277,7 @@ def bisections(session: Session, model_ids: list[str], backend: str | None = Non
                 "bad_signature": b.bad_signature,
                 "env_base": b.env_base or None,
                 "steps": b.steps or [],
+                "skipped": [st.get("version") for st in b.steps or [] if st.get("verdict") == "skip"],
                 "created_at": b.created_at.isoformat() if b.created_at else None,
             }
         )

@@ -78,7 +78,12 @@ def create(name: str, pins: list[str], echo: Callable[[str], None] = lambda line
         if (target / envs.META).is_file():
             raise EnvError(f"env {name!r} exists: `zoo env remove {name}` first, or pick another name")
         shutil.rmtree(target)  # a half-built one (a crash during create): nothing refers to it
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EnvError(
+            f"envs cannot be made in {target.parent} ({exc.strerror}): set ZOO_ENV_HOME to a writable folder"
+        ) from None
     try:
         _build(target, [str(r) for r in reqs], echo)
         meta = {
@@ -91,6 +96,9 @@ def create(name: str, pins: list[str], echo: Callable[[str], None] = lambda line
         }
         meta["versions"] = parent_versions(str(target / "bin" / "python"), {r.name: "" for r in reqs})
         (target / envs.META).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    except (OSError, subprocess.CalledProcessError) as exc:  # a full disk, a folder that went away
+        shutil.rmtree(target, ignore_errors=True)
+        raise EnvError(f"env {name!r} could not be built in {target}: {str(exc).splitlines()[0][:200]}") from None
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise

@@ -209,7 +209,8 @@ def issue_markdown(
         lines += [
             f"**First bad version:** {_md(b['package'])} {_md(b['first_bad'])} (last good {_md(b['last_good'])}) "
             f"for {_md(b['model_id'])}: {tried}. "
-            f"`zoo bisect {b['model_id']} --backend {b['backend']} --package {b['package']} --good {b['good']} "
+            + (f"Skipped (no verdict): {_md(', '.join(b['skipped']))}. " if b.get("skipped") else "")
+            + f"`zoo bisect {b['model_id']} --backend {b['backend']} --package {b['package']} --good {b['good']} "
             f"--bad {b['bad']}`",
             "",
         ]

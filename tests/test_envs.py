@@ -10,8 +10,10 @@ import datetime as dt
 import json
 
 import pytest
+import sqlalchemy as sa
 
 from db import queries, repository
+from db.models import Result
 from db.repository import CatalogEntry
 from db.session import session_scope
 from tests.test_api_analytics import _err
@@ -126,6 +128,86 @@ def test_releases_page_without_envs_says_how_to_get_some(sqlite_url):
     assert page.status_code == 200 and 'id="no-envs"' in page.text and "zoo env create" in page.text
 
 
+def test_an_envs_row_without_a_verdict_stays_the_envs(sqlite_url):
+    """A refusal, a crash or an unknown model in an env is stored as the env's, never over Zoo's own row."""
+    from services.validation import store_row
+    from zoo_runner.request import ValidationRequest
+    from zoo_runner.result import failure_result
+
+    queries.clear_cache()
+    ours = _row(0, "pass", "", rmse=1.0)
+    with session_scope() as s:
+        repository.store_result(s, ours)
+    for env in ("gone", ""):
+        req = ValidationRequest(ours["model_id"], backend="cpu+ov", tier="tiny", env=env)
+        row = failure_result(req, RuntimeError("no interpreter")).to_dict()
+        row["started_at"] = ours["started_at"]
+        assert (row["details"].get("env") or {}).get("name") == (env or None)
+        if env:
+            store_row(row)
+    with session_scope() as s:
+        rows = s.execute(sa.select(Result.env, Result.status).where(Result.model_id == ours["model_id"])).all()
+    assert sorted(rows) == [("", "pass"), ("gone", "reference_error")]
+
+
+def test_a_model_process_cannot_claim_a_backend_share_or_an_env():
+    from zoo_runner import verdict
+    from zoo_runner.request import ValidationRequest
+    from zoo_runner.result_schema import BadResult, trusted_result
+
+    req = ValidationRequest("org/a", backend="cpu+ov", tier="tiny")
+    base = _row(0, "pass", "", rmse=1.0)
+    raw = {**base, "metrics": {"max_abs_diff": 0.0, "rmse_ratio": 1.0, "cosine": 1.0}}
+    for bad in ("0.5", float("nan"), 1.5, -0.1, True):
+        with pytest.raises(BadResult, match="backend_share"):
+            trusted_result(req, {**raw, "details": {"backend_share": bad, "budget_use": 0.1}})
+    forged = {"backend_share": 0, "budget_use": 0.1, "env": {"name": "old", "pins": []}}
+    row = trusted_result(req, {**raw, "details": forged})
+    assert "env" not in row["details"]  # not the model process's to say
+    verdict.decide(req, row)  # a pass the backend ran none of is no pass, whatever the model process says
+    assert (row["status"], row["reason"]) == ("compile_error", "backend_fell_back")
+
+
+def test_bisect_goes_around_versions_it_cannot_judge(sqlite_url, monkeypatch):
+    """The search itself, over made-up releases: a version whose env cannot be made or whose row is
+    Zoo's own gap is skipped (like git bisect skip), never counted good; a --bad that is no backend
+    failure, a --good that does not pass and a --good that is no version stop in one line."""
+    from packaging.version import Version
+
+    from services import environments
+    from zoo import bisect
+
+    rows = {"1": "pass", "2": "pass", "3": "env", "4": "reference_error", "5": "compile_error", "6": "compile_error"}
+    monkeypatch.setattr(bisect, "released_versions", lambda package: [Version(v) for v in rows])
+
+    def env_for(package, version, base, echo):
+        if rows[str(version)] == "env":
+            raise environments.EnvError(f"{package}=={version} has no wheel for this Python")
+        return f"e{version}"
+
+    def validate(req):
+        status = rows[req.env[1:]]
+        return {"status": status, "error": None if status == "pass" else {"signature": f"E: {status}"}}
+
+    monkeypatch.setattr(bisect, "env_for", env_for)
+    monkeypatch.setattr(bisect, "validate_or_fail", validate)
+    out = bisect.bisect("org/m", "cpu+ov", "pkg", "1", "6")
+    assert (out["last_good"], out["first_bad"], out["skipped"]) == ("2", "5", ["3", "4"])
+    assert {s["version"]: s["verdict"] for s in out["steps"]} == {
+        "6": "bad", "1": "good", "3": "skip", "4": "skip", "2": "good", "5": "bad",
+    }  # fmt: skip
+    with session_scope() as s:
+        assert queries.bisections(s, ["org/m"])[0]["skipped"] == ["3", "4"]
+    rows["6"] = "unsupported"
+    with pytest.raises(bisect.BisectError, match="not a failure of the backend"):
+        bisect.bisect("org/m", "cpu+ov", "pkg", "1", "6")
+    rows["6"], rows["1"] = "compile_error", "reference_error"
+    with pytest.raises(bisect.BisectError, match="--good 1 gives reference_error"):
+        bisect.bisect("org/m", "cpu+ov", "pkg", "1", "6")
+    with pytest.raises(bisect.BisectError, match="is not a version"):
+        bisect.bisect("org/m", "cpu+ov", "pkg", "foo", "6")
+
+
 # ------------------------------------------------------------------ a real env
 
 
@@ -183,6 +265,9 @@ def test_env_bad_input_is_one_line(env_home, zoo):
     assert "reserved" in _one_clear_line(zoo(["env", "create", "default", "six"], ZOO_ENV_HOME=env_home))
     assert "exists" in _one_clear_line(zoo(["env", "create", "ov-old", "six"], ZOO_ENV_HOME=env_home))
     assert "not pinned" in _one_clear_line(zoo(["env", "create", "y", "zoo==1"], ZOO_ENV_HOME=env_home))
+    assert "ZOO_ENV_HOME" in _one_clear_line(zoo(["env", "create", "y", "six"], ZOO_ENV_HOME="/proc/zoo-envs"))
+    argv = ["bisect", "arch:BertModel", "--backend", "cpu", "--package", "six", "--bad", "1.16.0"]
+    assert "is not a version" in _one_clear_line(zoo([*argv, "--good", "foo"], ZOO_ENV_HOME=env_home))
     names = json.loads(zoo(["env", "list", "--json"], ZOO_ENV_HOME=env_home).stdout)
     assert [e["name"] for e in names] == ["ov-old"]  # nothing half-made left behind
 
@@ -245,9 +330,9 @@ def test_bisect_names_the_first_bad_version_and_the_page_and_issue_show_it(env_h
     d = json.loads(out.stdout)
     assert (d["last_good"], d["first_bad"]) == ("2026.0.0", "2026.1.0"), d["steps"]
     assert d["bad_status"] == "compile_error" and "Guard failed" in d["bad_signature"]
-    assert [(s["version"], s["installed"], s["bad"]) for s in d["steps"]] == [
-        ("2026.1.0", "2026.1.0", True),  # each version really installed in its env
-        ("2026.0.0", "2026.0.0", False),
+    assert [(s["version"], s["installed"], s["verdict"]) for s in d["steps"]] == [
+        ("2026.1.0", "2026.1.0", "bad"),  # each version really installed in its env
+        ("2026.0.0", "2026.0.0", "good"),
     ]
     assert "zoo bisect: openvino 2026.1.0 (--bad): compile_error" in out.stderr  # every step, as it happens
     # stored: the model page and the API show it, and the triage's issue.md names it

@@ -97,6 +97,7 @@ def test_migration_0004_backfills_and_keys_results_by_precision(database_url):
             "harness_version",
             "week",
             "precision",
+            "env",  # 0006: an env's rows stand beside Zoo's own
         ]
     with session_scope() as s:  # an old row reads as judged at fp32 by default
         old = queries.result_dict(s.scalars(select(Result)).one())
@@ -381,7 +382,9 @@ def test_api_validations_take_a_precision(client, monkeypatch):
     monkeypatch.setattr(
         publish,
         "enqueue_models",
-        lambda ids, backend, tier, run_id=None, timeout=600.0, precision="auto": calls.append(precision) or ["t0"],
+        lambda ids, backend, tier, run_id=None, timeout=600.0, precision="auto", env=None: (
+            calls.append(precision) or ["t0"]
+        ),
     )
     monkeypatch.setenv("ZOO_BROKER_URL", "redis://127.0.0.1:1/0")
     r = client.post("/api/v1/validations", json={**body, "precision": "fp16"}, headers=headers)

@@ -26,6 +26,7 @@ from services.validation import validate_or_fail
 from zoo_runner import envs
 from zoo_runner.exceptions import ZooError
 from zoo_runner.request import ValidationRequest
+from zoo_runner.statuses import BACKEND_FAILING, PASSING
 
 
 class BisectError(ZooError):
@@ -77,9 +78,20 @@ def env_for(package: str, version: Version, base: str | None, echo: Callable[[st
         if sorted(other["pins"]) == sorted(pins):
             return other["name"]
     env_name = re.sub(r"[^a-z0-9._-]", "-", f"{base or 'zoo'}-{name}-{version}".lower())[:63]
+    taken = set(envs.names())
+    stem, n = env_name[:58], 2
+    while env_name in taken:  # that name holds other pins (another base, edited by hand): a new one beside it
+        env_name, n = f"{stem}-{n}", n + 1
     echo(f"creating env {env_name}: {' '.join(pins)}")
     environments.create(env_name, pins)
     return env_name
+
+
+def _version(flag: str, text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise BisectError(f"{flag} {text!r} is not a version (e.g. 2026.0.0)") from None
 
 
 def bisect(
@@ -94,7 +106,13 @@ def bisect(
     timeout_s: float = 600.0,
     echo: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
-    """Bisect; returns (and stores) ``first_bad``, ``last_good`` and ``steps``."""
+    """Bisect; returns (and stores) ``first_bad``, ``last_good``, ``steps`` and ``skipped``.
+
+    A version is bad when its row fails as ``--bad``'s does (the same status; with ``--match
+    signature`` the same error signature too), good when it passes, and skipped otherwise (its env
+    cannot be made, Zoo's own gap, another failure): like ``git bisect skip``, the search goes on
+    around it, and a first bad version next to skipped ones says so in ``skipped``."""
+    _version("--good", good), _version("--bad", bad)
     if env_base:
         envs.metadata(env_base)  # UnknownEnv, one line
     versions = between(released_versions(package), good, bad)
@@ -104,7 +122,13 @@ def bisect(
     def run(v: Version) -> dict[str, Any]:
         if v in cache:
             return cache[v]
-        env = env_for(package, v, env_base, echo)
+        try:
+            env = env_for(package, v, env_base, echo)
+        except environments.EnvError as exc:  # this version cannot be installed here: skipped
+            step = {"version": str(v), "env": None, "status": "env_error", "signature": str(exc)[:300]}
+            step["installed"] = None
+            cache[v] = step
+            return step
         row = validate_or_fail(
             ValidationRequest(model_id=model_id, backend=backend, tier=tier, timeout_s=timeout_s, env=env)
         )
@@ -119,32 +143,50 @@ def bisect(
         cache[v] = step
         return step
 
-    def is_bad(step: dict[str, Any], ref: dict[str, Any]) -> bool:
-        if step["status"] != ref["status"]:
-            return False
-        return match != "signature" or step["signature"] == ref["signature"]
+    def verdict_of(step: dict[str, Any], ref: dict[str, Any]) -> str:
+        if step["status"] == ref["status"] and (match != "signature" or step["signature"] == ref["signature"]):
+            return "bad"
+        return "good" if step["status"] in PASSING else "skip"
 
     ref = run(versions[-1])
-    ref["bad"] = True
+    ref["verdict"] = "bad"
     steps.append(ref)
     echo(f"{package} {ref['version']} (--bad): {ref['status']} {(ref['signature'] or '')[:100]}")
+    if ref["status"] not in BACKEND_FAILING:
+        raise BisectError(
+            f"--bad {bad} gives {ref['status']}, not a failure of the backend: nothing to bisect"
+            + (f" ({(ref['signature'] or '')[:120]})" if ref["signature"] else "")
+        )
     first = run(versions[0])
-    first["bad"] = is_bad(first, ref)
+    first["verdict"] = verdict_of(first, ref)
     steps.append(first)
     echo(f"{package} {first['version']} (--good): {first['status']} {(first['signature'] or '')[:100]}")
-    if first["bad"]:
-        raise BisectError(f"--good {good} is bad too ({first['status']}): nothing to bisect between {good} and {bad}")
+    if first["verdict"] != "good":
+        raise BisectError(
+            f"--good {good} gives {first['status']}, not a pass: nothing to bisect between {good} and {bad}"
+            + (f" ({(first['signature'] or '')[:120]})" if first["signature"] else "")
+        )
     lo, hi = 0, len(versions) - 1
-    while hi - lo > 1:
+    skipped: set[int] = set()
+    while True:
+        inside = [i for i in range(lo + 1, hi) if i not in skipped]
+        if not inside:
+            break
         mid = (lo + hi) // 2
+        mid = min(inside, key=lambda i: (abs(i - mid), i))  # the middle, or the nearest not skipped
         step = run(versions[mid])
-        step["bad"] = is_bad(step, ref)
+        step["verdict"] = verdict_of(step, ref)
         steps.append(step)
-        echo(f"{package} {step['version']}: {step['status']} -> {'bad' if step['bad'] else 'good'}")
-        if step["bad"]:
+        echo(f"{package} {step['version']}: {step['status']} -> {step['verdict']}")
+        if step["verdict"] == "bad":
             hi = mid
-        else:
+        elif step["verdict"] == "good":
             lo = mid
+        else:
+            skipped.add(mid)
+    between_skipped = [str(versions[i]) for i in sorted(skipped) if lo < i < hi]
+    if between_skipped:
+        echo(f"first bad is one of {', '.join(between_skipped)} or {versions[hi]}: those were skipped")
     out = {
         "model_id": model_id,
         "backend": backend,
@@ -158,6 +200,7 @@ def bisect(
         "bad_signature": ref["signature"],
         "last_good": str(versions[lo]),
         "first_bad": str(versions[hi]),
+        "skipped": between_skipped,
         "versions": [str(v) for v in versions],
         "steps": steps,
     }

@@ -37,7 +37,7 @@ from typing import Any
 from . import cache_trust, envs, hang, reference_cache, sandbox, verdict
 from .exceptions import SandboxUnavailable
 from .request import ValidationRequest, error_info
-from .result import failure_result
+from .result import env_details, failure_result
 from .result_schema import RESULT_MAX_BYTES, BadResult, read_bytes_file, read_json_file, read_stage, trusted_result
 from .settings import settings
 from .statuses import Status
@@ -406,7 +406,7 @@ def run_isolated(
         result["details"]["sandbox"] = details_sandbox
         result["details"].pop("env", None)  # the parent's to say, never the model process's
         if req.env:
-            result["details"]["env"] = envs.describe(req.env)
+            result["details"]["env"] = env_details(req.env)
         if trusted and not timed_out and watch.over is None:
             _publish_references(run, req, result)
             if req.triage:

@@ -54,6 +54,17 @@ def _empty_metrics() -> dict[str, float | int | None]:
     return dict.fromkeys(METRIC_KEYS)
 
 
+def env_details(name: str) -> dict[str, Any]:
+    """``details.env`` for a request run in env ``name``: its name and recorded pins (just the name
+    for an env that is gone or unreadable: the row is still that env's)."""
+    from . import envs
+
+    try:
+        return envs.describe(name)
+    except Exception:
+        return {"name": name, "pins": []}
+
+
 @dataclass
 class ValidationResult:
     """One validation's result, field for field the SPEC's JSON result (in its key order).
@@ -113,6 +124,8 @@ class ValidationResult:
         if req.precision and req.precision != "auto":  # asked for: even a row without a verdict is at that precision
             result.precision = req.precision
             result.details["precision_source"] = "flag"
+        if req.env:  # even a row without a verdict is the env's, stored beside Zoo's own, never over it
+            result.details["env"] = env_details(req.env)
         return result
 
     def fail(self, status: Status, exc: BaseException | None = None, reason: Reason | None = None) -> None:

@@ -198,6 +198,14 @@ def trusted_result(req: ValidationRequest, raw: Any) -> dict[str, Any]:
     details = dict(child.get("details") or {})
     details.update(seed=req.seed, harness_version=HARNESS_VERSION)
     details.pop("sandbox", None)
+    details.pop("env", None)  # the parent's to say, never the model process's
+    if req.env:
+        details["env"] = base["details"]["env"]
+    share = details.pop("backend_share", None)
+    if share is not None:  # a share is a fraction or nothing: it decides a verdict (verdict.decide)
+        if not (isinstance(share, (int, float)) and not isinstance(share, bool) and 0 <= share <= 1):
+            raise BadResult(f"backend_share {str(share)[:20]!r} is not a fraction in [0, 1]")
+        details["backend_share"] = share
     if req.precision and req.precision != "auto":  # asked for: the request says what it was judged at
         result["precision"] = req.precision
         details["precision_source"] = "flag"

@@ -26,7 +26,7 @@ from typing import Any
 
 from .request import ValidationRequest, error_info
 from .result_schema import BadResult
-from .statuses import PASSING, Status
+from .statuses import PASSING, Reason, Status
 
 COMPARED_TIERS = ("tiny", "full")
 NEEDED_METRICS = ("max_abs_diff", "rmse_ratio", "cosine")
@@ -43,7 +43,18 @@ def decide(req: ValidationRequest, result: dict[str, Any]) -> None:
     """Recompute ``result``'s status from its measurements (in place); raises BadResult for a pass
     claimed without the measurements that make one."""
     status = result.get("status")
-    if status not in PASSING or req.tier not in COMPARED_TIERS:
+    if status not in PASSING:
+        return
+    if (result.get("details") or {}).get("backend_share") == 0:  # it ran, but not on the backend: nothing proved
+        result["status"], result["reason"] = Status.COMPILE_ERROR.value, Reason.BACKEND_FELL_BACK.value
+        result["error"] = error_info(
+            type_="BackendFellBack",
+            message=f"the backend executed none of the graphs' ops (backend_share 0), though the model process "
+            f"said {status}",
+        )
+        result["details"]["verdict"] = "parent"
+        return
+    if req.tier not in COMPARED_TIERS:
         return
     metrics = result.get("metrics") or {}
     missing = [m for m in NEEDED_METRICS if not _finite(metrics.get(m))]
