@@ -8,13 +8,16 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from db.weeks import iso_week
 from zoo_runner import __version__
-from zoo_runner.exceptions import DatabaseUnavailable
+from zoo_runner.exceptions import BadInput, DatabaseUnavailable
 
 from .docs import install_openapi, mount_docs
 from .middleware import BodyLimit, ETag, NoNul, RateLimit, SecurityHeaders
@@ -58,6 +61,14 @@ def validation_errors(errors: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _in_words(error: dict[str, Any]) -> str:
+    """One validation error as a page says it: the field, then what is wrong (a week by example)."""
+    field = ".".join(map(str, error.get("loc", ())[1:])) or "input"
+    if field in ("week", "since", "until") and error.get("type") == "string_pattern_mismatch":
+        return f"{field}: {str(error.get('input'))[:40]!r} is not an ISO week YYYY-Www (e.g. {iso_week()})"
+    return f"{field}: {error.get('msg')}"
+
+
 def create_app() -> FastAPI:
     app = FastAPI(
         title="Zoo",
@@ -70,9 +81,29 @@ def create_app() -> FastAPI:
     for r in (health.router, models.router, coverage.router, analytics.router, reports.router, validations.router):
         app.include_router(r, prefix=API_PREFIX)
 
+    from dashboards.pages import error_page
+
+    def _page(request: Request) -> bool:  # an HTML route: its errors are pages too
+        return not request.url.path.startswith((API_PREFIX, "/docs", "/redoc", "/openapi", "/static"))
+
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": validation_errors(exc.errors())}, status_code=422)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        errors = validation_errors(exc.errors())
+        if _page(request):
+            return error_page(422, "; ".join(_in_words(e) for e in errors))
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.exception_handler(BadInput)
+    async def _bad_input(request: Request, exc: BadInput) -> Response:  # a week off the calendar, a backend typo
+        if _page(request):
+            return error_page(422, str(exc))
+        return JSONResponse({"detail": [{"type": "value_error", "loc": ["query"], "msg": str(exc)}]}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if _page(request) and exc.status_code >= 400:
+            return error_page(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(DatabaseUnavailable)
     async def _db_down(request: Request, exc: DatabaseUnavailable) -> JSONResponse:

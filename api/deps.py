@@ -10,12 +10,11 @@ from fastapi.exceptions import RequestValidationError
 from sqlalchemy.orm import Session
 
 from api.schemas import Precision
-from db import queries
 from db.models import Snapshot
 from db.session import get_session
 from db.weeks import WEEK_PATTERN as WEEK_PATTERN  # re-exported for the routes
 from db.weeks import check_week as check_week  # re-exported for the routes
-from zoo_runner.backends import spec_problem
+from services import inputs
 
 SessionDep = Annotated[Session, Depends(get_session)]
 
@@ -27,14 +26,12 @@ def check_backend(session: Session, backend: str | None) -> str | None:
     """``backend`` if it parses and names a device and compile backend torch or Zoo's plugins know,
     or results are stored under it (a backend this host cannot run is still a backend); else 422
     saying why (a bare ``+`` in a query string arrives as a space: the message says so)."""
-    if not backend:
-        return None
-    problem = spec_problem(backend)
-    if problem and not queries.has_backend(session, backend):
+    try:
+        return inputs.check_backend(session, backend)
+    except inputs.UnknownBackend as exc:
         raise RequestValidationError(
-            [{"type": "value_error", "loc": ("query", "backend"), "msg": problem, "input": backend}]
-        )
-    return backend
+            [{"type": "value_error", "loc": ("query", "backend"), "msg": str(exc), "input": backend}]
+        ) from None
 
 
 MAX_ID = 2**31 - 1  # ids are 32-bit integers in the database

@@ -48,3 +48,25 @@ def p100(x: float | None) -> float | None:
 def num(x: Any) -> str:
     """A count with thousands separators; empty for None."""
     return "" if x is None else f"{int(x):,}"
+
+
+def sig(x: Any, digits: int = 3) -> str:
+    """A measurement for people: ``digits`` significant figures (``1.33e-06``, ``0.000131``,
+    ``1``); ``n/a`` for None, the text of anything that is not a number."""
+    if x is None:
+        return "n/a"
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return str(x)
+    return f"{x:.{digits}g}"
+
+
+def size(n: Any) -> str:
+    """A byte count for people (``543 MiB``, ``1.2 GiB``); ``n/a`` for None."""
+    if n is None or isinstance(n, bool) or not isinstance(n, (int, float)):
+        return "n/a"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{value:.3g} {unit}" if unit != "B" else f"{int(value)} B"
+        value /= 1024
+    return f"{value:.3g} GiB"

@@ -15,6 +15,7 @@ from db.models import Model
 from db.session import get_session
 from db.weeks import WEEK_PATTERN, check_week
 from services import model_list, reports
+from services.inputs import check_backend
 from services.reports import api_url as api
 from services.triage import attach_triage
 from zoo_runner.statuses import ALL_STATUSES, PASSING, Status
@@ -29,6 +30,18 @@ WEEK = Query(None, pattern=WEEK_PATTERN)
 
 def _render(name: str, **ctx) -> HTMLResponse:
     return HTMLResponse(templates.get_template(name).render(**ctx))
+
+
+def error_page(status: int, message: str, headers: dict[str, str] | None = None) -> HTMLResponse:
+    """A page's error in words, with its status: a bad filter is 422, an unknown model 404."""
+    from http import HTTPStatus
+
+    try:
+        title = HTTPStatus(status).phrase
+    except ValueError:
+        title = "Error"
+    html = templates.get_template("error.html").render(status=status, title=title, message=message)
+    return HTMLResponse(html, status_code=status, headers=headers)
 
 
 def precision_of(r: Any) -> str:
@@ -105,7 +118,7 @@ def overview(
     tier: Literal["census", "tiny", "full"] | None = None,
     week: str | None = WEEK,
 ) -> HTMLResponse:
-    cov = queries.cached_coverage(session, backend=backend or None, tier=tier, week=check_week(week))
+    cov = queries.cached_coverage(session, backend=check_backend(session, backend), tier=tier, week=check_week(week))
     heads = [
         queries.cached_coverage(session, backend=b, tier=t, week=cov.week) for b, t in queries.scopes(session, cov.week)
     ]
@@ -181,7 +194,7 @@ def models_page(
         (page - 1) * per,
         search=search or None,
         status=status,
-        backend=backend or None,
+        backend=check_backend(session, backend),
         task=task or None,
         library=library or None,
     )
@@ -262,7 +275,7 @@ def ops_page(
     tier: Literal["census", "tiny", "full"] | None = None,
     week: str | None = WEEK,
 ) -> HTMLResponse:
-    data = queries.op_gaps(session, backend=backend or None, tier=tier, week=check_week(week), limit=50)
+    data = queries.op_gaps(session, backend=check_backend(session, backend), tier=tier, week=check_week(week), limit=50)
     cov = queries.cached_coverage(session, backend=data["backend"], tier=data["tier"], week=data["week"])
     top = data["items"][:15]
     chart = {
@@ -305,7 +318,9 @@ def failures_page(
     week: str | None = WEEK,
 ) -> HTMLResponse:
     data = attach_triage(
-        queries.failure_clusters(session, backend=backend or None, tier=tier, week=check_week(week), limit=50)
+        queries.failure_clusters(
+            session, backend=check_backend(session, backend), tier=tier, week=check_week(week), limit=50
+        )
     )
     cov = queries.cached_coverage(session, backend=data["backend"], tier=data["tier"], week=data["week"])
     statuses = [s for s in ALL_STATUSES if s not in PASSING and cov.status_counts.get(s)]
@@ -343,7 +358,12 @@ def regressions_page(
     week: str | None = WEEK,
 ) -> HTMLResponse:
     reg = queries.transitions(
-        session, backend=backend or None, tier=tier, week=check_week(week), direction="regressed", limit=200
+        session,
+        backend=check_backend(session, backend),
+        tier=tier,
+        week=check_week(week),
+        direction="regressed",
+        limit=200,
     )
     fix = queries.transitions(
         session, backend=reg["backend"], tier=reg["tier"], week=reg["week"], direction="fixed", limit=200
@@ -427,7 +447,7 @@ def releases_page(
             raise HTTPException(404, detail=f"no stored rows of env {env!r}")
     a = env_a or (known[0] if known else None)
     b = env_b or next((e for e in known if e != a), None)
-    data = queries.compare_envs(session, a, b, backend=backend or None, tier=tier) if a and b else None
+    data = queries.compare_envs(session, a, b, backend=check_backend(session, backend), tier=tier) if a and b else None
     return _render(
         "releases.html",
         known=known,
@@ -457,7 +477,7 @@ def report_page(
     tier: Literal["census", "tiny", "full"] | None = None,
 ) -> HTMLResponse:
     check_week(week)
-    rep = reports.find_or_build(session, week, backend or None, tier)
+    rep = reports.find_or_build(session, week, check_backend(session, backend), tier)
     if rep is None:
         raise HTTPException(404, detail=f"no report and no results for {week}")
     return _render("report.html", **report_context(rep), standalone=None)

@@ -16,7 +16,7 @@ from db import queries
 from services.reports import api_url as api
 from zoo_runner.statuses import Status
 
-from .format import delta, num, p100, pct, versions
+from .format import delta, num, p100, pct, sig, size, versions
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
@@ -39,6 +39,8 @@ PALETTE = ["#1f6fb2", "#e07b39", "#2e9e6a", "#b04aa8", "#c9a227", "#4aa3b0", "#7
 templates.globals.update(
     pct=pct,
     num=num,
+    sig=sig,
+    size=size,
     api=api,
     quote=quote,
     CHART_JS=CHART_JS,

@@ -7,6 +7,9 @@ above share it without importing each other.
 from __future__ import annotations
 
 import datetime as dt
+import re
+
+from zoo_runner.exceptions import BadInput
 
 from .models import utcnow
 
@@ -20,10 +23,22 @@ def iso_week(when: dt.datetime | dt.date | None = None) -> str:
     return f"{y}-W{w:02d}"
 
 
+class BadWeek(BadInput, ValueError):
+    """A week that is not ``YYYY-Www`` within the ISO calendar (one line; 422 in the API)."""
+
+
 def check_week(week: str | None) -> str | None:
-    """A week that matched WEEK_PATTERN (the web layer answers 422 otherwise), or None for none.
-    W53 of a 52-week year is accepted: it holds no results, like any week without runs."""
-    return week or None
+    """``week`` if it is an ISO week ``YYYY-Www`` of the calendar (W53 only in a year that has
+    one), None for none; else :class:`BadWeek` saying why. The CLI, the API and the pages all
+    check weeks here."""
+    if not week:
+        return None
+    if not re.fullmatch(WEEK_PATTERN.strip("^$"), week):
+        raise BadWeek(f"week {week[:40]!r} is not an ISO week YYYY-Www (e.g. {iso_week()})")
+    year, w = (int(x) for x in week.split("-W"))
+    if w == 53 and dt.date(year, 12, 28).isocalendar()[1] != 53:
+        raise BadWeek(f"{year} has 52 ISO weeks: {week} is not a week")
+    return week
 
 
 def week_monday(week: str) -> dt.date:

@@ -21,6 +21,7 @@ from db import queries
 from db.models import Report, Result
 from db.session import session_scope
 from db.weeks import iso_week, previous_week
+from services.inputs import check_backend, check_week
 
 
 @contextmanager
@@ -51,6 +52,8 @@ def build_report(
     """The week's report for ``backend`` and ``tier`` (defaults: the newest results'), weighted by
     catalog snapshot ``snapshot_id`` (default: the newest one holding models with results)."""
     with _session(session) as s:
+        check_week(week)  # a week off the calendar or a backend typo: one line, never an empty report
+        check_backend(s, backend)
         backend, tier, week_found = queries.default_scope(s, backend, tier, week)
         week = week or week_found or iso_week()
         prev_week = previous_week(week)

@@ -254,10 +254,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_coverage(args: argparse.Namespace) -> int:
     from db import queries
     from db.session import session_scope
+    from services.inputs import check_backend
 
     from . import render
 
     with session_scope() as s:
+        check_backend(s, args.backend)
         cov = queries.coverage(
             s, backend=args.backend, tier=args.tier, week=args.week, precision=args.precision, snapshot_id=args.snapshot
         )
@@ -353,6 +355,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from services.reports import build_report
 
     report = build_report(week=args.week, backend=args.backend, tier=args.tier, snapshot_id=args.snapshot)
+    if not report.get("backend"):
+        raise ZooError(f"no results{' in ' + args.week if args.week else ''} to report on: `zoo run` stores some")
     text = render_report(report, args.format)
     if args.output:
         with open(args.output, "w") as f:
@@ -644,6 +648,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# commands whose --backend names a backend to run (a query's --backend may also name stored rows)
+RUN_COMMANDS = frozenset({"validate", "run", "triage", "bisect"})
+
+
+def _check_inputs(args: argparse.Namespace) -> None:
+    """Weeks and backend names, checked before anything heavy is imported (torch takes seconds):
+    a typo answers at once, in one line, with the closest known name."""
+    from db.weeks import check_week
+    from zoo_runner.settings import settings
+
+    for key in ("week", "since", "until"):
+        check_week(getattr(args, key, None))
+    backend = getattr(args, "backend", None)
+    if args.command in RUN_COMMANDS and backend and backend != "auto" and not settings().plugins:
+        from zoo_runner.backends import spec_problem
+        from zoo_runner.exceptions import UnknownBackend
+
+        problem = spec_problem(backend)
+        if problem:
+            raise UnknownBackend(problem)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -656,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        _check_inputs(args)
         return args.fn(args)
     except ZooError as exc:
         print(f"zoo: error: {exc}", file=sys.stderr)

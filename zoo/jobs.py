@@ -16,8 +16,8 @@ from db.session import session_scope
 from services import catalog
 from workers import publish, reconcile
 from zoo_runner import envs
-from zoo_runner.backends import BackendSpec, check_backend, load_plugins
-from zoo_runner.exceptions import DatabaseUnavailable
+from zoo_runner.backends import BackendSpec, check_backend, load_plugins, spec_problem
+from zoo_runner.exceptions import DatabaseUnavailable, UnknownBackend
 from zoo_runner.launcher import stage_listener
 from zoo_runner.request import ValidationRequest, share_of_cores
 from zoo_runner.settings import settings
@@ -28,6 +28,12 @@ log = logging.getLogger(__name__)
 
 
 def resolve_backend(spec: str) -> str:
+    """The canonical spec, or one line: names are checked first, before torch is imported (a typo
+    answers at once, with the closest known name); then whether this machine can run it."""
+    if (spec or "").strip() != "auto" and not settings().plugins:  # a plugin may register any name: loaded first
+        problem = spec_problem(spec)
+        if problem:
+            raise UnknownBackend(problem)
     load_plugins()
     parsed = BackendSpec.parse(spec)
     check_backend(parsed)

@@ -381,7 +381,11 @@ def compiler_available(compiler: str) -> tuple[bool, str]:
     names = set(torch._dynamo.list_backends(exclude_tags=()))
     if compiler in names:
         return True, ""
-    return False, f"unknown compile backend {compiler!r}: torch.compile knows {', '.join(sorted(names))}"
+    shown = {n for n in names if not n.upper().endswith("_TESTING_ONLY")}  # torch's own test doubles: not offered
+    return False, (
+        f"unknown compile backend {compiler!r}{_did_you_mean(compiler, shown, compiler)}: "
+        f"torch.compile knows {', '.join(sorted(shown))}"
+    )
 
 
 # torch's own device types and the torch.compile backends torch ships, by name: what a stored
@@ -418,15 +422,29 @@ def spec_problem(text: str) -> str | None:
         return f"{exc}{hint}"
     devices = {*TORCH_DEVICES, *AUTO_ORDER, *DEVICE_PLUGINS, *BUILTIN_DEVICES}
     if spec.device not in devices:
-        return f"unknown device {spec.device!r} in backend {text!r}: known devices are {', '.join(sorted(devices))}"
+        return (
+            f"unknown device {spec.device!r} in backend {text!r}{_did_you_mean(spec.device, devices, str(spec))}: "
+            f"known devices are {', '.join(sorted(devices))}"
+        )
     device_packages = {d for d, plugin in DEVICE_PLUGINS.items() if plugin.package}  # torch_neuronx registers "neuron"
     compilers = {*TORCH_COMPILERS, *COMPILER_PLUGINS, *BUILTIN_COMPILERS, *device_packages}
     if spec.compiler and spec.compiler not in compilers:
         return (
-            f"unknown compile backend {spec.compiler!r} in backend {text!r}: "
+            f"unknown compile backend {spec.compiler!r} in backend {text!r}"
+            f"{_did_you_mean(spec.compiler, compilers, str(spec))}: "
             f"known compile backends are {', '.join(sorted(compilers))}"
         )
     return None
+
+
+def _did_you_mean(word: str, known: set[str], spec: str) -> str:
+    """``; did you mean 'cpu+inductor'?`` for the closest known name, the spec rewritten with it."""
+    import difflib
+
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    if not close:
+        return ""
+    return f" (did you mean {spec.replace(word, close[0], 1)!r}?)"
 
 
 def resolve_auto() -> BackendSpec:
