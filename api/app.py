@@ -15,9 +15,9 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from db.weeks import iso_week
+from db.weeks import BadWeek, iso_week
 from zoo_runner import __version__
-from zoo_runner.exceptions import BadInput, DatabaseUnavailable
+from zoo_runner.exceptions import DatabaseUnavailable, UnknownBackend
 
 from .docs import install_openapi, mount_docs
 from .middleware import BodyLimit, ETag, NoNul, RateLimit, SecurityHeaders
@@ -93,11 +93,13 @@ def create_app() -> FastAPI:
             return error_page(422, "; ".join(_in_words(e) for e in errors))
         return JSONResponse({"detail": errors}, status_code=422)
 
-    @app.exception_handler(BadInput)
-    async def _bad_input(request: Request, exc: BadInput) -> Response:  # a week off the calendar, a backend typo
+    async def _bad_input(request: Request, exc: Exception) -> Response:  # a week off the calendar, a backend typo
         if _page(request):
             return error_page(422, str(exc))
         return JSONResponse({"detail": [{"type": "value_error", "loc": ["query"], "msg": str(exc)}]}, status_code=422)
+
+    for bad in (BadWeek, UnknownBackend):  # the request's fault; a bad ZOO_* setting (ConfigError) is not
+        app.add_exception_handler(bad, _bad_input)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:

@@ -57,7 +57,10 @@ def test_redis_restarted_empty_mid_run_loses_nothing(fleet_on_volatile_redis, vo
     time.sleep(2)
     volatile_redis["start"]()
     t_restart = time.monotonic()
-    assert fleet.redis.dbsize() == 0, "the broker came back with its queues"
+    # it came back with nothing from disk (clients that reconnect at once may already have written
+    # their bindings: the key count right after the restart is a race, what was loaded is not)
+    persistence = fleet.redis.info("persistence")
+    assert persistence.get("rdb_last_load_keys_loaded", 0) == 0 and persistence["aof_enabled"] == 0, persistence
     wait_until(lambda: run.poll() is not None, 300, "`zoo run` to finish within 5 minutes", interval=2, logs=logs)
     took = time.monotonic() - t_restart
     out = run.log_path.read_text()

@@ -30,6 +30,12 @@ def test_backend_typos_get_the_closest_name_and_no_test_only_backends():
     assert "did you mean 'neuron'" in spec_problem("nueron")
     assert "did you mean 'cpu+inductor'" in spec_problem("cpu+inductr")
     assert spec_problem("cpu+inductor") is None and spec_problem("neuron+neuron") is None
+    assert "did you mean 'neuron+neuron'" in spec_problem("neuron+neuro")  # the compiler fixed, not the device
+    from zoo_runner.backends import typo_problem
+
+    assert "did you mean 'neuron'" in typo_problem("nueron")
+    # a name nothing close to a known one is torch's to judge (it may register it), not refused before torch
+    assert typo_problem("cuda+eager_noexcept") is None and typo_problem("cpu+tensorrt") is None
     from zoo_runner.backends import compiler_available
 
     ok, why = compiler_available("inductr")

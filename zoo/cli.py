@@ -662,10 +662,10 @@ def _check_inputs(args: argparse.Namespace) -> None:
         check_week(getattr(args, key, None))
     backend = getattr(args, "backend", None)
     if args.command in RUN_COMMANDS and backend and backend != "auto" and not settings().plugins:
-        from zoo_runner.backends import spec_problem
+        from zoo_runner.backends import typo_problem
         from zoo_runner.exceptions import UnknownBackend
 
-        problem = spec_problem(backend)
+        problem = typo_problem(backend)
         if problem:
             raise UnknownBackend(problem)
 

@@ -16,7 +16,7 @@ from db.session import session_scope
 from services import catalog
 from workers import publish, reconcile
 from zoo_runner import envs
-from zoo_runner.backends import BackendSpec, check_backend, load_plugins, spec_problem
+from zoo_runner.backends import BackendSpec, check_backend, load_plugins, typo_problem
 from zoo_runner.exceptions import DatabaseUnavailable, UnknownBackend
 from zoo_runner.launcher import stage_listener
 from zoo_runner.request import ValidationRequest, share_of_cores
@@ -31,7 +31,7 @@ def resolve_backend(spec: str) -> str:
     """The canonical spec, or one line: names are checked first, before torch is imported (a typo
     answers at once, with the closest known name); then whether this machine can run it."""
     if (spec or "").strip() != "auto" and not settings().plugins:  # a plugin may register any name: loaded first
-        problem = spec_problem(spec)
+        problem = typo_problem(spec)
         if problem:
             raise UnknownBackend(problem)
     load_plugins()

@@ -10,6 +10,7 @@ first names them (:data:`BUILTIN_DEVICES`, :data:`BUILTIN_COMPILERS`).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
@@ -437,14 +438,51 @@ def spec_problem(text: str) -> str | None:
     return None
 
 
-def _did_you_mean(word: str, known: set[str], spec: str) -> str:
-    """``; did you mean 'cpu+inductor'?`` for the closest known name, the spec rewritten with it."""
+def _closest(word: str, known: set[str]) -> str | None:
     import difflib
 
     close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _did_you_mean(word: str, known: set[str], spec: str) -> str:
+    """`` (did you mean 'cpu+inductor'?)`` for the closest known name, the spec rewritten with it
+    (the device or the compiler, whichever ``word`` is)."""
+    close = _closest(word, known)
     if not close:
         return ""
-    return f" (did you mean {spec.replace(word, close[0], 1)!r}?)"
+    try:
+        parsed = BackendSpec.parse(spec)
+        fixed = str(
+            dataclasses.replace(parsed, device=close)
+            if parsed.device == word
+            else dataclasses.replace(parsed, compiler=close)
+        )
+    except Exception:
+        fixed = close
+    return f" (did you mean {fixed!r}?)"
+
+
+def typo_problem(text: str) -> str | None:
+    """:func:`spec_problem`, but only where it is surely a typo: the unknown name is close to a
+    known one, and no installed package registers it (a ``torch_dynamo_backends`` entry point, a
+    ``torch_<device>`` module). Checked without importing torch, so a typo answers at once; any
+    other unknown name is left to torch's own check (:func:`check_backend`)."""
+    problem = spec_problem(text)
+    if problem is None or "did you mean" not in problem:
+        return problem if problem and "unknown backend" in problem else None  # a syntax error: surely wrong
+    import importlib.util
+    from importlib.metadata import entry_points
+
+    spec = BackendSpec.parse(text)
+    if spec.compiler and spec.compiler in {e.name for e in entry_points(group="torch_dynamo_backends")}:
+        return None
+    try:
+        if importlib.util.find_spec(f"torch_{spec.device}") is not None:  # torch_npu registers "npu"
+            return None
+    except (ImportError, ValueError):
+        pass
+    return problem
 
 
 def resolve_auto() -> BackendSpec:
