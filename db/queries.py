@@ -1253,6 +1253,21 @@ def env_names(session: Session) -> list[str]:
     return [DEFAULT_ENV if e == "" else e for e in found]
 
 
+def _skipped_between(b: Bisection) -> list[str]:
+    """The skipped versions that leave the first bad one uncertain: those between last good and first bad."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        lo, hi = Version(b.last_good or ""), Version(b.first_bad or "")
+        return [
+            st["version"]
+            for st in b.steps or []
+            if st.get("verdict") == "skip" and lo < Version(str(st.get("version"))) < hi
+        ]
+    except InvalidVersion:
+        return []
+
+
 def bisections(session: Session, model_ids: list[str], backend: str | None = None) -> list[dict[str, Any]]:
     """Stored ``zoo bisect`` outcomes of these models (on ``backend``), newest first."""
     if not model_ids:
@@ -1277,7 +1292,7 @@ def bisections(session: Session, model_ids: list[str], backend: str | None = Non
                 "bad_signature": b.bad_signature,
                 "env_base": b.env_base or None,
                 "steps": b.steps or [],
-                "skipped": [st.get("version") for st in b.steps or [] if st.get("verdict") == "skip"],
+                "skipped": _skipped_between(b),
                 "created_at": b.created_at.isoformat() if b.created_at else None,
             }
         )

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from db import queries
 from db.weeks import BadWeek, check_week
-from zoo_runner.backends import spec_problem
+from zoo_runner.backends import BackendSpec, spec_problem
 from zoo_runner.exceptions import UnknownBackend
 
 __all__ = ["BadWeek", "UnknownBackend", "check_backend", "check_week"]
@@ -26,6 +26,8 @@ def check_backend(session: Session | None, backend: str | None) -> str | None:
     if not backend:
         return None
     problem = spec_problem(backend)
-    if problem and (session is None or not queries.has_backend(session, backend)):
+    if problem is None:  # stored under its canonical text: `cpu+inductor@float32` is `cpu+inductor`
+        return str(BackendSpec.parse(backend))
+    if session is None or not queries.has_backend(session, backend):
         raise UnknownBackend(problem)
     return backend

@@ -39,6 +39,13 @@ def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _overrule(result: dict[str, Any], status: Status, reason: Reason | None, type_: str, message: str) -> None:
+    """The parent's verdict over the model process's: ``status`` (``reason``) with that error."""
+    result["status"], result["reason"] = status.value, reason.value if reason else None
+    result["error"] = error_info(type_=type_, message=message)
+    result["details"]["verdict"] = "parent"
+
+
 def decide(req: ValidationRequest, result: dict[str, Any]) -> None:
     """Recompute ``result``'s status from its measurements (in place); raises BadResult for a pass
     claimed without the measurements that make one."""
@@ -46,13 +53,10 @@ def decide(req: ValidationRequest, result: dict[str, Any]) -> None:
     if status not in PASSING:
         return
     if (result.get("details") or {}).get("backend_share") == 0:  # it ran, but not on the backend: nothing proved
-        result["status"], result["reason"] = Status.COMPILE_ERROR.value, Reason.BACKEND_FELL_BACK.value
-        result["error"] = error_info(
-            type_="BackendFellBack",
-            message=f"the backend executed none of the graphs' ops (backend_share 0), though the model process "
-            f"said {status}",
-        )
-        result["details"]["verdict"] = "parent"
+        _overrule(
+            result, Status.COMPILE_ERROR, Reason.BACKEND_FELL_BACK, "BackendFellBack",
+            f"the backend executed none of the graphs' ops (backend_share 0), though the model process said {status}",
+        )  # fmt: skip
         return
     if req.tier not in COMPARED_TIERS:
         return
@@ -63,14 +67,10 @@ def decide(req: ValidationRequest, result: dict[str, Any]) -> None:
         what = ", ".join(missing + ([] if _finite(use) else ["budget_use"]))
         raise BadResult(f"it claims {status} without its measurements ({what})")
     if use > 1.0:
-        result["status"] = Status.MISMATCH.value
-        result["reason"] = None
-        result["error"] = error_info(
-            type_="Mismatch",
-            message=f"the outputs used {use:.3g}x their error budget: a mismatch, though the model process "
-            f"said {status}",
-        )
-        result["details"]["verdict"] = "parent"
+        _overrule(
+            result, Status.MISMATCH, None, "Mismatch",
+            f"the outputs used {use:.3g}x their error budget: a mismatch, though the model process said {status}",
+        )  # fmt: skip
         return
     fallbacks = result.get("fallback_ops") or []
     want = Status.PASS_WITH_FALLBACK.value if fallbacks else Status.PASS.value
