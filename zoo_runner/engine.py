@@ -183,6 +183,22 @@ def _keep_inductor_headers() -> str | None:
     return headers
 
 
+def _thread_independent_kernels() -> bool:
+    """Have inductor's C++ kernels read the thread count at run time instead of compiling it in,
+    where a compile cache is shared: otherwise ``zoo run`` (one thread per model process, two at
+    once) and ``zoo validate`` (every core) key their FX graphs differently and never share one.
+    Inductor keeps the resolved thread count out of its cache key under ``cpp.dynamic_threads``.
+    Returns whether it was set (False without a cache: nothing to share, fixed counts kept)."""
+    if not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return False
+    from torch._inductor import config
+
+    if not hasattr(config.cpp, "dynamic_threads"):
+        return False
+    config.cpp.dynamic_threads = True
+    return True
+
+
 def _graph_breaks(top: int = 5) -> tuple[int, list[str]]:
     """Graph breaks dynamo counted, and their most frequent reasons (first line each). Recent torch
     files some breaks (an LSTM dynamo will not trace) under "unimplemented" rather than "graph_break"."""
@@ -485,6 +501,7 @@ def _run_target(
             counters.clear()
             if spec.compiler == "inductor":
                 _keep_inductor_headers()
+                _thread_independent_kernels()
             runner = torch.compile(target, backend=spec.compiler, options=backends.compile_options(spec))
         if tracker:
             tracker.clear()
