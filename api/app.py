@@ -16,8 +16,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from db.weeks import BadWeek, iso_week
-from zoo_runner import __version__
 from zoo_runner.exceptions import DatabaseUnavailable, UnknownBackend
+from zoo_runner.version import __version__
 
 from .docs import install_openapi, mount_docs
 from .middleware import BodyLimit, ETag, NoNul, RateLimit, SecurityHeaders

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from zoo_runner.precision import CHOICES, PRECISIONS
+from zoo_runner.statuses import Reason, Status
 
 Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
 PrecisionChoice = Literal[CHOICES]  # type: ignore[valid-type]
@@ -39,8 +40,8 @@ class ResultOut(BaseModel):
     backend: str
     device: str | None = None
     dtype: str | None = None
-    status: str
-    reason: str | None = None
+    status: Status
+    reason: Reason | None = None
     fingerprint: str | None = None
     library: str | None = None
     architecture: str | None = None
@@ -72,7 +73,7 @@ class ModelSummary(BaseModel):
     model_type: str | None = None
     task: str | None = None
     custom_code: bool = False
-    latest_status: dict[str, str] = Field(default_factory=dict, description="backend/tier → latest status")
+    latest_status: dict[str, Status] = Field(default_factory=dict, description="backend/tier → latest status")
 
 
 class ModelPage(BaseModel):
@@ -155,7 +156,7 @@ class CoverageHistory(BaseModel):
 class ExampleModel(BaseModel):
     model_id: str
     downloads: int
-    status: str | None = None
+    status: Status | None = None
 
 
 class OpGap(BaseModel):
@@ -247,8 +248,8 @@ class FailurePage(BaseModel):
 class Transition(BaseModel):
     model_id: str
     downloads: int
-    status_before: str
-    status_now: str
+    status_before: Status
+    status_now: Status
     error_signature: str | None = None
     first_versions: dict[str, Any] = Field(description="versions of the first result with the new status")
     previous_versions: dict[str, Any] = Field(description="versions of the last result before it")
@@ -338,7 +339,7 @@ class ValidationAccepted(BaseModel):
 
 class CompareSide(BaseModel):
     id: int = Field(description="the stored result: GET /api/v1/results/{id}")
-    status: str
+    status: Status
     signature: str | None = None
     rmse_ratio: float | None = None
     versions: dict[str, str] = Field(default_factory=dict)

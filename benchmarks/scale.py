@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.url is None:
             from tqdm import tqdm
 
-            from dashboards.seed import seed
+            from db.seed import seed
 
             t = time.perf_counter()
             total = a.models * a.weeks * len(a.backends.split(","))

@@ -10,12 +10,10 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
-from db import queries
-from db.models import Model
-from db.session import get_session
-from db.weeks import WEEK_PATTERN, check_week
+from services import dashboard as queries
 from services import model_list, reports
-from services.inputs import check_backend
+from services.dashboard import WEEK_PATTERN, get_session
+from services.inputs import check_backend, check_week
 from services.reports import api_url as api
 from services.triage import attach_triage
 from zoo_runner.statuses import ALL_STATUSES, PASSING, Status
@@ -135,6 +133,7 @@ def overview(
         rates=cov.rates,
         heads=heads,
         groups=groups,
+        SHOWN=12,  # rows of each breakdown on the page; the rest in its JSON and CSV
         rows=snap_rows,
         keys=keys,
         judged_at=declared_precisions(session, cov.week),
@@ -218,7 +217,7 @@ def models_page(
 
 @router.get("/models/{model_id:path}", response_class=HTMLResponse)
 def model_page(session: SessionDep, request: Request, model_id: str) -> HTMLResponse:
-    m = session.get(Model, model_id)
+    m = queries.model_row(session, model_id)
     latest = queries.latest_results(session, model_id)
     if m is None and not latest:
         raise HTTPException(404, detail=f"unknown model {model_id}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from db import queries
+from services import dashboard as queries
 from services import reports
 from services.reports import api_url
 from services.triage import attach_triage

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from db import queries
+from services import dashboard as queries
 from services.reports import api_url as api
 from zoo_runner.statuses import Status
 
@@ -36,7 +36,26 @@ STATUS_COLORS = {
 }
 PALETTE = ["#1f6fb2", "#e07b39", "#2e9e6a", "#b04aa8", "#c9a227", "#4aa3b0", "#7a7a7a", "#d1495b"]
 
+
+def plotted(cfg: dict[str, Any]) -> bool:
+    """Whether a Chart.js config has a point to draw (a label and a value that is not null)."""
+    data = cfg.get("data") or {}
+    return bool(data.get("labels")) and any(
+        v is not None for d in data.get("datasets") or [] for v in d.get("data") or []
+    )
+
+
+def drawable(cfg: dict[str, Any]) -> dict[str, Any]:
+    """``cfg`` as it should be drawn: a line over a single week is a lone dot in a corner, so one
+    label makes it bars (one per series, with its value), everything else is left as it is."""
+    if cfg.get("type") != "line" or len((cfg.get("data") or {}).get("labels") or []) != 1:
+        return cfg
+    return {**cfg, "type": "bar"}
+
+
 templates.globals.update(
+    plotted=plotted,
+    drawable=drawable,
     pct=pct,
     num=num,
     sig=sig,

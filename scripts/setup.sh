@@ -38,15 +38,31 @@ if [[ " ${extras[*]} " == *" xla "* ]] && [[ " ${extras[*]} " =~ " "(timm|open_c
   echo "setup.sh: xla needs torch==2.9.0, timm/open_clip/pyannote torch==2.14.1: install them in separate venvs (ZOO_VENV=...)" >&2
   exit 2
 fi
+log="$VENV/setup.log"  # pip's own output: shown only when a step fails
+say() { echo "setup: $*" >&2; }
+step() {  # step WHAT CMD...: say WHAT, run CMD with its output in $log, show its tail if it fails
+  local what="$1"; shift
+  say "$what"
+  if ! "$@" >>"$log" 2>&1; then
+    say "failed: $what; the last lines of $log:"
+    tail -n 30 "$log" >&2
+    exit 1
+  fi
+}
 if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating the virtual environment $VENV ($("$PY" --version 2>&1))" >&2
   "$PY" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+: >"$log"
+say "upgrading pip"
+"$VENV/bin/python" -m pip install -q --upgrade pip >>"$log" 2>&1 || say "pip not upgraded (offline?): going on with $("$VENV/bin/python" -m pip --version | cut -d' ' -f1-2)"
 # shellcheck disable=SC2086
-"$VENV/bin/python" -m pip install -q $torch_spec
+step "installing $torch_spec" "$VENV/bin/python" -m pip install -q $torch_spec
 spec="."
 if [ "${#extras[@]}" -gt 0 ]; then
   spec=".[$(IFS=,; echo "${extras[*]}")]"
 fi
-"$VENV/bin/python" -m pip install -q -e "$spec"
-echo "zoo installed in $VENV ($("$VENV/bin/zoo" --help >/dev/null && echo ok))" >&2
+# editable, so a change to the source needs no reinstall; setuptools' banners go to the log
+step "installing Zoo and its dependencies (pip install -e '$spec': transformers, SQLAlchemy, Celery, FastAPI, ...)" \
+  "$VENV/bin/python" -m pip install -q -e "$spec"
+say "zoo installed in $VENV ($("$VENV/bin/zoo" --help >/dev/null && echo ok); pip's output in $log)"

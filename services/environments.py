@@ -28,9 +28,10 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from zoo_runner import __version__, envs
+from zoo_runner import envs
 from zoo_runner.exceptions import ZooError
 from zoo_runner.verdict import parent_versions
+from zoo_runner.version import __version__
 
 FALLTHROUGH = "zz-zoo-fallthrough.pth"  # sorted last: the env's own packages come first
 PIP_TIMEOUT_S = 1800.0

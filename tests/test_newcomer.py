@@ -13,7 +13,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from fastapi.testclient import TestClient
-from tqdm import tqdm
 
 from db import queries, repository
 from db.repository import CatalogEntry
@@ -21,6 +20,7 @@ from db.session import session_scope
 from tests.conftest import child_env, free_port
 from tests.test_api_analytics import W48, seed_history
 from tests.test_storage import _result
+from zoo.progress import progress_bar
 from zoo_runner.backends import spec_problem
 from zoo_runner.launcher import stage_listener
 
@@ -223,12 +223,52 @@ def test_run_progress_names_the_model_and_stage_before_it_finishes(monkeypatch):
         return {"model_id": req.model_id, "status": "pass"}
 
     monkeypatch.setattr(services.validation, "validate_and_store", fake_validate)
-    monkeypatch.setattr(jobs, "tqdm", lambda **kw: tqdm(**{**kw, "file": out, "mininterval": 0}))
+    monkeypatch.setattr(jobs, "progress_bar", lambda **kw: progress_bar(**{**kw, "file": out}))  # no terminal: lines
     results = jobs.run_inprocess(["org/first-model"], "cpu+inductor", "tiny", run_id=1, timeout=60, jobs=1)
     assert [r["status"] for r in results] == ["pass"]
     assert "org/first-model: preparing" in seen[0]
     assert "0/1" in seen[1] and "org/first-model: compiling and running on the backend" in seen[1]
     assert "1/1" in out.getvalue() and "org/first-model: pass" in out.getvalue()
+
+
+def test_zoo_run_without_a_terminal_prints_progress_lines_within_15_s(tmp_path):
+    """stdout and stderr are pipes (a log file, ``docker exec`` without -t, CI): tqdm's bar would be
+    carriage returns on one endless line, or nothing where the terminal reports no width. Plain
+    lines come instead, the first as soon as the models start, each naming what is in flight."""
+    import queue
+    import threading
+
+    env = child_env(ZOO_DATABASE_URL=f"sqlite:///{tmp_path / 'zoo.db'}", HF_HUB_OFFLINE="1")
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zoo.cli", "run", "--top", "2", "--backend", "cpu", "--jobs", "1"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[tuple[float, str]] = queue.Queue()
+    threading.Thread(
+        target=lambda: [lines.put((time.monotonic() - start, ln)) for ln in proc.stderr], daemon=True
+    ).start()
+    seen: list[tuple[float, str]] = []
+    try:
+        while time.monotonic() - start < 15:
+            try:
+                seen.append(lines.get(timeout=0.5))
+            except queue.Empty:
+                continue
+            if sum(ln.startswith("validate cpu: ") for _, ln in seen) >= 2:
+                break
+    finally:
+        proc.kill()
+        proc.wait(30)
+    progress = [(t, ln.rstrip("\n")) for t, ln in seen if ln.startswith("validate cpu: ")]
+    assert len(progress) >= 2, f"no progress lines within 15 s: {seen}"
+    assert progress[0][1].startswith("validate cpu: 0/2 [00:0"), progress
+    assert any(": preparing" in ln or ": starting its process" in ln for _, ln in progress), progress
+    assert not any("\r" in ln for _, ln in seen), "carriage returns in a pipe"
 
 
 def test_main_job_says_what_it_does_before_the_first_model(monkeypatch, sqlite_url):

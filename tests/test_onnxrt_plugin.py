@@ -17,7 +17,8 @@ from zoo_runner import backends
 from zoo_runner.backends import BackendSpec, CompilerPlugin, check_backend, declared_precision, register_compiler
 from zoo_runner.exceptions import BackendUnavailable
 from zoo_runner.precision import resolve
-from zoo_runner.request import ValidationRequest, empty_result
+from zoo_runner.request import ValidationRequest
+from zoo_runner.result import empty_result
 
 SPEC = BackendSpec.parse("cpu+onnxrt")
 

@@ -19,7 +19,8 @@ from zoo_runner.backends import BackendSpec, check_backend, declared_precision
 from zoo_runner.exceptions import BackendUnavailable, UnknownBackend
 from zoo_runner.plugins import openvino as ov_plugin
 from zoo_runner.precision import resolve
-from zoo_runner.request import ValidationRequest, empty_result
+from zoo_runner.request import ValidationRequest
+from zoo_runner.result import empty_result
 
 SPEC = BackendSpec.parse("cpu+openvino")
 

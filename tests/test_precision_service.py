@@ -159,7 +159,7 @@ def test_a_flag_naming_the_declared_precision_keeps_the_row_declared(database_ur
 
 def test_a_row_without_precision_from_a_flag_run_is_not_the_declared_one(database_url):
     seed_precisions()
-    from zoo_runner.request import empty_result
+    from zoo_runner.result import empty_result
 
     # the model process died at --precision fp16: the parent's row carries the precision asked for
     crashed = empty_result(ValidationRequest("org/b", backend="neuron", precision="fp16"))

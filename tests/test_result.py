@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from zoo_runner.request import HARNESS_VERSION, ValidationRequest, empty_result
-from zoo_runner.result import METRIC_KEYS, RESULT_KEYS, ValidationResult, failure_result
+from zoo_runner.request import HARNESS_VERSION, ValidationRequest
+from zoo_runner.result import METRIC_KEYS, RESULT_KEYS, ValidationResult, empty_result, failure_result
 from zoo_runner.result_schema import BadResult, check, trusted_result
 from zoo_runner.statuses import ALL_REASONS, Reason, Status
 

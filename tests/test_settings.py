@@ -172,7 +172,7 @@ def test_empty_and_unset_stay_apart(monkeypatch):
     assert reference_cache.configured_dir() is None
     monkeypatch.setenv("ZOO_SCHEDULE_BACKEND", "cuda")
     monkeypatch.setenv("ZOO_SCHEDULE_BACKENDS", "")
-    from workers.schedules import beat_schedule, schedule_backends
+    from workers.timetable import beat_schedule, schedule_backends
 
     assert schedule_backends() == ["cuda"]
     monkeypatch.setenv("ZOO_BEAT_SWEEP_EVERY_S", "")

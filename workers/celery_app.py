@@ -57,6 +57,7 @@ HARD_TIME_LIMIT_S, VISIBILITY_TIMEOUT_S, VISIBILITY_MARGIN_S, SOFT_SHUTDOWN_S, M
 # How often a worker sweeps the broker for messages abandoned by dead workers.
 RESTORE_INTERVAL_S = max(1, min(60, VISIBILITY_TIMEOUT_S // 10))
 
+VALIDATE_TASK = "zoo.validate"  # the task name publishers send by (workers/tasks.py registers it)
 SCHEDULER_QUEUE = "scheduler"  # beat's own tasks (sweeps, refreshes, reports): no accelerator needed
 
 
@@ -110,7 +111,7 @@ def make_app() -> Celery:
         enable_utc=True,
         timezone="UTC",
     )
-    from .schedules import beat_schedule
+    from .timetable import beat_schedule
 
     app.conf.beat_schedule = beat_schedule()
     return app

@@ -102,8 +102,7 @@ def enqueue_groups(
 
     from zoo_runner.exceptions import BrokerUnavailable
 
-    from .celery_app import app, queue_for, redacted_broker_url
-    from .tasks import validate_task
+    from .celery_app import VALIDATE_TASK, app, queue_for, redacted_broker_url
 
     queue = queue or queue_for(backend, env)
     ids: list[str] = []
@@ -117,7 +116,9 @@ def enqueue_groups(
             producer.connection.ensure_connection(max_retries=2, timeout=5)
 
             def send(tid: str, args: list, kwargs: dict) -> str:
-                return validate_task.apply_async(
+                # by name: this module is what the tasks publish with, so it does not import them
+                return app.send_task(
+                    VALIDATE_TASK,
                     args=args,
                     kwargs=kwargs,
                     task_id=tid,
@@ -125,6 +126,7 @@ def enqueue_groups(
                     producer=producer,
                     time_limit=None,
                     soft_time_limit=None,
+                    ignore_result=True,
                 ).id
 
             ids.append(send(*payloads[0]))
@@ -132,7 +134,7 @@ def enqueue_groups(
             if producer.connection.transport.driver_type == "redis":
                 with producer.channel.conn_or_acquire() as client:
                     pipe = client.pipeline(transaction=False)
-                    for tid, raw in redis_messages(app, validate_task.name, queue, rest):
+                    for tid, raw in redis_messages(app, VALIDATE_TASK, queue, rest):
                         pipe.lpush(queue, raw)
                         ids.append(tid)
                         if len(pipe) >= batch:

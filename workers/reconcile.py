@@ -58,8 +58,7 @@ def republish_lost(run_id: int, stale_after_s: float | None = None) -> list[str]
     from db import repository
     from db.session import session_scope
 
-    from .celery_app import HARD_TIME_LIMIT_S, app
-    from .tasks import validate_task
+    from .celery_app import HARD_TIME_LIMIT_S, VALIDATE_TASK, app
 
     stale = dt.timedelta(seconds=stale_after_s if stale_after_s is not None else HARD_TIME_LIMIT_S + 60)
     now = dt.datetime.now(dt.timezone.utc)
@@ -85,7 +84,7 @@ def republish_lost(run_id: int, stale_after_s: float | None = None) -> list[str]
         pipe = client.pipeline(transaction=False)
         for queue in sorted({t.queue for t in lost}):
             batch = [(t.task_id, t.args, t.kwargs) for t in lost if t.queue == queue]
-            for _tid, raw in redis_messages(app, validate_task.name, queue, batch):
+            for _tid, raw in redis_messages(app, VALIDATE_TASK, queue, batch):
                 pipe.lpush(queue, raw)
         pipe.execute()
     finally:

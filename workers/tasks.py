@@ -17,7 +17,7 @@ from zoo_runner.request import ValidationRequest, error_info, share_of_cores
 from zoo_runner.result import failure_result
 from zoo_runner.statuses import Status
 
-from .celery_app import HARD_TIME_LIMIT_S, MAX_ATTEMPTS, app
+from .celery_app import HARD_TIME_LIMIT_S, MAX_ATTEMPTS, VALIDATE_TASK, app
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def _requests(request: dict, followers: list[str] | None) -> list[ValidationRequ
     return out
 
 
-@app.task(name="zoo.validate", bind=True, max_retries=None)
+@app.task(name=VALIDATE_TASK, bind=True, max_retries=None)
 def validate_task(self, request: dict, run_id: int | None = None, followers: list[str] | None = None) -> str:
     """Validate one model (and the models sharing its fingerprint) and store a row for each;
     returns the first model's status."""
@@ -153,7 +153,7 @@ def refresh_task(
     from services.planning import plan_sweep
 
     from .publish import enqueue_groups
-    from .schedules import schedule_backends
+    from .timetable import schedule_backends
 
     return [
         plan_sweep("daily", b, tier, publish=enqueue_groups, top=top, sync=sync)
@@ -168,6 +168,6 @@ def weekly_sweep_task(backends: list[str] | None = None, tier: str = "tiny", syn
     from services.planning import plan_sweep
 
     from .publish import enqueue_groups
-    from .schedules import schedule_backends
+    from .timetable import schedule_backends
 
     return [plan_sweep("weekly", b, tier, publish=enqueue_groups, sync=sync) for b in (backends or schedule_backends())]

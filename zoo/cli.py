@@ -383,7 +383,7 @@ def _check_sandbox() -> None:
 
 
 def cmd_seed(args: argparse.Namespace) -> int:
-    from dashboards.seed import seed
+    from db.seed import seed
 
     n = seed(models=args.models, weeks=args.weeks, backends=args.backends.split(","))
     print(f"seeded {n} results")

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
-
-from tqdm import tqdm
 
 from db import queries, repository
 from db.session import session_scope
@@ -22,7 +19,7 @@ from zoo_runner.launcher import stage_listener
 from zoo_runner.request import ValidationRequest, share_of_cores
 from zoo_runner.settings import settings
 
-from .progress import RunProgress
+from .progress import RunProgress, progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +97,7 @@ def run_inprocess(
         return validation.validate_or_fail(_request(mid, backend, tier, timeout, precision, jobs, env), run_id=run_id)
 
     with (
-        tqdm(total=len(model_ids), desc=f"validate {backend}", unit="model", file=sys.stderr) as bar,
+        progress_bar(total=len(model_ids), desc=f"validate {backend}") as bar,
         ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
     ):
         progress = RunProgress(bar)
@@ -134,7 +131,7 @@ def wait_for(
     """Wait until ``expected`` results of run ``run_id`` are stored (workers may die and redeliver);
     ``reconciler`` publishes again the tasks a broker restarted empty lost."""
     start = time.monotonic()
-    with tqdm(total=expected, desc="waiting for workers", unit="model", file=sys.stderr) as bar:
+    with progress_bar(total=expected, desc="waiting for workers") as bar:
         done = 0
         while done < expected:
             try:

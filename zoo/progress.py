@@ -6,9 +6,12 @@ compile), so the bar names what is happening from the start instead of waiting f
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import IO, Any
 
 from tqdm import tqdm
 
@@ -25,20 +28,75 @@ STAGE_WORDS = {
     "done": "storing",
 }
 WIDTH = 40  # characters of a model id on the bar
-TICK_S = {True: 1.0, False: 30.0}  # how often tick() redraws the bar: on a terminal, in a log file
+TICK_S = {True: 1.0, False: 10.0}  # how often tick() redraws: a bar on a terminal, a plain line elsewhere
+
+
+def has_width(stream: IO[str]) -> bool:
+    """Whether ``stream`` is a terminal that reports a width (a bar can be drawn there). A pipe, a
+    file, or a terminal of 0 columns (``docker exec -t``, some CI consoles) gets plain lines."""
+    isatty = getattr(stream, "isatty", None)
+    if not (isatty and isatty()):
+        return False
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class PlainLines:
+    """What a progress bar says, as whole lines (``desc: n/total [elapsed] postfix``): for a stream
+    with no terminal width, where tqdm's carriage returns draw nothing or one endless line. A line
+    per change (:meth:`set_postfix_str`, :meth:`update`) and one per :meth:`refresh` (the heartbeat)."""
+
+    def __init__(self, total: int, desc: str, file: IO[str] | None = None, **_: Any) -> None:
+        self.total, self.desc, self.fp, self.n = total, desc, file or sys.stderr, 0
+        self._start, self._postfix = time.monotonic(), ""
+        self._written = 0.0
+
+    def __enter__(self) -> PlainLines:
+        self.refresh()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+        self._postfix = s
+        if refresh:
+            self.refresh()
+
+    def update(self, n: int = 1) -> None:
+        """A line when the count moves; when it does not (a poll), one at most every heartbeat."""
+        self.n += n
+        if n or time.monotonic() - self._written >= TICK_S[False]:
+            self.refresh()
+
+    def refresh(self) -> None:
+        elapsed = int(time.monotonic() - self._start)
+        line = f"{self.desc}: {self.n}/{self.total} [{elapsed // 60:02d}:{elapsed % 60:02d}]"
+        self.fp.write(f"{line} {self._postfix}".rstrip() + "\n")
+        self.fp.flush()
+        self._written = time.monotonic()
+
+
+def progress_bar(total: int, desc: str, unit: str = "model", file: IO[str] | None = None) -> Any:
+    """tqdm's bar on a terminal with a width, :class:`PlainLines` anywhere else."""
+    stream = file or sys.stderr
+    if has_width(stream):
+        return tqdm(total=total, desc=desc, unit=unit, file=stream)
+    return PlainLines(total=total, desc=desc, file=stream)
 
 
 class RunProgress:
     """Keeps ``bar``'s postfix naming every model in flight and its stage (thread-safe), and counts
     finished models."""
 
-    def __init__(self, bar: tqdm) -> None:
+    def __init__(self, bar: Any) -> None:
         self.bar = bar
         self._active: dict[str, str] = {}
         self._last = ""
         self._lock = threading.Lock()
-        isatty = getattr(bar.fp, "isatty", None)
-        self._every = TICK_S[bool(isatty and isatty())]
+        self._every = TICK_S[not isinstance(bar, PlainLines)]
         self._drawn = time.monotonic()
 
     def on_stage(self, model_id: str) -> Callable[[str], None]:
@@ -54,7 +112,9 @@ class RunProgress:
         with self._lock:
             self._active.pop(model_id, None)
             self._last = f"{model_id[:WIDTH]}: {status}"
-            self.bar.set_postfix_str(self._text(), refresh=False)
+            # the model just finished first, then those still in flight
+            in_flight = " | ".join(f"{m[:WIDTH]}: {w}" for m, w in self._active.items())
+            self.bar.set_postfix_str(" | ".join(filter(None, [self._last, in_flight])), refresh=False)
             self.bar.update(1)  # draws
             self._drawn = time.monotonic()
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-
 from .backends import BackendSpec
 from .exceptions import ZooError
 from .request import ValidationRequest
 from .result import ValidationResult
 from .statuses import Reason, Status
+from .version import __version__
 
 
 def validate(request: ValidationRequest, **kwargs: Any) -> dict[str, Any]:

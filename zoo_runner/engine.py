@@ -41,7 +41,7 @@ CENSUS_NO_FP64 = "not computed at the census tier (nothing is compared)"
 def versions(device: str | None, compiler: str | None = None) -> dict[str, str]:
     import transformers
 
-    from . import __version__
+    from .version import __version__
 
     out = {"torch": torch.__version__, "transformers": transformers.__version__, "zoo": __version__}
     out.update(backends.backend_package_versions(device, compiler))

@@ -86,13 +86,6 @@ def share_of_cores(jobs: int) -> int | None:
     return max(1, (os.cpu_count() or 1) // jobs)
 
 
-def empty_result(req: ValidationRequest) -> dict[str, Any]:
-    """The SPEC result of ``req`` before anything ran, as a dict (:meth:`ValidationResult.empty`)."""
-    from .result import ValidationResult
-
-    return ValidationResult.empty(req).to_dict()
-
-
 def error_info(
     exc: BaseException | None = None, *, type_: str | None = None, message: str = "", tb: str | None = None
 ) -> dict[str, Any]:

@@ -40,7 +40,7 @@ def package_versions(spec: Any = None) -> dict[str, str]:
             out[dist] = version(dist)
         except PackageNotFoundError:
             pass
-    from . import __version__
+    from .version import __version__
 
     out["zoo"] = __version__
     if spec is not None:
@@ -158,6 +158,11 @@ class ValidationResult:
 
 
 RESULT_KEYS = tuple(f.name for f in fields(ValidationResult))
+
+
+def empty_result(req: ValidationRequest) -> dict[str, Any]:
+    """The SPEC result of ``req`` before anything ran, as a dict (:meth:`ValidationResult.empty`)."""
+    return ValidationResult.empty(req).to_dict()
 
 
 def failure_result(

@@ -199,11 +199,9 @@ def hidden_dirs() -> list[str]:
 def kept_dirs(python: str | None = None) -> list[str]:
     """What the model process needs to see under a hidden directory: the Python installation,
     the import path, Zoo's own source, and ``ZOO_SANDBOX_KEEP`` (colon-separated)."""
-    import zoo_runner
-
     paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *sys.path]
     paths += os.environ.get("PYTHONPATH", "").split(os.pathsep) + settings().sandbox_keep.split(os.pathsep)
-    paths.append(os.path.dirname(os.path.dirname(os.path.abspath(zoo_runner.__file__))))
+    paths.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # zoo_runner/..: Zoo's source
     if python:
         real = os.path.realpath(python)
         paths += [os.path.dirname(os.path.dirname(os.path.abspath(python))), os.path.dirname(os.path.dirname(real))]

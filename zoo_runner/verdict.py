@@ -98,7 +98,7 @@ def parent_versions(python: str | None, claimed: Any, backend: str = "") -> dict
     model process named that is installed for the model's interpreter, at its installed version."""
     names = [n for n in (claimed or {}) if isinstance(n, str) and DIST_NAME.match(n) and n != "zoo"][:MAX_DISTS]
     found = _installed(python or sys.executable, tuple(sorted(set(names) | set(ALWAYS))))
-    from . import __version__
+    from .version import __version__
 
     out = {k: v for k, v in found.items() if v is not None}
     out["zoo"] = __version__

@@ -5,7 +5,7 @@ from sqlalchemy import text
 
 from api.deps import SessionDep
 from api.schemas import Health
-from zoo_runner import __version__
+from zoo_runner.version import __version__
 
 router = APIRouter(tags=["health"])
 

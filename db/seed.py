@@ -40,6 +40,8 @@ TASKS = [
     ("text-generation", "qwen2", "Qwen2ForCausalLM"),
     ("image-segmentation", "segformer", "SegformerForSemanticSegmentation"),
     ("object-detection", "detr", "DetrForObjectDetection"),
+    ("automatic-speech-recognition", "wav2vec2", "Wav2Vec2ForCTC"),
+    ("text-generation", "gemma2", "Gemma2ForCausalLM"),
 ]
 LIBS = [
     ("transformers", 0.70),
