@@ -75,7 +75,36 @@ def run(top: int, workdir: Path) -> list[str]:
         "what `zoo run` printed on stdout:",
     ]
     lines += [f"  {ln}" for ln in out.splitlines() if ln.strip()]
+    lines += where_the_time_goes(clone / "zoo.db")
     return lines
+
+
+def where_the_time_goes(db: Path) -> list[str]:
+    """Seconds per stage of the model processes (``details.stage_s``), summed over the run's rows,
+    and the slowest models: the profile of the run (model processes run two at a time)."""
+    import json
+    import sqlite3
+
+    if not db.exists():
+        return ["no zoo.db: nothing to profile"]
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT model_id, status, duration_s, details FROM results").fetchall()
+    stages: dict[str, float] = {}
+    per_model = []
+    for model_id, status, duration, details in rows:
+        d = json.loads(details or "{}")
+        for name, sec in (d.get("stage_s") or {}).items():
+            stages[name] = stages.get(name, 0.0) + float(sec)
+        per_model.append((duration or 0.0, model_id, status, d.get("compile_cache")))
+    total = sum(stages.values()) or 1.0
+    out = [f"where the time goes ({len(rows)} rows; model process seconds summed, two run at once):"]
+    out += [
+        f"  stage {k:<12} {v:7.1f} s  {100 * v / total:5.1f} %"
+        for k, v in sorted(stages.items(), key=lambda kv: -kv[1])
+    ]
+    out.append("slowest models (seconds in the model process, status, compile cache):")
+    out += [f"  {sec:6.1f} s  {mid}  {st}  {cache}" for sec, mid, st, cache in sorted(per_model, reverse=True)[:8]]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -116,6 +116,8 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
     if row["status"] == Status.MISMATCH:
         # the budget the triage's graph-level judge applied (compare's fp32 rule on the graph's own fp32 and fp64)
         expect = {"kind": "mismatch", "factor": factor("fp32"), "floor": BUDGETS["float32"][1]}
+    elif data.get("level") == "torch":  # the row failed building dynamo's guards: so must the repro
+        expect = {"kind": "guards", "signature": (row.get("error") or {}).get("signature")}
     else:
         expect = {"kind": "error", "signature": (row.get("error") or {}).get("signature")}
     versions = ", ".join(f"{k} {v}" for k, v in sorted((row.get("versions") or {}).items()))
@@ -124,8 +126,15 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
         f"(tier {row['tier']}, judged at {row.get('precision') or 'fp32'}).\n"
         f"Failure: {row['status']}: {(row.get('error') or {}).get('signature') or ''}\n"
         f"Attribution: {tri.get('attribution')} (the first rung of eager -> aot_eager -> the backend that fails).\n"
-        f"The failing FX graph had {tri.get('graph_nodes')} nodes; minified by torch's FX minifier to "
-        f"{tri.get('repro_nodes')}.\nVersions: {versions}\nIn Zoo: {_repro_command(row)}"
+        + (
+            f"The graph the backend compiled last had {tri.get('graph_nodes')} torch-level nodes; the failure comes "
+            f"as dynamo builds its guards, so the repro calls it at torch level, cut to its shortest failing prefix: "
+            f"{tri.get('repro_nodes')} nodes.\n"
+            if data.get("level") == "torch"
+            else f"The failing FX graph had {tri.get('graph_nodes')} nodes; minified by torch's FX minifier to "
+            f"{tri.get('repro_nodes')}.\n"
+        )
+        + f"Versions: {versions}\nIn Zoo: {_repro_command(row)}"
     )
     imports = _imports(spec, plugins, out)
     text = render_repro(data, compiler=spec.compiler or "eager", imports=imports,
@@ -309,7 +318,11 @@ def finding_key(attribution: str | None, repro: Path | None, row: dict[str, Any]
     same key are one finding, whatever their messages said."""
     import hashlib
 
-    if repro is not None and repro.is_file():
+    if repro is not None and repro.is_file() and GUARDS_EXPECTED in repro.read_text():
+        # a torch-level repro that fails alone as dynamo builds the guards of what the backend compiled:
+        # one bug, whichever of its messages dynamo printed (it changes with how the graph is wrapped)
+        what = f"{attribution}|guards|{row['status']}"
+    elif repro is not None and repro.is_file():
         text = repro.read_text()
         body = text[text.index("\ndef graph(") : text.index("\nFP64 = ")] if "\ndef graph(" in text else text
         what = f"{attribution}|graph|{body}"
@@ -322,8 +335,18 @@ def finding_key(attribution: str | None, repro: Path | None, row: dict[str, Any]
     return hashlib.sha1(what.encode()).hexdigest()[:12]
 
 
+GUARDS_EXPECTED = '"kind": "guards"'  # in a repro.py whose failure is dynamo's guard building
+
+
 def finding_basis(summary: dict[str, Any]) -> str:
     """In words, what made clusters one finding (:func:`finding_key`)."""
+    repro = Path(summary["repro"]) if summary.get("repro") else None
+    if repro is not None and repro.is_file() and GUARDS_EXPECTED in repro.read_text():
+        return (
+            f"the same attribution ({summary.get('attribution')}) and status, and each cluster's repro fails alone "
+            "as dynamo builds the guards of what the backend compiled (its message changes with how the graph is "
+            "wrapped)"
+        )
     if summary.get("repro"):
         return "the same attribution and the same minimal repro graph"
     if (summary.get("failed_input") or {}).get("index"):

@@ -266,3 +266,133 @@ def test_a_repro_header_carries_no_encoding_trick_and_the_parent_rebuilds_the_tr
     )
     assert 'SCALARS = {"s": True}' in rendered
     compile(rendered, "repro.py", "exec")
+
+
+# ---------------------------------------------------------------- torch-level graphs (guard failures)
+
+TORCH_NODES = [
+    {"op": "placeholder", "name": "x"},
+    {"op": "call_method", "name": "n", "method": "size", "args": [{"node": "x"}, 1], "kwargs": {}},
+    {
+        "op": "call_function",
+        "name": "s",
+        "target": "operator.getitem",
+        "args": [{"node": "x"}, {"tuple": [{"slice": [None, None, None]}, {"slice": [0, {"node": "n"}, None]}]}],
+        "kwargs": {},
+    },
+    {"op": "call_function", "name": "g", "target": "torch.nn.functional.gelu", "args": [{"node": "s"}], "kwargs": {}},
+    {"op": "output", "args": {"tuple": [{"node": "g"}]}},
+]
+
+
+def _torch_graph(*nodes: dict, **extra) -> dict:
+    return {"nodes": [TORCH_NODES[0], *nodes, TORCH_NODES[-1]], "level": "torch", "first_call": [], **extra}
+
+
+@pytest.mark.parametrize(
+    "evil",
+    [
+        _torch_graph({"op": "call_function", "name": "g", "target": "torch.save", "args": [], "kwargs": {}}),
+        _torch_graph({"op": "call_function", "name": "g", "target": "torch.hub.load", "args": [], "kwargs": {}}),
+        _torch_graph({"op": "call_function", "name": "g", "target": "builtins.eval", "args": ["1"], "kwargs": {}}),
+        _torch_graph({"op": "call_function", "name": "g", "target": "torch.load", "args": ["/x"], "kwargs": {}}),
+        _torch_graph(
+            {"op": "call_method", "name": "g", "method": "register_hook", "args": [{"node": "x"}], "kwargs": {}}
+        ),
+        _torch_graph({"op": "call_method", "name": "g", "method": "__class__", "args": [{"node": "x"}], "kwargs": {}}),
+        _torch_graph({"op": "call_method", "name": "g", "method": "numpy", "args": [{"node": "x"}], "kwargs": {}}),
+        _torch_graph({"op": "call_method", "name": "g", "method": "view", "args": [5], "kwargs": {}}),
+        _torch_graph({"op": "call_method", "name": "g", "method": "view", "args": [], "kwargs": {}}),
+        _torch_graph(
+            {
+                "op": "call_function",
+                "name": "g",
+                "target": "operator.getitem",
+                "args": [{"node": "x"}, {"slice": ["a", None, None]}],
+                "kwargs": {},
+            }
+        ),  # fmt: skip
+        _torch_graph(
+            {
+                "op": "call_function",
+                "name": "g",
+                "target": "operator.getitem",
+                "args": [{"node": "x"}, {"slice": [None, None]}],
+                "kwargs": {},
+            }
+        ),  # fmt: skip
+        _torch_graph(
+            {
+                "op": "call_function",
+                "name": "g",
+                "target": "operator.getitem",
+                "args": [{"node": "x"}, {"ellipsis": "os.system('id')"}],
+                "kwargs": {},
+            }
+        ),  # fmt: skip
+        _torch_graph(
+            {
+                "op": "call_function",
+                "name": "slice",
+                "target": "torch.nn.functional.gelu",
+                "args": [{"node": "x"}],
+                "kwargs": {},
+            }
+        ),  # fmt: skip
+        {**_torch_graph(), "first_call": [["nope", 1, 3]]},
+        {**_torch_graph(), "first_call": [["x", -1, 3]]},
+        {**_torch_graph(), "first_call": [["x", 1, True]]},
+        {**_torch_graph(), "first_call": [["x", 1, "3); import os"]]},
+        {**_torch_graph(), "level": "python"},
+        {**_torch_graph(), "code": "import os"},
+        {"nodes": NODES, "first_call": [["x", 0, 1]]},  # narrowing is for torch-level graphs only
+    ],
+)
+def test_the_parent_refuses_a_torch_level_graph_that_is_not_data(evil):
+    with pytest.raises(BadGraph):
+        check_graph(evil, {"x"})
+
+
+def test_a_torch_level_graph_renders_to_a_graph_module_called_twice():
+    data = check_graph(_torch_graph(*TORCH_NODES[1:-1], first_call=[["x", 1, 3]]), {"x"})
+    text = render_repro(data, compiler="eager", imports=[], expect={"kind": "guards", "signature": "E"}, about="t")
+    assert "        n = x.size(1)\n" in text
+    assert "        s = operator.getitem(x, (slice(None, None, None), slice(0, n, None), ))\n" in text
+    assert "        g = torch.nn.functional.gelu(s)\n" in text
+    assert "graph = torch.fx.symbolic_trace(Graph())" in text and 'FIRST_CALL = [["x", 1, 3]]' in text
+    namespace: dict = {"__file__": "/nonexistent/repro.py"}
+    exec(compile(text.replace('if __name__ == "__main__":', "if False:"), "repro.py", "exec"), namespace)
+    import torch
+
+    x = torch.randn(2, 5)
+    assert torch.equal(namespace["graph"](x)[0], torch.nn.functional.gelu(x))
+
+
+def test_openvinos_guard_failure_gets_a_torch_level_repro_that_fails_alone(tmp_path):
+    """The real OpenVINO (issue 28's real findings): tiny BERT fails as dynamo builds the guards of the
+    graph OpenVINO compiled at the recompile for the second input shape; no graph raises, and lowered
+    to ATen it no longer fails. Zoo keeps it at torch level, calls it twice (narrowed, then as it was)
+    and cuts it to its shortest failing prefix; the repro needs only torch and openvino, exits 1 on
+    its own, and 0 with the backend swapped for dynamo's eager one."""
+    pytest.importorskip("openvino")
+    out, db = tmp_path / "D", tmp_path / "zoo.db"
+    env = child_env(ZOO_DATABASE_URL=f"sqlite:///{db}")
+    proc = run_zoo(["triage", "arch:BertModel", "--backend", "cpu+openvino", "--tier", "tiny", "--out", str(out)], env,
+                   tmp_path, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["status"] == "compile_error" and summary["attribution"] == "backend", summary
+    assert summary["repro_nodes"] is not None and summary["repro_nodes"] <= 10 < summary["graph_nodes"], summary
+    text = (out / "repro.py").read_text()
+    assert _imports(text) <= {"json", "operator", "os", "re", "struct", "sys", "torch", "openvino"}, _imports(text)
+    assert "FIRST_CALL = [[" in text and '"kind": "guards"' in text
+    bad = _run_repro(out / "repro.py")
+    assert bad.returncode == 1 and "REPRODUCED" in bad.stdout, (bad.stdout, bad.stderr[-2000:])
+    eager = out / "repro_eager.py"
+    eager.write_text(text.replace('COMPILER = "openvino"', 'COMPILER = "eager"'))
+    good = _run_repro(eager)
+    assert good.returncode == 0 and "not reproduced" in good.stdout, (good.stdout, good.stderr[-2000:])
+    (details,) = sqlite3.connect(db).execute("SELECT details FROM results WHERE model_id = 'arch:BertModel'").fetchone()
+    triage = json.loads(details)["triage"]
+    assert triage["repro_kind"] == "graph" and "torch level" in triage["note"], triage
+    assert triage["repro_signature"].startswith(("AssertionError", "IndexError")), triage

@@ -1,12 +1,17 @@
 """A minified FX graph as data, and the standalone ``repro.py`` the parent writes from it.
 
 The model process describes its graph (:func:`describe_graph`): placeholders, ``call_function``
-nodes on ATen overloads or ``operator.getitem``, and literal arguments; its tensors (weights and
-inputs alike) go in ``repro.safetensors``. The parent never runs what the model process wrote: it
-checks every node against that grammar (:func:`check_graph`) and renders ``repro.py`` from a
-template (:func:`render_repro`). The repro needs only torch and what registers the backend; it
-runs the graph eagerly in fp32 and fp64 and under ``torch.compile(backend=...)``, and exits 1 when
-the failure reproduces (the same error signature, or the same budget breach), 0 otherwise.
+nodes on ATen overloads or Python's operators, and literal arguments; its tensors (weights and
+inputs alike) go in ``repro.safetensors``. A failure that only shows when dynamo builds a frame's
+guards (after the backend returned) is kept at torch level instead (``"level": "torch"``): the graph
+dynamo handed the backend, whose functions must be in :data:`TORCH_FUNCTIONS` and methods in
+:data:`TENSOR_METHODS` (named lists, nothing resolved by pattern), called twice when the failure
+comes at a recompile (``first_call``: the tensors narrowed along their dynamic dimensions first).
+The parent never runs what the model process wrote: it checks every node against that grammar
+(:func:`check_graph`) and renders ``repro.py`` from a template (:func:`render_repro`). The repro
+needs only torch and what registers the backend; it runs the graph eagerly in fp32 and fp64 and
+under ``torch.compile(backend=...)``, and exits 1 when the failure reproduces (the same error
+signature, or the same budget breach), 0 otherwise.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ TARGET = re.compile(r"^aten\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,80}")  # with fullmatch: no trailing newline
 # Names the repro's own code uses: a node or kwarg named so would shadow them.
 RESERVED = {"torch", "operator", "json", "os", "re", "struct", "sys", "math", "float", "graph", "main", "_dt", "FP64",
-            "signature", "breaches", "load_safetensors", "args", "out", "compiled", "tensors"}  # fmt: skip
+            "signature", "breaches", "load_safetensors", "args", "out", "compiled", "tensors", "slice", "Ellipsis",
+            "first", "FIRST_CALL", "Graph", "self", "in_guards"}  # fmt: skip
 LAYOUTS = {"strided", "sparse_coo", "sparse_csr", "_mkldnn"}
 MEMORY_FORMATS = {"contiguous_format", "channels_last", "channels_last_3d", "preserve_format"}
 # String arguments an ATen op may take, by keyword (positional strings only for einsum's equation).
@@ -33,7 +39,7 @@ STR_KWARGS = {"rounding_mode", "reduce", "approximate", "padding_mode", "equatio
 STR_POSITIONAL = {"aten.einsum.default"}
 # Ops with effects outside the graph (files, printing): never in a repro.
 DENIED = re.compile(r"file|print|save|load|_assert|_make_dep_token|record_stream|_fused_|_foreach_")
-MAX_DEPTH = 3
+MAX_DEPTH = 4
 DTYPE_CODES = {"F32", "F64", "F16", "BF16", "I64", "I32", "I8", "U8", "BOOL"}
 
 
@@ -51,7 +57,69 @@ DTYPES = {str(d).removeprefix("torch."): d for d in (*_KINDS, torch.uint8, torch
 OPERATORS = {f"operator.{name}": getattr(operator, name) for name in (
     "getitem", "add", "sub", "mul", "floordiv", "truediv", "mod", "neg", "pow", "eq", "ne", "lt", "le", "gt", "ge",
 )}  # fmt: skip
+OPERATORS.update({f"operator.{name}": getattr(operator, name) for name in (
+    "and_", "or_", "xor", "not_", "invert", "iadd", "isub", "imul", "itruediv", "ifloordiv",
+)})  # fmt: skip
 BY_FUNCTION = {fn: name for name, fn in OPERATORS.items()}
+
+# torch-level functions a dynamo graph may call in a repro: computations on tensors, nothing with an
+# effect outside the graph (no files, no global state, no printing). Named one by one.
+TORCH_FUNCTIONS = frozenset(
+    [f"torch._C._nn.{n}" for n in (
+        "linear", "gelu", "scaled_dot_product_attention", "pad", "softplus", "elu", "leaky_relu", "hardtanh",
+        "upsample_nearest2d", "upsample_bilinear2d", "one_hot", "log_sigmoid", "silu", "mish", "hardswish",
+        "hardsigmoid", "glu", "avg_pool2d", "adaptive_avg_pool2d",
+    )]
+    + [f"torch.nn.functional.{n}" for n in (
+        "linear", "gelu", "scaled_dot_product_attention", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d",
+        "avg_pool2d", "max_pool1d", "max_pool2d", "batch_norm", "dropout", "embedding", "layer_norm", "group_norm",
+        "instance_norm", "rms_norm", "relu", "relu6", "silu", "mish", "softmax", "log_softmax", "normalize",
+        "interpolate", "pad", "conv1d", "conv2d", "glu", "hardswish", "hardsigmoid", "sigmoid", "tanh", "elu",
+        "leaky_relu", "softplus", "unfold", "fold", "pixel_shuffle", "one_hot",
+    )]
+    + [f"torch.{n}" for n in (
+        "abs", "add", "addmm", "amax", "amin", "arange", "argmax", "argmin", "baddbmm", "bmm", "cat", "chunk",
+        "clamp", "clone", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "cos", "cumprod", "cumsum",
+        "diff", "div", "einsum", "erf", "exp", "flatten", "flip", "full", "full_like", "gather", "index_select", "log",
+        "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "narrow", "neg", "norm", "ones",
+        "ones_like", "outer", "permute", "pow", "repeat_interleave", "reshape", "roll", "rsqrt", "sigmoid", "sin",
+        "softmax", "sort", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk", "transpose",
+        "tril", "triu", "unsqueeze", "var", "where", "zeros", "zeros_like", "empty", "Size",
+    )]
+)  # fmt: skip
+TENSOR_METHODS = frozenset((
+    "abs", "add", "all", "any", "argmax", "argmin", "bfloat16", "bmm", "bool", "ceil", "chunk", "clamp", "clamp_min",
+    "clone", "contiguous", "cos", "cumsum", "detach", "dim", "div", "double", "eq", "exp", "expand", "expand_as",
+    "flatten", "flip", "float", "floor", "gather", "half", "index_select", "int", "long", "masked_fill", "matmul",
+    "max", "mean", "min", "mul", "narrow", "ne", "neg", "new_full", "new_ones", "new_zeros", "numel", "permute", "pow",
+    "repeat", "reshape", "round", "rsqrt", "sigmoid", "sign", "sin", "size", "softmax", "split", "sqrt", "squeeze",
+    "sub", "sum", "t", "tanh", "to", "transpose", "tril", "triu", "type_as", "unbind", "unflatten", "unsqueeze", "view",
+    "view_as",
+))  # fmt: skip
+STR_POSITIONAL = STR_POSITIONAL | {"torch.einsum"}
+
+
+def _torch_function(name: str) -> Any:
+    """The object ``name`` (one of :data:`TORCH_FUNCTIONS`) names in this torch, or None."""
+    obj: Any = torch
+    for part in name.split(".")[1:]:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj if callable(obj) else None
+
+
+def torch_function_names() -> dict[Any, str]:
+    """This torch's objects for :data:`TORCH_FUNCTIONS`, to their names (the first name wins)."""
+    out: dict[Any, str] = {}
+    for name in sorted(TORCH_FUNCTIONS):
+        fn = _torch_function(name)
+        if fn is not None:
+            try:
+                out.setdefault(fn, name)
+            except TypeError:  # unhashable
+                continue
+    return out
 
 
 class BadGraph(ValueError):
@@ -61,11 +129,17 @@ class BadGraph(ValueError):
 # ------------------------------------------------------------------ model process: describe
 
 
-def _arg(a: Any) -> Any:
+def _arg(a: Any, tuples: bool = False) -> Any:
     if isinstance(a, torch.fx.Node):
         return {"node": a.name}
+    if tuples and isinstance(a, tuple):
+        return {"tuple": [_arg(x, tuples) for x in a]}
+    if tuples and isinstance(a, slice):
+        return {"slice": [_arg(x, tuples) for x in (a.start, a.stop, a.step)]}
+    if tuples and a is Ellipsis:
+        return {"ellipsis": None}
     if isinstance(a, (list, tuple)):
-        return [_arg(x) for x in a]
+        return [_arg(x, tuples) for x in a]
     if isinstance(a, torch.dtype):
         return {"dtype": str(a).removeprefix("torch.")}
     if isinstance(a, torch.device):
@@ -83,9 +157,17 @@ def _arg(a: Any) -> Any:
     raise BadGraph(f"argument of type {type(a).__name__} cannot go into a repro")
 
 
-def describe_graph(gm: torch.fx.GraphModule, inputs: list[Any]) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """``gm`` (an ATen-level graph, every tensor a placeholder) as JSON-able data, and its tensor
-    inputs by placeholder name; non-tensor inputs go in the data."""
+def describe_graph(
+    gm: torch.fx.GraphModule,
+    inputs: list[Any],
+    level: str = "aten",
+    first_call: list[tuple[int, int, int]] | None = None,
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """``gm`` (an ATen-level graph, every tensor a placeholder; or with ``level="torch"`` the graph
+    dynamo captured) as JSON-able data, and its tensor inputs by placeholder name; non-tensor inputs
+    go in the data. ``first_call``: (input index, dimension, length) to narrow for a first call."""
+    torch_level = level == "torch"
+    names = torch_function_names() if torch_level else {}
     nodes: list[dict[str, Any]] = []
     tensors: dict[str, torch.Tensor] = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -99,7 +181,30 @@ def describe_graph(gm: torch.fx.GraphModule, inputs: list[Any]) -> tuple[dict[st
         if n.op == "placeholder":
             continue
         if n.op == "output":
-            nodes.append({"op": "output", "args": _arg(n.args[0])})
+            nodes.append({"op": "output", "args": _arg(n.args[0], torch_level)})
+        elif n.op == "call_method" and torch_level:
+            if n.target not in TENSOR_METHODS:
+                raise BadGraph(f"method {str(n.target)[:40]} is not one a repro calls")
+            nodes.append(
+                {
+                    "op": "call_method",
+                    "name": n.name,
+                    "method": n.target,
+                    "args": [_arg(x, True) for x in n.args],
+                    "kwargs": {k: _arg(v, True) for k, v in n.kwargs.items()},
+                }
+            )
+        elif n.op == "call_function" and torch_level:
+            target = BY_FUNCTION.get(n.target) or _name_of(names, n.target)
+            nodes.append(
+                {
+                    "op": "call_function",
+                    "name": n.name,
+                    "target": target,
+                    "args": [_arg(x, True) for x in n.args],
+                    "kwargs": {k: _arg(v, True) for k, v in n.kwargs.items()},
+                }
+            )
         elif n.op == "call_function":
             if n.target in BY_FUNCTION:
                 target = BY_FUNCTION[n.target]
@@ -120,7 +225,21 @@ def describe_graph(gm: torch.fx.GraphModule, inputs: list[Any]) -> tuple[dict[st
             )
         else:
             raise BadGraph(f"node {n.name} ({n.op}) cannot go into a repro")
-    return {"nodes": nodes}, tensors
+    data: dict[str, Any] = {"nodes": nodes}
+    if torch_level:
+        data["level"] = "torch"
+        data["first_call"] = [[placeholders[i].name, d, length] for i, d, length in first_call or []]
+    return data, tensors
+
+
+def _name_of(names: dict[Any, str], target: Any) -> str:
+    try:
+        name = names.get(target)
+    except TypeError:
+        name = None
+    if name is None:
+        raise BadGraph(f"{getattr(target, '__name__', target)} is not a function a repro calls")
+    return name
 
 
 def count_nodes(gm: torch.fx.GraphModule) -> int:
@@ -156,6 +275,16 @@ def _check_arg(a: Any, known: set[str], depth: int = 0, strings: bool = False) -
         elif set(a) == {"float"}:
             if a["float"] not in ("nan", "inf", "-inf"):
                 raise BadGraph("float")
+        elif set(a) == {"tuple"} and isinstance(a["tuple"], list):
+            for x in a["tuple"]:
+                _check_arg(x, known, depth + 1)
+        elif set(a) == {"slice"} and isinstance(a["slice"], list) and len(a["slice"]) == 3:
+            for x in a["slice"]:
+                if isinstance(x, (bool, float)) or not (x is None or isinstance(x, int) or isinstance(x, dict)):
+                    raise BadGraph("a slice of other than integers, None or nodes")
+                _check_arg(x, known, depth + 1)
+        elif set(a) == {"ellipsis"} and a["ellipsis"] is None:
+            pass
         else:
             raise BadGraph(f"argument {str(a)[:60]}")
     elif isinstance(a, float) and not math.isfinite(a):
@@ -170,9 +299,28 @@ def _check_arg(a: Any, known: set[str], depth: int = 0, strings: bool = False) -
 
 def check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
     """``data`` from a model process, checked node by node: ATen overloads that exist here or
-    ``operator.getitem``, names that are identifiers, arguments that are literals or earlier nodes."""
+    Python's operators (at torch level: the named torch functions and tensor methods), names that
+    are identifiers, arguments that are literals or earlier nodes."""
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         raise BadGraph("no node list")
+    if set(data) - {"nodes", "level", "first_call"}:
+        raise BadGraph("unknown keys")
+    torch_level = data.get("level", "aten") == "torch"
+    if data.get("level", "aten") not in ("aten", "torch"):
+        raise BadGraph("level")
+    first = data.get("first_call", [])
+    if not torch_level and first:
+        raise BadGraph("first_call is for torch-level graphs")
+    if not isinstance(first, list) or len(first) > 64:
+        raise BadGraph("first_call")
+    for entry in first:
+        if not (
+            isinstance(entry, list)
+            and len(entry) == 3
+            and entry[0] in tensor_names
+            and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 1 << 31 for x in entry[1:])
+        ):
+            raise BadGraph("first_call entry")
     nodes = data["nodes"]
     if not 1 < len(nodes) <= MAX_NODES:
         raise BadGraph(f"{len(nodes)} nodes")
@@ -196,6 +344,33 @@ def check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
                 _check_arg(n["value"], known)
             elif name not in tensor_names:
                 raise BadGraph(f"placeholder {name} has no tensor")
+        elif op == "call_method" and torch_level:
+            target = None
+            if n.get("method") not in TENSOR_METHODS:
+                raise BadGraph(f"method {str(n.get('method'))[:40]!r}")
+            args = n.get("args")
+            if not isinstance(args, list) or not args or set(args[0] if isinstance(args[0], dict) else {}) != {"node"}:
+                raise BadGraph(f"method {n['method']} is not called on an earlier node: {str(args)[:60]}")
+            if not isinstance(n.get("kwargs"), dict):
+                raise BadGraph("args must be a list and kwargs an object")
+            for a in args:
+                _check_arg(a, known, 1)
+            for k, v in n["kwargs"].items():
+                if not _is_name(k):
+                    raise BadGraph(f"kwarg {str(k)[:40]!r}")
+                _check_arg(v, known, 1, strings=k in STR_KWARGS)
+        elif op == "call_function" and torch_level and n.get("target") not in OPERATORS:
+            target = n.get("target")
+            if target not in TORCH_FUNCTIONS or _torch_function(target) is None:
+                raise BadGraph(f"target {str(target)[:60]!r} is not a function a repro calls")
+            if not isinstance(n.get("args"), list) or not isinstance(n.get("kwargs"), dict):
+                raise BadGraph("args must be a list and kwargs an object")
+            for a in n["args"]:
+                _check_arg(a, known, 1, strings=target in STR_POSITIONAL)
+            for k, v in n["kwargs"].items():
+                if not _is_name(k):
+                    raise BadGraph(f"kwarg {str(k)[:40]!r}")
+                _check_arg(v, known, 1, strings=k in STR_KWARGS)
         elif op == "call_function":
             target = n.get("target")
             if target not in OPERATORS:
@@ -240,6 +415,12 @@ def _code(a: Any) -> str:
         ((k, v),) = a.items()
         if k == "node":
             return v
+        if k == "tuple":
+            return "(" + "".join(_code(x) + ", " for x in v) + ")"
+        if k == "slice":
+            return "slice(" + ", ".join(_code(x) for x in v) + ")"
+        if k == "ellipsis":
+            return "Ellipsis"
         if k == "float":
             return f"float({v!r})"
         if k == "dtype":
@@ -256,11 +437,22 @@ def graph_source(data: dict[str, Any]) -> str:
     lines = [f"def graph({', '.join(params)}):"]
     for n in data["nodes"]:
         if n["op"] == "call_function":
-            fn = n["target"] if n["target"] in OPERATORS else f"torch.ops.{n['target']}"
+            if n["target"] in OPERATORS or data.get("level") == "torch":
+                fn = n["target"]
+            else:
+                fn = f"torch.ops.{n['target']}"
             args = [_code(a) for a in n["args"]] + [f"{k}={_code(v)}" for k, v in n["kwargs"].items()]
             lines.append(f"    {n['name']} = {fn}({', '.join(args)})")
+        elif n["op"] == "call_method":
+            self_, *rest = n["args"]
+            args = [_code(a) for a in rest] + [f"{k}={_code(v)}" for k, v in n["kwargs"].items()]
+            lines.append(f"    {n['name']} = {_code(self_)}.{n['method']}({', '.join(args)})")
         elif n["op"] == "output":
             lines.append(f"    return {_code(n['args'])}")
+    if data.get("level") == "torch":  # an FX GraphModule, as dynamo handed it: its guards differ from a function's
+        body = ["    " + ln for ln in lines[1:]]
+        lines = ["class Graph(torch.nn.Module):", f"    def forward(self, {', '.join(params)}):", *body, "", "",
+                 "graph = torch.fx.symbolic_trace(Graph())"]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -298,6 +490,7 @@ def render_repro(
         params=json.dumps(params),
         scalars=scalars,
         compiler=json.dumps(compiler),
+        first_call=json.dumps(data.get("first_call") or []),
         expect=json.dumps(expect),
         weights=json.dumps(weights),
     )
@@ -320,6 +513,9 @@ import torch
 {imports}
 
 COMPILER = {compiler}
+# (input, dimension, length): a first call on these inputs narrowed, so that the second, on the inputs
+# as they are, makes dynamo recompile the frame with dynamic sizes, where the failure comes
+FIRST_CALL = {first_call}
 EXPECT = {expect}
 PARAMS = {params}
 SCALARS = {scalars}  # non-tensor inputs
@@ -365,6 +561,23 @@ def signature(exc):
     return type(exc).__name__ + ": " + norm
 
 
+def in_guards(exc):
+    """Whether exc was raised while dynamo built the guards of a frame it had compiled
+    (torch/_dynamo/guards.py, ShapeEnv.produce_guards*), after the backend returned."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        tb = exc.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            where = code.co_filename.replace(os.sep, "/")
+            if code.co_name.startswith("produce_guards") or where.endswith("torch/_dynamo/guards.py"):
+                return True
+            tb = tb.tb_next
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def breaches(out, ref32, ref64, factor, floor):
     """Zoo's budget: each float output's RMSE against fp64 within factor x the fp32 reference's own
     RMSE (at least floor x the output's RMS), and its max abs error within factor x the reference's."""
@@ -404,17 +617,27 @@ def main():
     args = [tensors[p] if p in tensors else SCALARS[p] for p in PARAMS]
     with torch.no_grad():
         compiled = torch.compile(graph, backend=COMPILER)
+        first = dict(zip(PARAMS, args))
+        for name, dim, length in FIRST_CALL:
+            first[name] = first[name].narrow(dim, 0, length)
         try:
+            if FIRST_CALL:
+                compiled(*first.values())
             out = compiled(*args)
         except Exception as exc:
             sig = signature(exc)
-            if EXPECT["kind"] == "error" and sig == EXPECT["signature"]:
+            if EXPECT["kind"] in ("error", "guards") and sig == EXPECT["signature"]:
                 print("REPRODUCED:", sig)
+                return 1
+            if EXPECT["kind"] == "guards" and in_guards(exc):
+                print("REPRODUCED: dynamo failed building the guards of what the backend compiled, as the model did:")
+                print("  here:", sig)
+                print("  the model:", EXPECT["signature"])
                 return 1
             print("another error than the one expected:", sig, file=sys.stderr)
             print("expected:", EXPECT.get("signature"), file=sys.stderr)
             return 2
-        if EXPECT["kind"] == "error":
+        if EXPECT["kind"] != "mismatch":
             print("not reproduced: compiled and ran without", EXPECT["signature"])
             return 0
         global FP64
@@ -441,7 +664,7 @@ if __name__ == "__main__":
 
 
 ATTRIBUTIONS = {"dynamo", "aot_autograd", "backend", "device_eager", "device_compile", "zoo", "none", "not_reproduced"}
-_TRIAGE_STR = ("status", "repro_kind", "note", "unfinished", "minified", "minify_stopped")
+_TRIAGE_STR = ("status", "repro_kind", "note", "unfinished", "minified", "minify_stopped", "repro_signature")
 _TRIAGE_NUM = ("graph_nodes", "repro_nodes", "minify_s")
 
 

@@ -7,6 +7,12 @@ or the first whose own outputs leave the budget), lowers it to ATen with ``make_
 it with torch's FX minifier (``functorch.compile.minifier``), the predicate being the same error
 signature or the same budget breach. The minified graph is handed back to the parent as data in
 the outbox (``graph.json``, ``repro.safetensors``).
+
+A failure no graph raises (dynamo building a frame's guards after the backend returned, as
+OpenVINO's re-trace makes it) is kept at torch level: the last graph the backend compiled, its
+symbolic sizes read from its tensors, called first on the tensors narrowed along their dynamic
+dimensions and then as they are (the recompile), and cut to its shortest failing prefix
+(:func:`guard_graph`, :func:`shortest_prefix`). Lowered to ATen, such a graph no longer fails.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from ..compare import Comparison, compare
 from ..engine import Prepared, detach_cpu, is_compile_error, judge, to_device, validate_here
 from ..request import ValidationRequest, error_info
 from ..statuses import BACKEND_FAILING, Status
-from .graph import BadGraph, count_nodes, describe_graph
+from .graph import BadGraph, count_nodes, describe_graph, graph_source
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +131,7 @@ class _Capture:
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
         entry: dict[str, Any] = {"gm": gm, "inputs": None, "error": None, "outputs": None}
+        entry["compiled_on"] = [_snap(a) for a in example_inputs]  # the call dynamo compiled it for
         self.graphs.append(entry)
         try:
             compiled = self.backend(gm, example_inputs)
@@ -225,6 +232,184 @@ def failing_graph(p: Prepared, row: dict[str, Any], seed: int) -> tuple[torch.fx
             if g["outputs"] is not None and not _graph_breach(g["gm"], g["inputs"], g["outputs"], p).ok:
                 return g["gm"], g["inputs"]
     return None
+
+
+def guard_graph(
+    p: Prepared, row: dict[str, Any], seed: int
+) -> tuple[torch.fx.GraphModule, list[torch.Tensor], list[tuple[int, int, int]]] | None:
+    """For an error raised after the backend returned (no captured graph raised it): the last graph
+    the backend compiled, at torch level, with each symbolic size its placeholder carried read from
+    a tensor instead (``x.size(d)``), the tensors it was compiled for, and the narrowing of a first
+    call at other sizes (input index, dimension, length) that makes the call on them a recompile.
+    None where the error is another, or a size cannot be traced to a tensor's dimension."""
+    cap = _Capture(p.spec.compiler)
+    torch._dynamo.reset()
+    model = copy.deepcopy(p.model).to(dtype=getattr(torch, p.spec.dtype))
+    runner = torch.compile(model, backend=cap)
+    outer = None
+    with torch.no_grad():
+        for i, x in enumerate(p.inputs):
+            torch.manual_seed(seed + i)
+            try:
+                runner(**to_device(x, torch.device("cpu"), getattr(torch, p.spec.dtype)))
+            except Exception as exc:
+                outer = exc
+                break
+    want = (row.get("error") or {}).get("signature")
+    if outer is None or error_info(outer)["signature"] != want or not cap.graphs:
+        return None
+    if not raised_building_guards(outer):
+        return None
+    if any(g["error"] is not None for g in cap.graphs):
+        return None  # a graph raised: failing_graph's case
+    g = cap.graphs[-1]
+    gm = copy.deepcopy(g["gm"])
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    values = [n.meta.get("example_value") for n in placeholders]
+    if len(values) != len(g["compiled_on"]):
+        return None
+    tensors = [i for i, v in enumerate(values) if isinstance(v, torch.Tensor)]
+    symbols: dict[Any, tuple[int, int]] = {}  # a size's symbol -> (placeholder index, dimension)
+    for j in tensors:
+        for d, size in enumerate(values[j].shape):
+            if isinstance(size, torch.SymInt):
+                symbols.setdefault(size.node.expr, (j, d))
+    for v in values:
+        if isinstance(v, torch.SymInt):
+            if v.node.expr not in symbols:
+                return None
+        elif not isinstance(v, torch.Tensor):
+            return None  # a Python scalar dynamo kept as an input: not a graph of tensors
+    first: list[tuple[int, int, int]] = []
+    for k, j in enumerate(tensors):
+        for d, size in enumerate(values[j].shape):
+            if not isinstance(size, torch.SymInt):
+                continue
+            if size.node.expr not in symbols or not size.node.expr.is_Symbol:
+                return None  # a size that is an expression of others: no narrowing keeps it consistent
+            hint = g["compiled_on"][j].shape[d]
+            if hint < 3:
+                return None
+            first.append((k, d, hint - 1))  # still above dynamo's 0/1 specialisation
+    last = placeholders[-1]
+    for i, n in enumerate(placeholders):
+        if isinstance(values[i], torch.SymInt):
+            j, d = symbols[values[i].node.expr]
+            with gm.graph.inserting_after(last):
+                size = gm.graph.call_method("size", (placeholders[j], d))
+            last = size
+            n.replace_all_uses_with(size)
+            gm.graph.erase_node(n)
+    for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        n._rename(f"arg{k}")  # dynamo's names spell a parameter's whole module path: too long for a repro
+    gm.recompile()
+    inputs = [g["compiled_on"][j] for j in tensors]
+    return gm, inputs, first
+
+
+def as_repro_function(gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable:
+    """``gm`` as the module ``repro.py`` will compile (the same source, from the same renderer): dynamo
+    guards a plain function differently from a module, and the backend's message can change with it."""
+    import operator
+
+    data, _ = describe_graph(gm, inputs, level="torch")
+    namespace: dict[str, Any] = {"torch": torch, "operator": operator, "_dt": lambda dtype: dtype}
+    exec(compile(graph_source(data), "<repro graph>", "exec"), namespace)  # Zoo's own rendering of the graph
+    return namespace["graph"]
+
+
+GUARD_FILE = "torch/_dynamo/guards.py"
+
+
+def raised_building_guards(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it was raised from) came while dynamo built the guards of a frame it
+    had compiled (``torch/_dynamo/guards.py``, ``ShapeEnv.produce_guards*``): after the backend
+    returned. ``repro.py``'s ``in_guards`` asks the same."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        tb = exc.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_name.startswith("produce_guards") or code.co_filename.replace(os.sep, "/").endswith(GUARD_FILE):
+                return True
+            tb = tb.tb_next
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def narrowed(inputs: list[Any], first: list[tuple[int, int, int]]) -> list[Any]:
+    out = list(inputs)
+    for k, d, length in first:
+        out[k] = out[k].narrow(d, 0, length)
+    return out
+
+
+def recompile_predicate(p: Prepared, row: dict[str, Any]) -> Callable[..., bool]:
+    """Does this torch-level graph, called on the narrowed inputs and then on the inputs, fail on
+    the backend as the row did: with its signature, or (the row's failure came building dynamo's
+    guards) building them too? The message of the one guard bug changes with how the graph is
+    wrapped (a plain graph vs. the model's frame); where it is raised does not."""
+    want = (row.get("error") or {}).get("signature")
+
+    def fails(gm: torch.fx.GraphModule, inputs: list[Any], first: list[tuple[int, int, int]]) -> bool:
+        torch._dynamo.reset()
+        compiled = torch.compile(as_repro_function(gm, inputs), backend=p.spec.compiler)
+        try:
+            with torch.no_grad():
+                if first:
+                    compiled(*narrowed(inputs, first))
+                compiled(*inputs)
+        except Exception as exc:
+            fails.seen = error_info(exc)["signature"]  # type: ignore[attr-defined]
+            return fails.seen == want or raised_building_guards(exc)  # type: ignore[attr-defined]
+        fails.seen = None  # type: ignore[attr-defined]
+        return False
+
+    return fails
+
+
+def shortest_prefix(
+    gm: torch.fx.GraphModule,
+    inputs: list[Any],
+    first: list[tuple[int, int, int]],
+    fails: Callable[..., bool],
+    budget_s: float,
+) -> tuple[torch.fx.GraphModule, list[Any], list[tuple[int, int, int]]]:
+    """The graph cut after its k-th node, for the smallest k found (binary search) that still fails,
+    with the placeholders nothing uses dropped; the whole graph where no cut fails."""
+    compute = [n.name for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
+    t0 = time.perf_counter()
+    best = (gm, inputs, first)
+
+    def cut(k: int) -> tuple[torch.fx.GraphModule, list[Any], list[tuple[int, int, int]]]:
+        g = copy.deepcopy(gm)
+        nodes = {n.name: n for n in g.graph.nodes}
+        output = next(n for n in g.graph.nodes if n.op == "output")
+        output.args = ((nodes[compute[k]],),)
+        g.graph.eliminate_dead_code()
+        placeholders = [n for n in g.graph.nodes if n.op == "placeholder"]
+        keep = [i for i, n in enumerate(placeholders) if n.users]
+        for i, n in enumerate(placeholders):
+            if i not in keep:
+                g.graph.erase_node(n)
+        g.recompile()
+        index = {old: new for new, old in enumerate(keep)}
+        return g, [inputs[i] for i in keep], [(index[k2], d, n) for k2, d, n in first if k2 in index]
+
+    lo, hi = 0, len(compute) - 1
+    while lo <= hi and time.perf_counter() - t0 < budget_s:
+        mid = (lo + hi) // 2
+        try:
+            candidate = cut(mid)
+            failed = fails(*candidate)
+        except Exception:
+            failed = False
+        if failed:
+            best, hi = candidate, mid - 1
+        else:
+            lo = mid + 1
+    return best
 
 
 def predicate(p: Prepared, row: dict[str, Any]) -> Callable[[torch.fx.GraphModule, list[Any]], bool]:
@@ -348,10 +533,18 @@ def _repro(
         return row
     stage("minify")
     found = failing_graph(p, row, req.seed)
+    if found is None and row["status"] != Status.MISMATCH:
+        try:
+            if _guard_repro(p, row, tri, req.seed, outbox):
+                return row
+        except Exception as exc:  # torch gave up tracing or compiling it: the verdict and attribution stand
+            tri["note"] = f"no torch-level repro: {error_info(exc)['signature'][:300]}"
     if found is None:
         tri["repro_kind"] = "model"
         failed = (row.get("details") or {}).get("failed_input") or {}
-        if failed.get("index"):
+        if tri.get("note"):
+            pass
+        elif failed.get("index"):
             tri["note"] = (
                 f"the failure comes when input {failed['index']} (shapes {failed.get('shapes')}) makes dynamo "
                 "recompile the frame, not from one graph: the repro is the model with its input shapes"
@@ -385,3 +578,49 @@ def _repro(
         save_file(tensors, os.path.join(outbox, "repro.safetensors"))
         tri["repro_kind"] = "graph"
     return row
+
+
+def _guard_repro(p: Prepared, row: dict[str, Any], tri: dict[str, Any], seed: int, outbox: str | None) -> bool:
+    """The torch-level repro of a failure no graph raises (:func:`guard_graph`), cut to its shortest
+    failing prefix and handed back; False (with a note) where there is none that fails."""
+    found = guard_graph(p, row, seed)
+    if found is None:
+        return False
+    gm, inputs, first = found
+    fails = recompile_predicate(p, row)
+    before = count_nodes(gm)
+    if not fails(gm, inputs, first):
+        seen = getattr(fails, "seen", None)
+        tri["note"] = (
+            f"the last graph the backend compiled ({before} torch-level nodes), compiled alone on its inputs "
+            f"(narrowed first, then as they were), "
+            + (f"fails with another message ({seen}):" if seen else "does not fail:")
+            + " the repro is the model"
+        )
+        return False
+    t0 = time.perf_counter()
+    small, small_inputs, small_first = shortest_prefix(gm, inputs, first, fails, MINIFY_BUDGET_S)
+    tri["minify_s"] = round(time.perf_counter() - t0, 1)
+    fails(small, small_inputs, small_first)
+    tri["repro_signature"] = getattr(fails, "seen", None) or ""
+    tri["graph_nodes"], tri["repro_nodes"] = before, count_nodes(small)
+    how = "on its inputs narrowed, then as they are (a recompile)" if small_first else "once on its inputs"
+    tri["note"] = (
+        f"the failure comes as dynamo builds the guards of a graph the backend compiled, not from one the backend "
+        f"raises on: the repro is that graph at torch level, called {how}, cut to its shortest failing prefix "
+        f"({before} -> {count_nodes(small)} nodes)"
+    )
+    tri["repro_kind"] = "model"
+    if outbox:
+        try:
+            data, tensors = describe_graph(small, small_inputs, level="torch", first_call=small_first)
+        except BadGraph as exc:
+            tri["note"] = f"graph not describable: {exc}"
+            return True
+        from safetensors.torch import save_file
+
+        with open(os.path.join(outbox, "graph.json"), "w") as f:
+            json.dump(data, f)
+        save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(outbox, "repro.safetensors"))
+        tri["repro_kind"] = "graph"
+    return True
