@@ -30,7 +30,7 @@ from zoo_runner.request import ValidationRequest
 from zoo_runner.result import failure_result
 from zoo_runner.settings import settings
 from zoo_runner.statuses import BACKEND_FAILING, Status
-from zoo_runner.triage.graph import check_graph, check_tensors, plain, render_repro
+from zoo_runner.triage.graph import BadGraph, check_graph, check_tensors, plain, render_repro
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +113,11 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
     check_tensors(tensors)
     data = check_graph(json.loads(graph_file.read_text()), set(tensors))  # checked again: nothing trusted
     spec = BackendSpec.parse(row["backend"])
+    signature = (row.get("error") or {}).get("signature")
+    if row["status"] != Status.MISMATCH and not (isinstance(signature, str) and signature):
+        raise BadGraph("a failure without an error signature: nothing for a repro to expect")
+    if data.get("level") == "torch" and row["status"] == Status.MISMATCH:
+        raise BadGraph("a torch-level graph is a repro of a guard failure only, never of a mismatch")
     if row["status"] == Status.MISMATCH:
         # the budget the triage's graph-level judge applied (compare's fp32 rule on the graph's own fp32 and fp64)
         expect = {"kind": "mismatch", "factor": factor("fp32"), "floor": BUDGETS["float32"][1]}
@@ -139,6 +144,10 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
     imports = _imports(spec, plugins, out)
     text = render_repro(data, compiler=spec.compiler or "eager", imports=imports,
                         expect=expect, about=about)  # fmt: skip
+    try:
+        compile(text, "repro.py", "exec")  # what does not parse is not written
+    except SyntaxError as exc:
+        raise BadGraph(f"the rendered repro does not parse: {exc.msg}") from None
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(box / "repro.safetensors", out / "repro.safetensors")
     (out / "repro.py").write_text(text, encoding="utf-8")
@@ -323,9 +332,7 @@ def finding_key(attribution: str | None, repro: Path | None, row: dict[str, Any]
         # one bug, whichever of its messages dynamo printed (it changes with how the graph is wrapped)
         what = f"{attribution}|guards|{row['status']}"
     elif repro is not None and repro.is_file():
-        text = repro.read_text()
-        body = text[text.index("\ndef graph(") : text.index("\nFP64 = ")] if "\ndef graph(" in text else text
-        what = f"{attribution}|graph|{body}"
+        what = f"{attribution}|graph|{_graph_body(repro.read_text())}"
     elif ((row.get("details") or {}).get("failed_input") or {}).get("index"):
         # no graph fails alone: the failure comes at dynamo's recompile for a later input shape under
         # this backend (eager and aot_eager pass), whatever message dynamo's assertion prints this time
@@ -335,7 +342,16 @@ def finding_key(attribution: str | None, repro: Path | None, row: dict[str, Any]
     return hashlib.sha1(what.encode()).hexdigest()[:12]
 
 
-GUARDS_EXPECTED = '"kind": "guards"'  # in a repro.py whose failure is dynamo's guard building
+GUARDS_EXPECTED = "\nEXPECT = {'kind': 'guards'"  # a line of repro.py (comments start with #), never the header
+
+
+def _graph_body(text: str) -> str:
+    """The graph's code in a repro.py (its ``def graph``, up to what the template puts after it)."""
+    if "\ndef graph(" not in text:
+        return text
+    start = text.index("\ndef graph(")
+    ends = [i for i in (text.find(mark, start) for mark in ("\nFP64 = ", "\ndef signature(")) if i > start]
+    return text[start : min(ends)] if ends else text[start:]
 
 
 def finding_basis(summary: dict[str, Any]) -> str:

@@ -346,6 +346,24 @@ def _torch_graph(*nodes: dict, **extra) -> dict:
         {**_torch_graph(), "level": "python"},
         {**_torch_graph(), "code": "import os"},
         {"nodes": NODES, "first_call": [["x", 0, 1]]},  # narrowing is for torch-level graphs only
+        # from the adversarial review of the torch level
+        _torch_graph(
+            {"op": "call_function", "name": "__debug__", "target": "torch.abs", "args": [{"node": "x"}], "kwargs": {}}
+        ),  # fmt: skip
+        _torch_graph(
+            {"op": "call_function", "name": "__a", "target": "torch.abs", "args": [{"node": "x"}], "kwargs": {}}
+        ),  # fmt: skip
+        _torch_graph({"op": "call_method", "name": "g", "method": [], "args": [{"node": "x"}], "kwargs": {}}),
+        _torch_graph({"op": "call_function", "name": "g", "target": [], "args": [], "kwargs": {}}),
+        {**_torch_graph(), "first_call": [[["x"], 1, 3]]},
+        {**_torch_graph(), "first_call": [["x", 1, 3], ["x", 1, 2]]},
+        _torch_graph(
+            {"op": "call_function", "name": "g", "target": "torch.full", "args": [[65536, 65536, 8], 1.0], "kwargs": {}}
+        ),  # fmt: skip
+        _torch_graph(
+            {"op": "call_function", "name": "g", "target": "torch.arange", "args": [0, 1 << 40], "kwargs": {}}
+        ),  # fmt: skip
+        _torch_graph({"op": "call_function", "name": "g", "target": "torch.empty", "args": [[4]], "kwargs": {}}),
     ],
 )
 def test_the_parent_refuses_a_torch_level_graph_that_is_not_data(evil):
@@ -359,7 +377,8 @@ def test_a_torch_level_graph_renders_to_a_graph_module_called_twice():
     assert "        n = x.size(1)\n" in text
     assert "        s = operator.getitem(x, (slice(None, None, None), slice(0, n, None), ))\n" in text
     assert "        g = torch.nn.functional.gelu(s)\n" in text
-    assert "graph = torch.fx.symbolic_trace(Graph())" in text and 'FIRST_CALL = [["x", 1, 3]]' in text
+    assert "graph = Graph()" in text and 'FIRST_CALL = [["x", 1, 3]]' in text
+    assert text.index("def _dt(") < text.index("class Graph(")  # defined before anything can call it
     namespace: dict = {"__file__": "/nonexistent/repro.py"}
     exec(compile(text.replace('if __name__ == "__main__":', "if False:"), "repro.py", "exec"), namespace)
     import torch
@@ -385,7 +404,7 @@ def test_openvinos_guard_failure_gets_a_torch_level_repro_that_fails_alone(tmp_p
     assert summary["repro_nodes"] is not None and summary["repro_nodes"] <= 10 < summary["graph_nodes"], summary
     text = (out / "repro.py").read_text()
     assert _imports(text) <= {"json", "operator", "os", "re", "struct", "sys", "torch", "openvino"}, _imports(text)
-    assert "FIRST_CALL = [[" in text and '"kind": "guards"' in text
+    assert "FIRST_CALL = [[" in text and "\nEXPECT = {'kind': 'guards'" in text
     bad = _run_repro(out / "repro.py")
     assert bad.returncode == 1 and "REPRODUCED" in bad.stdout, (bad.stdout, bad.stderr[-2000:])
     eager = out / "repro_eager.py"
@@ -396,3 +415,48 @@ def test_openvinos_guard_failure_gets_a_torch_level_repro_that_fails_alone(tmp_p
     triage = json.loads(details)["triage"]
     assert triage["repro_kind"] == "graph" and "torch level" in triage["note"], triage
     assert triage["repro_signature"].startswith(("AssertionError", "IndexError")), triage
+
+
+def test_rendered_repros_are_one_finding_only_when_their_graphs_are(tmp_path):
+    """finding_key reads the graph out of the repro Zoo renders (whatever the template puts around it)."""
+    from services.triage import finding_key
+
+    relu = [dict(NODES[1], target="aten.relu.default") if n is NODES[1] else n for n in NODES]
+    paths = []
+    for i, (nodes, about) in enumerate([(NODES, "model a"), (NODES, "model b"), (relu, "model c")]):
+        text = render_repro(check_graph({"nodes": nodes}, {"x"}), compiler="inductor", imports=["import x"],
+                            expect={"kind": "error", "signature": "E"}, about=about)  # fmt: skip
+        paths.append(tmp_path / f"r{i}.py")
+        paths[-1].write_text(text)
+    row = {"status": "compile_error", "error": {"signature": "E"}, "details": {}}
+    a, b, c = (finding_key("backend", p, row) for p in paths)
+    assert a == b != c
+
+
+def test_a_repro_is_refused_without_a_signature_or_for_a_mismatch_at_torch_level(tmp_path):
+    """JSON's null in EXPECT would be a NameError, exit 1, "reproduced"; a torch-level graph is only
+    ever a guard failure's repro (random ops, dtype methods the fp64 switch does not reach)."""
+    import torch
+    from safetensors.torch import save_file
+
+    from services.triage import write_repro
+
+    box = tmp_path / "box"
+    box.mkdir()
+    graph = _torch_graph(*TORCH_NODES[1:-1])
+    (box / "graph.json").write_text(json.dumps(graph))
+    save_file({"x": torch.ones(2, 5)}, str(box / "repro.safetensors"))
+    for status, error in (("compile_error", None), ("compile_error", {"signature": ""}), ("mismatch", None)):
+        row = {"model_id": "org/m", "backend": "cpu+eager", "tier": "tiny", "status": status, "error": error,
+               "details": {"triage": {"attribution": "backend"}}, "versions": {}}  # fmt: skip
+        with pytest.raises(BadGraph):
+            write_repro(row, box, tmp_path / "out", None)
+    triage = {"triage": {"attribution": "backend"}}
+    row = {"model_id": "org/m", "backend": "cpu+eager", "tier": "tiny", "status": "compile_error",
+           "error": {"signature": "E: x"}, "details": triage, "versions": {}}  # fmt: skip
+    path = write_repro(row, box, tmp_path / "out", None)
+    text = Path(path).read_text()
+    assert "\nEXPECT = {'kind': 'guards', 'signature': 'E: x'}" in text
+    # the control run: with dynamo's eager backend the graph compiles and runs, so "not reproduced", exit 0
+    done = _run_repro(Path(path))
+    assert done.returncode == 0 and "not reproduced" in done.stdout, (done.stdout, done.stderr[-2000:])

@@ -46,7 +46,9 @@ DTYPE_CODES = {"F32", "F64", "F16", "BF16", "I64", "I32", "I8", "U8", "BOOL"}
 def _is_name(name: Any) -> bool:
     import keyword
 
-    return isinstance(name, str) and bool(NAME.fullmatch(name)) and not keyword.iskeyword(name) and name not in RESERVED
+    if not isinstance(name, str) or name.startswith("__"):  # __debug__, and names a class body would mangle
+        return False
+    return bool(NAME.fullmatch(name)) and not keyword.iskeyword(name) and name not in RESERVED
 
 
 _KINDS = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int8)
@@ -84,7 +86,7 @@ TORCH_FUNCTIONS = frozenset(
         "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "narrow", "neg", "norm", "ones",
         "ones_like", "outer", "permute", "pow", "repeat_interleave", "reshape", "roll", "rsqrt", "sigmoid", "sin",
         "softmax", "sort", "split", "sqrt", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk", "transpose",
-        "tril", "triu", "unsqueeze", "var", "where", "zeros", "zeros_like", "empty", "Size",
+        "tril", "triu", "unsqueeze", "var", "where", "zeros", "zeros_like", "Size",
     )]
 )  # fmt: skip
 TENSOR_METHODS = frozenset((
@@ -298,6 +300,39 @@ def _check_arg(a: Any, known: set[str], depth: int = 0, strings: bool = False) -
 
 
 def check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
+    """:func:`_check_graph`, where a malformed value (a list where a name goes) is a refusal too."""
+    try:
+        return _check_graph(data, tensor_names)
+    except TypeError as exc:  # an unhashable value in a membership test
+        raise BadGraph(f"malformed graph: {exc}") from None
+
+
+TORCH_INT_MAX = 1 << 31  # a literal of a torch-level graph: sizes, dims, lengths
+TORCH_ELEMENTS_MAX = 1 << 28  # the product of a list of literal ints (a shape): no giant tensor on the reader's machine
+
+
+def _check_sizes(a: Any) -> None:
+    """At torch level: no literal int beyond :data:`TORCH_INT_MAX`, no list of them beyond
+    :data:`TORCH_ELEMENTS_MAX` elements."""
+    if isinstance(a, bool):
+        return
+    if isinstance(a, int) and abs(a) > TORCH_INT_MAX:
+        raise BadGraph("an integer too large for a repro")
+    if isinstance(a, list):
+        ints = [x for x in a if isinstance(x, int) and not isinstance(x, bool)]
+        product = 1
+        for x in ints:
+            product *= max(1, abs(x))
+            if product > TORCH_ELEMENTS_MAX:
+                raise BadGraph("a size too large for a repro")
+        for x in a:
+            _check_sizes(x)
+    elif isinstance(a, dict):
+        for x in a.values():
+            _check_sizes(x)
+
+
+def _check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
     """``data`` from a model process, checked node by node: ATen overloads that exist here or
     Python's operators (at torch level: the named torch functions and tensor methods), names that
     are identifiers, arguments that are literals or earlier nodes."""
@@ -395,6 +430,13 @@ def check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
         known.add(name)
     if nodes[-1].get("op") != "output" or sum(n.get("op") == "output" for n in nodes) != 1:
         raise BadGraph("the last node, and only it, is the output")
+    tensor_placeholders = {n["name"] for n in nodes if n.get("op") == "placeholder" and "value" not in n}
+    narrowed = [(e[0], e[1]) for e in first]
+    if any(name not in tensor_placeholders for name, _ in narrowed) or len(set(narrowed)) != len(narrowed):
+        raise BadGraph("first_call narrows a tensor input once per dimension")
+    if torch_level:
+        for n in nodes:
+            _check_sizes([n.get("args"), n.get("kwargs")])
     return data
 
 
@@ -452,7 +494,7 @@ def graph_source(data: dict[str, Any]) -> str:
     if data.get("level") == "torch":  # an FX GraphModule, as dynamo handed it: its guards differ from a function's
         body = ["    " + ln for ln in lines[1:]]
         lines = ["class Graph(torch.nn.Module):", f"    def forward(self, {', '.join(params)}):", *body, "", "",
-                 "graph = torch.fx.symbolic_trace(Graph())"]  # fmt: skip
+                 "graph = Graph()  # traced into a GraphModule in main()"]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -485,13 +527,13 @@ def render_repro(
     params = [n["name"] for n in data["nodes"] if n["op"] == "placeholder"]
     return TEMPLATE.format(
         about="\n".join("# " + ln if ln else "#" for ln in plain(about).splitlines()),
-        imports="\n".join(imports),
+        imports="\n".join("    " + ln for ln in imports) or "    pass",
         graph=graph_source(data),
         params=json.dumps(params),
         scalars=scalars,
         compiler=json.dumps(compiler),
         first_call=json.dumps(data.get("first_call") or []),
-        expect=json.dumps(expect),
+        expect=repr(expect),  # a Python literal (JSON's null is not one)
         weights=json.dumps(weights),
     )
 
@@ -510,7 +552,12 @@ import struct
 import sys
 
 import torch
+
+try:  # a backend that is not installed is not a reproduction: exit 2, not Python's 1
 {imports}
+except ImportError as exc:
+    print("the repro needs what registers the backend:", exc, file=sys.stderr)
+    sys.exit(2)
 
 COMPILER = {compiler}
 # (input, dimension, length): a first call on these inputs narrowed, so that the second, on the inputs
@@ -541,13 +588,14 @@ def load_safetensors(path):
     return out
 
 
-{graph}
-
 FP64 = False  # set while the graph runs as the fp64 reference: floating dtype arguments become fp64
 
 
 def _dt(dtype):
     return torch.float64 if FP64 and dtype.is_floating_point else dtype
+
+
+{graph}
 
 
 def signature(exc):
@@ -616,10 +664,22 @@ def main():
     tensors = load_safetensors(WEIGHTS)
     args = [tensors[p] if p in tensors else SCALARS[p] for p in PARAMS]
     with torch.no_grad():
-        compiled = torch.compile(graph, backend=COMPILER)
+        # a torch-level graph is compiled as the FX GraphModule dynamo handed the backend
+        target = torch.fx.symbolic_trace(graph) if isinstance(graph, torch.nn.Module) else graph
+        compiled = torch.compile(target, backend=COMPILER)
         first = dict(zip(PARAMS, args))
         for name, dim, length in FIRST_CALL:
             first[name] = first[name].narrow(dim, 0, length)
+        if EXPECT["kind"] == "guards":  # the control: dynamo alone, the same calls, must not fail
+            control = torch.compile(target, backend="eager")
+            try:
+                if FIRST_CALL:
+                    control(*first.values())
+                control(*args)
+            except Exception as exc:
+                print("fails without the backend too (eager):", signature(exc), file=sys.stderr)
+                return 2
+            torch._dynamo.reset()
         try:
             if FIRST_CALL:
                 compiled(*first.values())

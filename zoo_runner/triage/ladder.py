@@ -315,7 +315,7 @@ def as_repro_function(gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable:
     data, _ = describe_graph(gm, inputs, level="torch")
     namespace: dict[str, Any] = {"torch": torch, "operator": operator, "_dt": lambda dtype: dtype}
     exec(compile(graph_source(data), "<repro graph>", "exec"), namespace)  # Zoo's own rendering of the graph
-    return namespace["graph"]
+    return torch.fx.symbolic_trace(namespace["graph"])  # as repro.py's main() compiles it
 
 
 GUARD_FILE = "torch/_dynamo/guards.py"
