@@ -9,7 +9,10 @@ and runs ``zoo triage --clusters N --backend B`` (:func:`services.triage.triage_
 cluster's most downloaded model is validated again with the triage on, and its ``repro.py``,
 ``repro.safetensors``, ``issue.md`` and ``triage.json`` land in ``OUT/<backend>/<cluster>/``.
 ``--check`` then runs every ``repro.py`` with this interpreter (exit 1: the failure reproduces on
-these versions) and writes what each did into ``OUT/<backend>/README.md`` with the machine.
+these versions) and writes what each did into ``OUT/<backend>/README.md`` with the machine; each
+``--check-env NAME`` (a ``zoo env``, e.g. the last good and the first bad release ``zoo bisect``
+named) runs them again with that env's interpreter, so the README says on which versions each
+repro fails and on which it passes.
 """
 
 from __future__ import annotations
@@ -35,6 +38,43 @@ def _machine() -> str:
     return f"{os.cpu_count()} cores ({model}), load average {load}, {platform.platform()}"
 
 
+def _run_repro(python: str, repro: str) -> str:
+    """``python repro.py`` from a scratch directory: its exit code and its last line."""
+    repro = str(Path(repro).resolve())
+    proc = subprocess.run([python, repro], capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
+    return f"{proc.returncode} ({_said(proc)[:100]})"
+
+
+def _said(proc: subprocess.CompletedProcess) -> str:
+    """What a repro said, in one line: the message it reproduced with, else its last line."""
+    lines = [ln.strip() for ln in (proc.stdout or proc.stderr).strip().splitlines()]
+    here = [ln for ln in lines if ln.startswith("here:")]
+    if here:
+        return "REPRODUCED, " + here[0]
+    return next((ln for ln in lines if ln.startswith("REPRODUCED")), lines[-1] if lines else "")
+
+
+def _env_table(done: list[dict], env_names: list[str]) -> list[str]:
+    """Each repro run with each env's interpreter: exit 1 where the failure is there, 0 where not."""
+    from zoo_runner import envs
+
+    pythons = {name: envs.python_for(name) for name in env_names}
+    pins = {name: ", ".join(envs.describe(name)["pins"]) or "Zoo's own" for name in env_names}
+    lines = [
+        "",
+        "## On which versions each repro fails (`--check-env`: 1 reproduces, 0 does not)",
+        "",
+        "| cluster | " + " | ".join(f"{n} ({pins[n]})" for n in env_names) + " |",
+        "|---|" + "---|" * len(env_names),
+    ]
+    for d in done:
+        if not d.get("repro"):
+            continue
+        cells = [_run_repro(pythons[n], d["repro"]) for n in env_names]
+        lines.append(f"| {Path(d['repro']).parent.name} {d['model_id']} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.findings", description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", required=True)
@@ -43,6 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", default=str(ROOT / "data" / "hub-top1000-2025-03.csv"))
     ap.add_argument("--out", default="docs/findings", help="where the clusters go (default docs/findings)")
     ap.add_argument("--check", action="store_true", help="run every repro.py written and record its exit code")
+    ap.add_argument(
+        "--check-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also run every repro.py with this zoo env's interpreter (repeatable)",
+    )
     ap.add_argument("--timeout", type=float, default=1200.0, help="seconds per model process (default 1200)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -66,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         f"# Triaged clusters of {args.backend}",
         "",
         f"Written by `python -m benchmarks.findings --backend {args.backend} --clusters {args.clusters}"
-        f"{' --check' if args.check else ''}` (Zoo's own `zoo triage --clusters`) in {wall:.0f} s on {_machine()}.",
+        f"{' --check' if args.check else ''}{''.join(f' --check-env {e}' for e in args.check_env)}` "
+        f"(Zoo's own `zoo triage --clusters`) in {wall:.0f} s on {_machine()}.",
         "",
         "| cluster | model | status | attribution | graph nodes → repro nodes | repro exits |",
         "|---|---|---|---|---|---|",
@@ -75,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = ""
         if args.check and d.get("repro"):
             proc = subprocess.run([sys.executable, d["repro"]], capture_output=True, text=True, timeout=600)
-            said = (proc.stdout or proc.stderr).strip().splitlines()
-            rc = f"{proc.returncode} ({said[-1][:100] if said else ''})"
+            rc = f"{proc.returncode} ({_said(proc)[:100]})"
             d["repro_exit"] = proc.returncode
         folder = Path(d["repro"]).parent.name if d.get("repro") else ""
         lines.append(
@@ -95,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             f"| {g['finding']} | {g['attribution']} | {len(g['clusters'])} | {g['models']} | {g['downloads']:,} "
             f"| {g.get('basis') or ''} |"
         )
+    if args.check_env:
+        lines += _env_table(done, args.check_env)
     changed = [d for d in done if d.get("signature_changed")]
     if changed:
         lines += ["", "Messages that changed between the stored run and the triage's run of the same model:", ""]
