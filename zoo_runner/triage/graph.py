@@ -299,6 +299,19 @@ def _check_arg(a: Any, known: set[str], depth: int = 0, strings: bool = False) -
         raise BadGraph(f"argument {str(a)[:60]!r}")
 
 
+def _check_call(n: dict[str, Any], known: set[str], positional_strings: bool) -> None:
+    """A call's ``args`` (a list of checked arguments) and ``kwargs`` (identifiers to checked
+    arguments; strings only under :data:`STR_KWARGS`)."""
+    if not isinstance(n.get("args"), list) or not isinstance(n.get("kwargs"), dict):
+        raise BadGraph("args must be a list and kwargs an object")
+    for a in n["args"]:
+        _check_arg(a, known, 1, strings=positional_strings)
+    for k, v in n["kwargs"].items():
+        if not _is_name(k):
+            raise BadGraph(f"kwarg {str(k)[:40]!r}")
+        _check_arg(v, known, 1, strings=k in STR_KWARGS)
+
+
 def check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
     """:func:`_check_graph`, where a malformed value (a list where a name goes) is a refusal too."""
     try:
@@ -386,26 +399,12 @@ def _check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
             args = n.get("args")
             if not isinstance(args, list) or not args or set(args[0] if isinstance(args[0], dict) else {}) != {"node"}:
                 raise BadGraph(f"method {n['method']} is not called on an earlier node: {str(args)[:60]}")
-            if not isinstance(n.get("kwargs"), dict):
-                raise BadGraph("args must be a list and kwargs an object")
-            for a in args:
-                _check_arg(a, known, 1)
-            for k, v in n["kwargs"].items():
-                if not _is_name(k):
-                    raise BadGraph(f"kwarg {str(k)[:40]!r}")
-                _check_arg(v, known, 1, strings=k in STR_KWARGS)
+            _check_call(n, known, positional_strings=False)
         elif op == "call_function" and torch_level and n.get("target") not in OPERATORS:
             target = n.get("target")
             if target not in TORCH_FUNCTIONS or _torch_function(target) is None:
                 raise BadGraph(f"target {str(target)[:60]!r} is not a function a repro calls")
-            if not isinstance(n.get("args"), list) or not isinstance(n.get("kwargs"), dict):
-                raise BadGraph("args must be a list and kwargs an object")
-            for a in n["args"]:
-                _check_arg(a, known, 1, strings=target in STR_POSITIONAL)
-            for k, v in n["kwargs"].items():
-                if not _is_name(k):
-                    raise BadGraph(f"kwarg {str(k)[:40]!r}")
-                _check_arg(v, known, 1, strings=k in STR_KWARGS)
+            _check_call(n, known, positional_strings=target in STR_POSITIONAL)
         elif op == "call_function":
             target = n.get("target")
             if target not in OPERATORS:
@@ -417,14 +416,7 @@ def _check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
                 packet = getattr(torch.ops.aten, op_name, None)
                 if packet is None or overload not in packet.overloads():
                     raise BadGraph(f"{target} is not an ATen op of this torch")
-            if not isinstance(n.get("args"), list) or not isinstance(n.get("kwargs"), dict):
-                raise BadGraph("args must be a list and kwargs an object")
-            for a in n["args"]:
-                _check_arg(a, known, 1, strings=target in STR_POSITIONAL)
-            for k, v in n["kwargs"].items():
-                if not _is_name(k):
-                    raise BadGraph(f"kwarg {str(k)[:40]!r}")
-                _check_arg(v, known, 1, strings=k in STR_KWARGS)
+            _check_call(n, known, positional_strings=target in STR_POSITIONAL)
         else:
             raise BadGraph(f"op {str(op)[:20]!r}")
         known.add(name)

@@ -206,21 +206,26 @@ def _graph_breach(gm: torch.fx.GraphModule, inputs: list[Any], outs: list[Any], 
     return compare(outs, ref32, ref64, dtype=p.spec.dtype, tolerance_factor=p.built.tolerance_factor)
 
 
-def failing_graph(p: Prepared, row: dict[str, Any], seed: int) -> tuple[torch.fx.GraphModule, list[Any]] | None:
-    """The dynamo graph the failure lives in, with the inputs it failed on."""
+def captured_run(p: Prepared, seed: int) -> tuple[_Capture, BaseException | None]:
+    """The model compiled on the backend behind a :class:`_Capture`, run on every input until one
+    raises: the graphs the backend got, and the exception as dynamo raised it (None if none did)."""
     cap = _Capture(p.spec.compiler)
     torch._dynamo.reset()
     model = copy.deepcopy(p.model).to(dtype=getattr(torch, p.spec.dtype))
     runner = torch.compile(model, backend=cap)
-    outer = None
     with torch.no_grad():
         for i, x in enumerate(p.inputs):
             torch.manual_seed(seed + i)
             try:
                 runner(**to_device(x, torch.device("cpu"), getattr(torch, p.spec.dtype)))
             except Exception as exc:  # as dynamo raised it (BackendCompilerFailed around the backend's own)
-                outer = exc
-                break
+                return cap, exc
+    return cap, None
+
+
+def failing_graph(p: Prepared, row: dict[str, Any], seed: int) -> tuple[torch.fx.GraphModule, list[Any]] | None:
+    """The dynamo graph the failure lives in, with the inputs it failed on."""
+    cap, outer = captured_run(p, seed)
     if outer is not None and row["status"] != Status.MISMATCH:
         if error_info(outer)["signature"] != (row.get("error") or {}).get("signature"):
             return None
@@ -242,19 +247,7 @@ def guard_graph(
     a tensor instead (``x.size(d)``), the tensors it was compiled for, and the narrowing of a first
     call at other sizes (input index, dimension, length) that makes the call on them a recompile.
     None where the error is another, or a size cannot be traced to a tensor's dimension."""
-    cap = _Capture(p.spec.compiler)
-    torch._dynamo.reset()
-    model = copy.deepcopy(p.model).to(dtype=getattr(torch, p.spec.dtype))
-    runner = torch.compile(model, backend=cap)
-    outer = None
-    with torch.no_grad():
-        for i, x in enumerate(p.inputs):
-            torch.manual_seed(seed + i)
-            try:
-                runner(**to_device(x, torch.device("cpu"), getattr(torch, p.spec.dtype)))
-            except Exception as exc:
-                outer = exc
-                break
+    cap, outer = captured_run(p, seed)
     want = (row.get("error") or {}).get("signature")
     if outer is None or error_info(outer)["signature"] != want or not cap.graphs:
         return None
