@@ -180,6 +180,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def seed_database(tmp: Path, models: int, weeks: int) -> tuple[dict[str, str], str]:
+    """`zoo seed --models N --weeks W` into a fresh SQLite database under ``tmp``: the environment that
+    points at it (rate limit off, for browser tests) and what the seed printed."""
+    env = child_env(ZOO_DATABASE_URL=f"sqlite:///{tmp / 'zoo.db'}", ZOO_RATE_LIMIT="0")
+    proc = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "seed", "--models", str(models), "--weeks", str(weeks)],
+        env=env,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return env, proc.stdout
+
+
 @contextlib.contextmanager
 def serving(env: dict[str, str], cwd: Path):
     """`zoo serve` as users run it, on a free port; yields its base URL once /healthz answers."""

@@ -10,7 +10,7 @@ import sys
 import httpx
 import pytest
 
-from tests.conftest import child_env, serving
+from tests.conftest import seed_database, serving
 
 pytestmark = pytest.mark.browser
 
@@ -27,17 +27,8 @@ class Served(str):
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pages")
-    env = child_env(ZOO_DATABASE_URL=f"sqlite:///{tmp / 'zoo.db'}", ZOO_RATE_LIMIT="0")
-    proc = subprocess.run(
-        [sys.executable, "-m", "zoo.cli", "seed", "--models", "300", "--weeks", "6"],
-        env=env,
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "seeded 5400 results" in proc.stdout
+    env, printed = seed_database(tmp, 300, 6)
+    assert "seeded 5400 results" in printed
     with serving(env, tmp) as base:
         yield Served(base, env, tmp)
 

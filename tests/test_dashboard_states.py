@@ -6,13 +6,11 @@ float with more than 4 significant digits."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import httpx
 import pytest
 
-from tests.conftest import child_env, serving
+from tests.conftest import child_env, seed_database, serving
 
 pytestmark = pytest.mark.browser
 
@@ -42,16 +40,7 @@ def empty(tmp_path_factory):
 @pytest.fixture(scope="module")
 def one_week(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("one-week")
-    env = child_env(ZOO_DATABASE_URL=f"sqlite:///{tmp / 'zoo.db'}", ZOO_RATE_LIMIT="0")
-    proc = subprocess.run(
-        [sys.executable, "-m", "zoo.cli", "seed", "--models", "150", "--weeks", "1"],
-        env=env,
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
+    env, _ = seed_database(tmp, 150, 1)
     with serving(env, tmp) as base:
         yield base
 

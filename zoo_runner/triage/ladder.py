@@ -123,15 +123,17 @@ class _Capture:
     """A dynamo backend that records every graph and its example inputs, then hands it to the real
     backend; each call's inputs and compiled outputs are kept for the judge."""
 
-    def __init__(self, compiler: str) -> None:
+    def __init__(self, compiler: str, keep_compiled_on: bool = False) -> None:
         from torch._dynamo import lookup_backend
 
         self.backend = lookup_backend(compiler)
+        self.keep_compiled_on = keep_compiled_on
         self.graphs: list[dict[str, Any]] = []
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
         entry: dict[str, Any] = {"gm": gm, "inputs": None, "error": None, "outputs": None}
-        entry["compiled_on"] = [_snap(a) for a in example_inputs]  # the call dynamo compiled it for
+        if self.keep_compiled_on:  # the call dynamo compiled it for (the guard path's inputs): a copy of every weight
+            entry["compiled_on"] = [_snap(a) for a in example_inputs]
         self.graphs.append(entry)
         try:
             compiled = self.backend(gm, example_inputs)
@@ -206,10 +208,10 @@ def _graph_breach(gm: torch.fx.GraphModule, inputs: list[Any], outs: list[Any], 
     return compare(outs, ref32, ref64, dtype=p.spec.dtype, tolerance_factor=p.built.tolerance_factor)
 
 
-def captured_run(p: Prepared, seed: int) -> tuple[_Capture, BaseException | None]:
+def captured_run(p: Prepared, seed: int, keep_compiled_on: bool = False) -> tuple[_Capture, BaseException | None]:
     """The model compiled on the backend behind a :class:`_Capture`, run on every input until one
     raises: the graphs the backend got, and the exception as dynamo raised it (None if none did)."""
-    cap = _Capture(p.spec.compiler)
+    cap = _Capture(p.spec.compiler, keep_compiled_on)
     torch._dynamo.reset()
     model = copy.deepcopy(p.model).to(dtype=getattr(torch, p.spec.dtype))
     runner = torch.compile(model, backend=cap)
@@ -247,7 +249,7 @@ def guard_graph(
     a tensor instead (``x.size(d)``), the tensors it was compiled for, and the narrowing of a first
     call at other sizes (input index, dimension, length) that makes the call on them a recompile.
     None where the error is another, or a size cannot be traced to a tensor's dimension."""
-    cap, outer = captured_run(p, seed)
+    cap, outer = captured_run(p, seed, keep_compiled_on=True)
     want = (row.get("error") or {}).get("signature")
     if outer is None or error_info(outer)["signature"] != want or not cap.graphs:
         return None
