@@ -108,18 +108,17 @@ def create_app() -> FastAPI:
         return await http_exception_handler(request, exc)
 
     @app.exception_handler(DatabaseUnavailable)
-    async def _db_down(request: Request, exc: DatabaseUnavailable) -> JSONResponse:
+    async def _db_down(request: Request, exc: DatabaseUnavailable) -> Response:
+        if _page(request):  # a person at a browser gets a page saying so, not JSON
+            return error_page(503, str(exc))
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
     @app.exception_handler(PoolTimeout)
-    async def _busy(
-        request: Request, exc: PoolTimeout
-    ) -> JSONResponse:  # every DB connection in use: overloaded, not broken
-        return JSONResponse(
-            {"detail": "server busy: no database connection free, retry shortly"},
-            status_code=503,
-            headers={"Retry-After": "1"},
-        )
+    async def _busy(request: Request, exc: PoolTimeout) -> Response:  # every DB connection in use: overloaded
+        busy = "server busy: no database connection free, retry shortly"
+        if _page(request):
+            return error_page(503, busy, headers={"Retry-After": "1"})
+        return JSONResponse({"detail": busy}, status_code=503, headers={"Retry-After": "1"})
 
     from dashboards.pages import router as pages_router
     from dashboards.templating import HERE as DASHBOARDS

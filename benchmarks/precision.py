@@ -49,7 +49,29 @@ def machine() -> str:
         ),
         platform.processor(),
     )
-    return f"machine: {os.cpu_count()} cores ({cpu}), load average {load} at the start"
+    return f"machine: {os.cpu_count()} cores ({cpu}){_gpus()}, load average {load} at the start"
+
+
+def _gpus() -> str:
+    """ ", GPU: NAME, driver D" where nvidia-smi answers (a lent GPU machine), else nothing."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        return ""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return "".join(
+        f", GPU: {name.strip()}, driver {drv.strip()}"
+        for name, _, drv in (ln.partition(",") for ln in out.splitlines())
+    )
 
 
 def _archs(n: int) -> list[str]:

@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session
 from db import queries
 from db.weeks import BadWeek, check_week
 from zoo_runner.backends import BackendSpec, spec_problem
-from zoo_runner.exceptions import UnknownBackend
+from zoo_runner.exceptions import BadInput, UnknownBackend
 
-__all__ = ["BadWeek", "UnknownBackend", "check_backend", "check_week"]
+__all__ = ["BadWeek", "UnknownBackend", "check_backend", "check_env", "check_week"]
 
 
 def check_backend(session: Session | None, backend: str | None) -> str | None:
@@ -31,3 +31,22 @@ def check_backend(session: Session | None, backend: str | None) -> str | None:
     if session is None or not queries.has_backend(session, backend):
         raise UnknownBackend(problem)
     return backend
+
+
+def check_env(session: Session | None, env: str | None) -> str | None:
+    """``env`` (None for Zoo's own interpreter) if this host has it (``zoo env list``) or results are stored
+    under it (a fleet's workers built it); else :class:`BadInput` naming the envs that are known. A request
+    for an env no machine has would wait on a queue no worker takes."""
+    from zoo_runner import envs
+
+    if env is None:
+        return None
+    if env == "default":
+        raise BadInput("env 'default' is Zoo's own interpreter: leave env out")
+    known = set(envs.names()) | (set(queries.env_names(session)) - {"default"} if session is not None else set())
+    if env not in known:
+        raise BadInput(
+            f"unknown env {env!r}: neither this host has it (`zoo env create {env} ...`) nor has any worker stored "
+            f"results under it (known: {', '.join(sorted(known)) or 'none'})"
+        )
+    return env

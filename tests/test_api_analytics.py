@@ -292,6 +292,27 @@ def test_validations_need_a_valid_key(client, monkeypatch):
     assert calls == [(["org/m0", "arch:BertModel"], "neuron", "tiny", r.json()["run_id"], 30.0, "auto")]
 
 
+def test_validations_refuse_an_unknown_backend_or_env(client, monkeypatch, tmp_path):
+    from zoo_runner import envs
+
+    body = {"model_ids": ["arch:BertModel"], "backend": "cpu+inductor", "tier": "tiny"}
+    key = {"X-API-Key": "beta-key"}
+    typo = client.post("/api/v1/validations", json={**body, "backend": "nueron"}, headers=key)
+    assert typo.status_code == 422 and "did you mean" in typo.json()["detail"][0]["msg"]
+    assert typo.json()["detail"][0]["loc"] == ["body", "backend"]
+    monkeypatch.setenv("ZOO_ENV_HOME", str(tmp_path))
+    missing = client.post("/api/v1/validations", json={**body, "env": "ov-nowhere"}, headers=key)
+    assert missing.status_code == 422 and "unknown env 'ov-nowhere'" in missing.json()["detail"][0]["msg"]
+    assert client.post("/api/v1/validations", json={**body, "env": "default"}, headers=key).status_code == 422
+    (tmp_path / "ov-here").mkdir()
+    (tmp_path / "ov-here" / envs.META).write_text("{}")  # an env this host has (`zoo env create`)
+    here = client.post("/api/v1/validations", json={**body, "env": "ov-here"}, headers=key)
+    assert here.status_code == 202 and here.json()["env"] == "ov-here"
+    # the release comparison checks its backend the same way
+    bad = client.get("/api/v1/compare", params={"env_a": "default", "env_b": "ov-here", "backend": "nueron"})
+    assert bad.status_code == 422 and "did you mean" in bad.json()["detail"][0]["msg"]
+
+
 def test_keys_are_kept_hashed(client):
     from api.security import hashed_keys, key_is_valid
 

@@ -423,3 +423,14 @@ def test_x_forwarded_for_changes_the_rate_limit_key_only_from_a_trusted_proxy(tm
         assert 429 not in codes, codes
     else:  # one peer, 127.0.0.1, whatever the header says (the readiness probe took a token)
         assert codes.count(429) >= 3, codes
+
+
+def test_a_database_that_is_down_is_a_page_for_pages_and_json_for_the_api(monkeypatch):
+    # nothing listens on port 1: every request that needs the database meets DatabaseUnavailable
+    client = TestClient(_app(monkeypatch, ZOO_DATABASE_URL="postgresql://nobody@127.0.0.1:1/zoo"))
+    page = client.get("/")
+    assert page.status_code == 503 and page.headers["content-type"].startswith("text/html")
+    assert "Service Unavailable" in page.text and "<html" in page.text.lower()
+    api = client.get("/api/v1/coverage")
+    assert api.status_code == 503 and api.headers["content-type"].startswith("application/json")
+    assert api.json()["detail"]

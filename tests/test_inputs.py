@@ -55,6 +55,7 @@ def test_backend_typos_get_the_closest_name_and_no_test_only_backends():
         (["report", "--week", "2026-W10"], "no results in 2026-W10"),
         (["validate", "arch:BertModel", "--backend", "nueron"], "did you mean 'neuron'"),
         (["run", "--top", "1", "--backend", "cpu+inductr"], "did you mean 'cpu+inductor'"),
+        (["compare", "--env", "default", "--env", "x", "--backend", "nueron"], "did you mean 'neuron'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_on_the_cli(zoo, argv, words):

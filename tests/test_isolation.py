@@ -68,6 +68,33 @@ def test_runaway_allocation_becomes_oom():
     _ok_after()
 
 
+def test_reserved_address_space_is_not_memory():
+    # a GPU machine's model process reserves far more address space than its memory budget before any model
+    # is built (CUDA; one 64 MiB malloc arena per thread): an address-space limit made every model there a
+    # reference_error. The budget is RLIMIT_DATA: 64 GiB reserved and never written passes within 4 GiB.
+    r = run_isolated(ValidationRequest("arch:BertModel", backend="cpu+zoo_test_reserve", timeout_s=120, memory_gb=4))
+    assert r["status"] == "pass", (r["status"], r["error"])
+
+
+def test_a_device_that_refuses_forks_gets_a_spawned_model_process(monkeypatch):
+    # CUDA refuses a child forked from a process that touched it ("Cannot re-initialize CUDA in forked
+    # subprocess": 81 of 100 models on an H200 machine): its model processes are spawned, never forked
+    from zoo_runner import launcher
+    from zoo_runner.backends import DevicePlugin, register_device
+
+    assert launcher._forkable("cpu+inductor") and launcher._forkable("xla")
+    assert not launcher._forkable("cuda") and not launcher._forkable("cuda+inductor@bfloat16")
+    register_device(DevicePlugin("zootestnofork", fork_safe=False))
+    assert not launcher._forkable("zootestnofork")
+    called = []
+    monkeypatch.setattr(launcher, "_run_forked", lambda *a, **k: called.append("forked") or (1, False))
+    monkeypatch.setattr(launcher, "_run_spawned", lambda *a, **k: called.append("spawned") or (1, False))
+    monkeypatch.setattr(launcher, "launcher_kind", lambda: "forkserver")
+    for backend in ("cuda", "cpu"):
+        launcher.run_isolated(ValidationRequest("arch:BertModel", backend=backend, timeout_s=30))
+    assert called == ["spawned", "forked"]
+
+
 def test_model_process_gets_no_secrets_and_runs_offline(monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_secret")
     monkeypatch.setenv("ZOO_DATABASE_URL", "postgresql://user:pw@db/zoo")

@@ -75,6 +75,20 @@ def test_to_dict_has_exactly_the_spec_keys_and_plain_strings():
     assert json.loads(json.dumps(d, allow_nan=False)) == d
 
 
+def test_the_parent_computes_the_error_signature_from_the_type_and_message():
+    # the signature decides which cluster (and which finding) a row joins: a model process that writes its
+    # own cannot join another cluster while its message says something else
+    req = ValidationRequest("org/m", backend="cpu+inductor")
+    r = failure_result(req, RuntimeError("shape '[2, 3]' is invalid for input of size 7"), Status.RUNTIME_ERROR)
+    honest = json.loads(json.dumps(r.to_dict()))
+    assert trusted_result(req, honest)["error"] == honest["error"]  # an honest row keeps what it said
+    lie = {"signature": "AssertionError: Guard failed", "signature_hash": "0"}
+    forged = {**honest, "error": {**honest["error"], **lie}}
+    kept = trusted_result(req, forged)["error"]
+    assert kept["signature"] == "RuntimeError: shape '…' is invalid for input of size N"
+    assert kept["signature_hash"] == honest["error"]["signature_hash"]
+
+
 def test_a_result_round_trips_through_the_checker_and_from_dict():
     req = ValidationRequest("org/m", backend="cpu+inductor")
     r = ValidationResult.empty(req)

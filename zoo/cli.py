@@ -236,12 +236,14 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from db import queries
     from db.session import session_scope
+    from services.inputs import check_backend
 
     from . import render
 
     if len(args.env) != 2:
         raise ZooError("give two envs: --env A --env B (`default` is Zoo's own interpreter)")
     with session_scope() as s:
+        args.backend = check_backend(s, args.backend)
         known = queries.env_names(s)
         for env in args.env:
             if env not in known:
@@ -493,7 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--memory-gb",
         type=_positive_float,
         default=16.0,
-        help="address-space budget of the model process in GiB (default 16)",
+        help="memory budget of the model process in GiB: its private writable memory (RLIMIT_DATA; default 16)",
     )
     v.add_argument("--json", action="store_true", help="print the SPEC result as JSON, alone on stdout")
     v.add_argument("--no-store", action="store_true", help="do not write the result to the database")

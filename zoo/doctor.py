@@ -171,7 +171,7 @@ def render(facts: dict[str, Any]) -> str:
                 + (f" ({errors['pidns']})" if "pidns" in errors else ""),
             ),
             ("no_new_privs", _yes(caps.get("no_new_privs"))),
-            ("rlimits (beside address space)", ", ".join(caps.get("rlimits", [])) or "none"),
+            ("rlimits (beside the memory budget)", ", ".join(caps.get("rlimits", [])) or "none"),
             (
                 "bubblewrap",
                 (caps.get("bwrap") or "not installed") + " (not used: Zoo unshares itself, inside forked processes)",

@@ -85,6 +85,9 @@ class DevicePlugin:
     called once after ``package`` imports, it returns the module registered as ``torch.<device>``
     (``is_available()``, and ``synchronize()``, which Zoo calls after each run it times).
     ``package_dist`` is the distribution whose version goes on every row (``versions``).
+    ``fork_safe`` False: the device's runtime refuses a process forked from one where anything touched
+    it (CUDA: "Cannot re-initialize CUDA in forked subprocess"), so its model processes are started
+    fresh (spawned), never forked from the warm forkserver.
     ``backend`` and ``extra`` are the plugin's own: Zoo reads neither.
 
     Register one with :func:`register_device`, from a module Zoo imports: one named in
@@ -100,6 +103,7 @@ class DevicePlugin:
     extra: dict = field(default_factory=dict)
     install_hint: str | None = None
     device_module: Callable[[], object] | None = None
+    fork_safe: bool = True
 
 
 @dataclass
@@ -266,7 +270,9 @@ register_device(
         precision=neuron_precision,
     )
 )
-register_device(DevicePlugin("cuda", precision=cuda_precision))
+# Measured on an H200 machine: every model process forked from the forkserver failed "Cannot re-initialize
+# CUDA in forked subprocess" (torch marks a process poisoned for fork once anything asks CUDA for devices).
+register_device(DevicePlugin("cuda", precision=cuda_precision, fork_safe=False))
 
 
 def declared_precision(spec: BackendSpec) -> str | None:

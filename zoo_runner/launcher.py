@@ -66,8 +66,8 @@ def child_env() -> dict[str, str]:
 
 def _limit_memory(memory_bytes: int) -> None:
     os.setsid()
-    try:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    try:  # the process's private writable memory, not its address space (see sandbox.MEMORY_RLIMIT)
+        resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
     except (ValueError, OSError):
         pass
 
@@ -313,6 +313,18 @@ def _run_spawned(
                 poll()
 
 
+def _forkable(backend: str) -> bool:
+    """Whether a model process for ``backend`` may be forked from the forkserver (see DevicePlugin.fork_safe)."""
+    from .backends import BackendSpec, device_plugin
+    from .exceptions import UnknownBackend
+
+    try:
+        plugin = device_plugin(BackendSpec.parse(backend).device)
+    except UnknownBackend:
+        return True  # the model process says what is wrong with it
+    return plugin is None or plugin.fork_safe
+
+
 def launcher_kind() -> str:
     """``ZOO_LAUNCHER``: forkserver (default on Linux; also for a value it does not know) or spawn."""
     return settings().launcher
@@ -344,7 +356,7 @@ def run_isolated(
         run, _ = sandbox.prepare_run(req, tmp, mem, python)
         poll = _stage_poll(run, on_stage)
         watch = DiskWatch(run)
-        if python is None and launcher_kind() == "forkserver":
+        if python is None and launcher_kind() == "forkserver" and _forkable(req.backend):
             rc, timed_out = _run_forked(run, req.timeout_s, poll, watch)
         else:
             rc, timed_out = _run_spawned(run, mem, req.timeout_s, python, poll, watch)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .precision import PRECISIONS, SOURCES
-from .request import HARNESS_VERSION, ValidationRequest
+from .request import HARNESS_VERSION, ValidationRequest, error_info
 from .result import ERROR_KEYS, RESULT_KEYS, ValidationResult
 from .statuses import ALL_REASONS, ALL_STATUSES
 
@@ -199,6 +199,11 @@ def trusted_result(req: ValidationRequest, raw: Any) -> dict[str, Any]:
     details.update(seed=req.seed, harness_version=HARNESS_VERSION)
     details.pop("sandbox", None)
     details.pop("env", None)  # the parent's to say, never the model process's
+    error = result.get("error")
+    if isinstance(error, dict):  # the signature groups rows into clusters: the parent's, from the type and message
+        result["error"] = error_info(
+            type_=error.get("type") or "UnknownError", message=error.get("message") or "", tb=error.get("traceback")
+        )
     if req.env:
         details["env"] = base["details"]["env"]
     share = details.pop("backend_share", None)

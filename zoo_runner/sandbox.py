@@ -14,7 +14,8 @@ runs in"):
 - an environment built from an allowlist (:func:`base_env`); ``ZOO_SANDBOX_ENV`` names extra
   variables to pass, never one whose name looks like a secret;
 - an ``HF_HOME`` of its own holding only the files the parent fetched, never a token;
-- rlimits on address space, CPU time (from the time budget), file size and processes.
+- rlimits on private writable memory (the memory budget, RLIMIT_DATA), CPU time (from the time budget),
+  file size and processes.
 
 ``ZOO_SANDBOX=off|best_effort|strict`` (default ``best_effort``). ``best_effort`` applies what this
 machine allows and says what it could not in one warning line; ``strict`` refuses to run a model
@@ -518,7 +519,12 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     limits = settings()
     rlimits = {
-        "as": int(memory_bytes),
+        # RLIMIT_DATA, not RLIMIT_AS: the memory budget counts what the process can write (heap, anonymous
+        # mappings, tensors), not address space it only reserves. On a 16-core GPU machine torch's CUDA
+        # libraries and the allocator arenas of its threads reserve more than 16 GiB of address space before
+        # the model is built: every model there was a reference_error or an oom under RLIMIT_AS (measured on
+        # an H200 machine: "tokenizers.abi3.so: failed to map segment"), and a GPU's memory is mapped shared.
+        "data": int(memory_bytes),
         "cpu": int(req.timeout_s * max(1, cpus)) + 60,
         "fsize": limits.sandbox_fsize_mb << 20,
         "nproc": limits.sandbox_nproc if limits.sandbox_nproc is not None else max(4096, 64 * cpus),

@@ -11,7 +11,7 @@ started with. In order:
    read-only tmpfs; ``/dev/shm`` a private tmpfs; the run directory and the Python installation
    shown again where they were, read-only; the work directory and the configured caches
    writable;
-3. rlimits on address space, CPU time, file size and processes;
+3. rlimits on private writable memory (RLIMIT_DATA), CPU time, file size and processes;
 4. the environment replaced by the allowlisted one, the working directory the work directory;
 5. as root, a switch to the dedicated uid/gid (supplementary groups dropped; every capability
    goes with uid 0); in a user namespace, every capability dropped;
@@ -70,7 +70,7 @@ MOUNT_FLAGS = {
 KERNEL_MOUNTS = ("/proc", "/sys")
 PROTECTIONS = ("uid", "no_new_privs", "netns", "mountns", "rlimits")
 RLIMITS = {
-    "as": resource.RLIMIT_AS,
+    "data": resource.RLIMIT_DATA,
     "cpu": resource.RLIMIT_CPU,
     "fsize": resource.RLIMIT_FSIZE,
     "nproc": resource.RLIMIT_NPROC,
@@ -484,7 +484,7 @@ def apply(plan: Plan) -> dict[str, Any]:
                 private_proc = True
             except OSError as exc:
                 errors["pidns"] = f"a /proc of its own: {exc}"
-    limits = dict(plan.rlimits) if plan.mode != "off" else {k: v for k, v in plan.rlimits.items() if k == "as"}
+    limits = dict(plan.rlimits) if plan.mode != "off" else {k: v for k, v in plan.rlimits.items() if k == "data"}
     held_limits = set_rlimits(limits)
     _reset_python_state(plan)
     switched = False

@@ -8,7 +8,7 @@ from typing import Literal
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import FileResponse
 
-from api.deps import WEEK_PATTERN, Format, ScopeDep, SessionDep, check_week
+from api.deps import WEEK_PATTERN, Format, ScopeDep, SessionDep, check_backend, check_week
 from api.pagination import csv_response
 from api.schemas import ComparePage, FailurePage, OpGapPage, TransitionPage
 from db import queries
@@ -190,7 +190,7 @@ ENV_NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 @router.get(
     "/compare",
     response_model=ComparePage,
-    responses={**CSV, 404: {"description": "an env with no stored rows"}},
+    responses={**CSV, 404: {"description": "an env with no stored rows"}, 422: {"description": "an unknown backend"}},
     tags=["failures"],
     summary="Two envs (releases) on the same models: fixed, broken, still failing, numerics moved",
 )
@@ -207,6 +207,7 @@ def compare(
     broken, still failing with the same signature or another, numerics moved (rmse_ratio by more
     than 2x), Zoo's own gap on one side, or unchanged; counts by models and downloads, per kind and
     per cluster. Each item names both stored results (`GET /api/v1/results/{id}`)."""
+    backend = check_backend(session, backend)
     known = queries.env_names(session)
     for env in (env_a, env_b):
         if env not in known:

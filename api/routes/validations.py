@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials
 
 from api.deps import SessionDep
 from api.schemas import ValidationAccepted, ValidationIn
 from api.security import api_key_header, bearer, require_api_key
 from db import repository
+from services import inputs
 from zoo_runner.settings import settings
 
 router = APIRouter(tags=["validations"])
@@ -31,6 +33,7 @@ async def _auth(
         400: {"description": "malformed JSON body"},
         401: {"description": "no API key"},
         403: {"description": "wrong API key"},
+        422: {"description": "an unknown backend or env, or a malformed field"},
         503: {"description": "broker unreachable"},
     },
     summary="Queue validations of models on a backend",
@@ -43,8 +46,16 @@ def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAcc
     precision) chooses what the backend is judged at."""
     ids = list(dict.fromkeys(body.model_ids))
     broker = settings().broker_url
-    if body.env == "default":
-        raise HTTPException(422, detail="env 'default' is Zoo's own interpreter: leave env out")
+    for field, check in (("backend", inputs.check_backend), ("env", inputs.check_env)):
+        value = getattr(body, field)
+        if field == "backend" and value == "auto":
+            continue
+        try:
+            check(session, value)
+        except inputs.BadInput as exc:
+            raise RequestValidationError(
+                [{"type": "value_error", "loc": ("body", field), "msg": str(exc), "input": value}]
+            ) from None
     run = repository.start_run(
         session,
         body.backend,

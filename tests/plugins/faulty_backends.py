@@ -31,6 +31,26 @@ def zoo_test_hang(gm, example_inputs):
 @register_backend
 def zoo_test_oom(gm, example_inputs):
     hog = []
-    while True:  # grows until the address-space budget stops it
+    while True:  # grows until the memory budget (RLIMIT_DATA) stops it
         hog.append(bytearray(256 << 20))
+    return gm.forward
+
+
+_RESERVED = []
+
+
+@register_backend
+def zoo_test_reserve(gm, example_inputs):
+    """Reserves 64 GiB of address space it never writes, as CUDA's runtime and the malloc arenas of many
+    threads do: within a 4 GiB memory budget this must still run (the budget counts memory, not addresses)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    # PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE (Linux's values)
+    addr = libc.mmap(None, 64 << 30, 0, 0x02 | 0x20 | 0x4000, -1, 0)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        raise MemoryError(f"reserving 64 GiB of address space failed: errno {ctypes.get_errno()}")
+    _RESERVED.append(addr)
     return gm.forward
