@@ -4,6 +4,10 @@ FROM python:3.11-slim
 # compose file's worker-cuda sets a CUDA build (PyPI's torch for Linux x86_64) and worker-neuron
 # torch-neuronx.
 ARG TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+# Zoo's extras (pyproject.toml), comma-separated: the compose workers take every library and CPU backend
+# (timm, open_clip, pyannote, openvino, onnxruntime), so no popular model is `unsupported` for want of one;
+# the api, beat and migrate services, which never build a model, take none.
+ARG ZOO_EXTRAS=""
 WORKDIR /app
 RUN pip install --no-cache-dir ${TORCH_SPEC}
 COPY pyproject.toml README.md ./
@@ -14,7 +18,7 @@ COPY api ./api
 COPY db ./db
 COPY services ./services
 COPY dashboards ./dashboards
-RUN pip install --no-cache-dir . && useradd --create-home zoo && mkdir -p /home/zoo/.cache/huggingface /home/zoo/.cache/zoo/references /home/zoo/.cache/zoo/compile && chown -R zoo /home/zoo/.cache
+RUN pip install --no-cache-dir ".${ZOO_EXTRAS:+[$ZOO_EXTRAS]}" && useradd --create-home zoo && mkdir -p /home/zoo/.cache/huggingface /home/zoo/.cache/zoo/references /home/zoo/.cache/zoo/compile && chown -R zoo /home/zoo/.cache
 # Model processes run sandboxed, and strictly: a worker runs as root (this image's user), and each
 # model process switches to uid 65533 with no capabilities, no network and a read-only filesystem.
 # unshare and mount need CAP_SYS_ADMIN and no AppArmor mount denial: docker-compose.yml gives the

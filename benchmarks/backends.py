@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.precision import machine
+from benchmarks.precision import machine, packages
 from zoo_runner.statuses import Status
 
 log = logging.getLogger("benchmarks.backends")
@@ -554,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
         header = [
             f"Backends benchmark — tier tiny, {Path(args.csv).name}; each section names the top-N slice it covers",
             at_start,
+            packages(),
             "",
         ]
         body: list[str] = []

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from benchmarks.precision import machine
+from benchmarks.precision import machine, packages
 from zoo_runner.statuses import NO_VALID_REFERENCE, Reason, Status
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,26 +118,6 @@ def _lib(e, r) -> str:
     return "other"
 
 
-def _versions() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    parts = []
-    for dist in (
-        "torch",
-        "transformers",
-        "timm",
-        "diffusers",
-        "open_clip_torch",
-        "pyannote.audio",
-        "chronos-forecasting",
-    ):
-        try:
-            parts.append(f"{dist} {version(dist)}")
-        except PackageNotFoundError:
-            parts.append(f"{dist} not installed")
-    return "packages: " + ", ".join(parts)
-
-
 def render(rows, wall: float, args) -> str:
     by_lib = collections.defaultdict(lambda: [0, 0, 0, 0])  # attempted, valid, dl attempted, dl valid
     statuses = collections.Counter()
@@ -177,7 +157,7 @@ def render(rows, wall: float, args) -> str:
         f"Harness benchmark — tier {args.tier}, backend {args.backend}, {n} "
         f"models from {Path(args.csv).name}, {args.jobs} jobs, wall {wall:.0f}s",
         getattr(args, "machine", machine()),
-        _versions(),
+        packages(),
         "",
     ]
     out.append(f"{'library':<34} {'models':>6} {'valid ref':>9} {'by count':>9} {'by downloads':>13}")

@@ -52,6 +52,31 @@ def machine() -> str:
     return f"machine: {os.cpu_count()} cores ({cpu}){_gpus()}, load average {load} at the start"
 
 
+def packages() -> str:
+    """The libraries behind the builders, with their versions or "not installed": a benchmark run in a venv
+    without the extras says so in its header (its models are then `unsupported`: see scripts/setup.sh all)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = []
+    for dist in (
+        "torch",
+        "transformers",
+        "timm",
+        "diffusers",
+        "open_clip_torch",
+        "pyannote.audio",
+        "chronos-forecasting",
+        "openvino",
+        "onnxruntime",
+        "torch-xla",
+    ):
+        try:
+            parts.append(f"{dist} {version(dist)}")
+        except PackageNotFoundError:
+            parts.append(f"{dist} not installed")
+    return "packages: " + ", ".join(parts)
+
+
 def _gpus() -> str:
     """ ", GPU: NAME, driver D" where nvidia-smi answers (a lent GPU machine), else nothing."""
     import shutil

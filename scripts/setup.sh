@@ -8,6 +8,9 @@
 #   bash scripts/setup.sh dev open_clip  + OpenCLIP models (the same torchvision)
 #   bash scripts/setup.sh dev pyannote   + pyannote.audio models (torchaudio links torch's CUDA
 #                                          libraries, so the same 2.14.1 build)
+#   bash scripts/setup.sh all            every library and CPU backend Zoo builds and runs: timm, OpenCLIP,
+#                                          pyannote.audio, OpenVINO, ONNX Runtime (torch 2.14.1's CUDA build,
+#                                          as for timm); the benchmarks and the compose workers use this set
 #   bash scripts/setup.sh openvino       + the cpu+openvino backend (OpenVINO; also in dev)
 #   bash scripts/setup.sh onnxruntime    + the cpu+onnxrt backend (ONNX Runtime, onnxscript; also in dev)
 #   bash scripts/setup.sh xla            + the xla and xla+openxla backends (torch-xla 2.9.0, which pins
@@ -22,10 +25,15 @@ PY="${PYTHON:-python3}"
 VENV="${ZOO_VENV:-.venv}"
 extras=()
 torch_spec="${ZOO_TORCH:-torch==2.13.0}"
+args=()
+for arg in "$@"; do  # `all`: the extras every model kind needs (README, "Libraries")
+  if [ "$arg" = all ]; then args+=(timm open_clip pyannote openvino onnxruntime); else args+=("$arg"); fi
+done
+set -- "${args[@]+"${args[@]}"}"
 for arg in "$@"; do
   case "$arg" in
     dev|timm|open_clip|pyannote|diffusers|chronos|neuron|openvino|onnxruntime|xla) extras+=("$arg") ;;
-    *) echo "setup.sh: unknown extra '$arg' (dev, timm, open_clip, pyannote, diffusers, chronos, neuron, openvino, onnxruntime, xla)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown extra '$arg' (all, dev, timm, open_clip, pyannote, diffusers, chronos, neuron, openvino, onnxruntime, xla)" >&2; exit 2 ;;
   esac
   if { [ "$arg" = timm ] || [ "$arg" = open_clip ] || [ "$arg" = pyannote ]; } && [ -z "${ZOO_TORCH:-}" ]; then
     torch_spec="torch==2.14.1 torchvision==0.29.1"
