@@ -55,7 +55,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -366,6 +365,8 @@ class HubData:
     """The repos the stand-in serves: rows of the CSV, plus real repos from ``repos_dir``."""
 
     def __init__(self, csv_path: str, repos_dir: str | Mapping[str, str] | None = None) -> None:
+        self.lock = threading.Lock()
+        self.sent: dict[tuple[str, str], int] = {}  # bytes of file content sent, per (repo, file): tests read it
         self.rows: list[dict[str, Any]] = []
         self.by_id: dict[str, dict[str, Any]] = {}
         with open(csv_path, newline="", encoding="utf-8") as f:
@@ -892,19 +893,52 @@ class Handler(BaseHTTPRequestHandler):
             if filename.endswith(".json")
             else ("text/plain; charset=utf-8" if filename.endswith((".md", ".txt")) else "application/octet-stream")
         )
-        headers = {"ETag": f'"{self.data.oid(content)}"', "X-Repo-Commit": sha}
+        headers = {"ETag": f'"{self.data.oid(content)}"', "X-Repo-Commit": sha, "Accept-Ranges": "bytes"}
+        total = len(content) if isinstance(content, bytes) else os.path.getsize(content)
+        start, end = 0, total - 1
+        wanted = _byte_range(self.headers.get("Range"), total)
+        if wanted is not None:  # the Hub's CDN answers ranges (206), as GGUF header reads ask
+            start, end = wanted
+            headers["Content-Range"] = f"bytes {start}-{end}/{total}"
+        status = 206 if wanted is not None else 200
+        length = max(0, end - start + 1)
+        if self.command != "HEAD":
+            with self.data.lock:
+                self.data.sent[(repo_id, filename)] = self.data.sent.get((repo_id, filename), 0) + length
         if isinstance(content, bytes):
-            return self._send(200, content, headers, content_type=ctype)
+            return self._send(status, content[start : end + 1], headers, content_type=ctype)
         # A real file: streamed, not read whole into memory.
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(os.path.getsize(content)))
+        self.send_header("Content-Length", str(length))
         for k, v in headers.items():
             self.send_header(k, v)
         self.end_headers()
         if self.command != "HEAD":
             with open(content, "rb") as f:
-                shutil.copyfileobj(f, self.wfile, 1 << 20)
+                f.seek(start)
+                left = length
+                while left > 0:
+                    chunk = f.read(min(left, 1 << 20))
+                    if not chunk:
+                        break
+                    self.wfile.write(chunk)
+                    left -= len(chunk)
+
+
+def _byte_range(header: str | None, total: int) -> tuple[int, int] | None:
+    """``Range: bytes=A-B`` (or ``A-``, ``-N``) as (first, last) within ``total``; None for none or one not read."""
+    if not header or not header.startswith("bytes=") or "," in header or total <= 0:
+        return None
+    first, _, last = header[len("bytes=") :].strip().partition("-")
+    try:
+        if not first:  # the last N bytes
+            return max(0, total - int(last)), total - 1
+        a = int(first)
+        b = min(int(last), total - 1) if last else total - 1
+    except ValueError:
+        return None
+    return (a, b) if 0 <= a <= b else None
 
 
 def make_server(
@@ -942,6 +976,7 @@ def start_standin(
         server.server_close()
         thread.join(timeout=5)
 
+    stop.hub = server.RequestHandlerClass.data  # type: ignore[attr-defined]  # what it served (``sent``), for tests
     return f"http://{host}:{port}", stop
 
 

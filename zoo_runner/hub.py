@@ -121,6 +121,8 @@ def check_policy(facts: HubFacts, tier: str, allow_remote_code: bool = False) ->
             raise NotSupported(
                 Reason.PICKLE_ONLY, f"{facts.model_id} has only pickle weights (.bin/.pt); Zoo loads safetensors only"
             )
+        if "gguf" in formats and tier != "full" and "pickle" not in formats:
+            return  # tiny and census build from the GGUF file's header (zoo_runner/gguf_header.py)
         if formats and formats <= {"gguf", "onnx", "mlx"}:
             raise NotSupported(
                 Reason.NO_PYTORCH_WEIGHTS,
@@ -217,6 +219,38 @@ def _library_from_config(req: ValidationRequest, errors: Any) -> tuple[str | Non
     return library_for_config(config), config
 
 
+def _gguf_only(facts: HubFacts, tier: str) -> bool:
+    """A repo whose only PyTorch-loadable description is a GGUF file (no safetensors, no pickle, no config.json)."""
+    formats = weight_formats(facts.files)
+    return (
+        tier != "full"
+        and "gguf" in formats
+        and not formats & {"safetensors", "pickle"}
+        and ("config.json" not in facts.files)
+    )
+
+
+def _prepare_gguf(req: ValidationRequest, facts: HubFacts, errors: Any) -> ValidationRequest:
+    """Tiers tiny and census of a GGUF repo: the config transformers maps from one file's header."""
+    from .gguf_header import pick_file, read_header
+
+    name = pick_file(facts.files)
+    assert name is not None  # _gguf_only saw one
+    try:
+        header = read_header(req.model_id, req.revision, name)
+    except (OSError, errors.HfHubHTTPError) as exc:
+        raise HubUnreachable(
+            f"could not read the GGUF header of {req.model_id}/{name} from {hub_endpoint()}: {exc.__class__.__name__}"
+        ) from exc
+    req.library = "transformers"
+    req.task = req.task or "text-generation"
+    req.config = header.config
+    req.extras = {}
+    read = f"header: {header.bytes_read:,} of {header.size:,} bytes"
+    req.config_source = f"gguf:{req.model_id}/{name}@{(req.revision or '')[:12]} ({read})"
+    return req
+
+
 def prepare(req: ValidationRequest) -> ValidationRequest:
     """Fill ``req`` with what the model process needs (config, files, library, task)."""
     if req.model_id.startswith("arch:"):
@@ -241,6 +275,8 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     req.task = req.task or facts.task
     check_policy(facts, req.tier)
     errors = _hub_errors()
+    if _gguf_only(facts, req.tier):
+        return _prepare_gguf(req, facts, errors)
     from .builders import get_builder, registered_libraries
 
     sniffed_config = None

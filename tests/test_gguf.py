@@ -1,0 +1,137 @@
+"""GGUF repos at tier tiny: the config transformers maps from one file's header, read over HTTP ranges
+through the real huggingface_hub client against the stand-in; never the whole file."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from tests.hub_standin import start_standin
+from zoo_runner.gguf_header import Incomplete, header_length
+
+gguf = pytest.importorskip("gguf")
+
+REPO = "test-org/tiny-llama-GGUF"
+FILE = "tiny-llama.Q8_0.gguf"
+
+
+def _write_gguf(path, arch: str = "llama", weights_mb: int = 48, vocab: int = 32000) -> None:
+    """A llama-architecture GGUF file written with the gguf package: small dims, a 32k vocabulary, and
+    ``weights_mb`` MiB of tensor data behind the header (what a range read must not fetch)."""
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_context_length(512)
+    w.add_embedding_length(256)
+    w.add_block_count(4)
+    w.add_feed_forward_length(512)
+    w.add_head_count(8)
+    w.add_head_count_kv(4)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("llama")
+    tokens = [f"tok{i}" for i in range(vocab)]
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * len(tokens))
+    w.add_token_types([1] * len(tokens))
+    w.add_tensor("token_embd.weight", np.zeros(((weights_mb << 20) // 4 // 256, 256), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.fixture(scope="module")
+def gguf_hub(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gguf-hub")
+    folder = root / "repos" / REPO
+    folder.mkdir(parents=True)
+    _write_gguf(folder / FILE)
+    (folder / "README.md").write_text("a GGUF-only repo\n")
+    big = root / "repos" / "test-org/big-vocab-GGUF"  # a header over the first 1 MiB read: read on, 4x more
+    big.mkdir(parents=True)
+    _write_gguf(big / "big.gguf", weights_mb=16, vocab=150_000)
+    other = root / "repos" / "test-org/tiny-unmappable-GGUF"
+    other.mkdir(parents=True)
+    _write_gguf(other / "x.gguf", arch="zoo-no-such-arch", weights_mb=1)
+    catalog = root / "catalog.csv"
+    with catalog.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model_id", "downloads", "tasks", "parameters", "tags"])
+        w.writerow([REPO, 1000, "text-generation", "", "['gguf', 'text-generation', 'llama']"])
+        w.writerow(["test-org/tiny-unmappable-GGUF", 10, "text-generation", "", "['gguf', 'text-generation']"])
+        w.writerow(["test-org/big-vocab-GGUF", 5, "text-generation", "", "['gguf', 'text-generation']"])
+    repos = {REPO: str(folder), "test-org/tiny-unmappable-GGUF": str(other), "test-org/big-vocab-GGUF": str(big)}
+    base, stop = start_standin(str(catalog), repos)
+    yield base, stop.hub, (folder / FILE).stat().st_size
+    stop()
+
+
+def test_the_header_parser_knows_where_the_header_ends(tmp_path):
+    path = tmp_path / "m.gguf"
+    _write_gguf(path, weights_mb=1)
+    data = path.read_bytes()
+    end = header_length(data)
+    assert 32000 * 8 < end < len(data) - (1 << 20) + 4096  # the vocabulary is in it; the weights are not
+    with pytest.raises(Incomplete):
+        header_length(data[: end // 2])
+    with pytest.raises(ValueError, match="GGUF magic"):
+        header_length(b"PK\x03\x04" + data[4:])
+
+
+def test_a_gguf_repo_validates_at_tier_tiny_from_a_range_read(zoo, gguf_hub, tmp_path):
+    base, served, size = gguf_hub
+    proc = zoo(
+        ["validate", REPO, "--backend", "cpu", "--tier", "tiny", "--json"],
+        HF_ENDPOINT=base,
+        HF_HUB_OFFLINE="0",
+        HF_HUB_CACHE=str(tmp_path / "hf"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads(proc.stdout)
+    assert row["status"] == "pass" and row["architecture"] == "LlamaForCausalLM", row
+    fetched = served.sent[(REPO, FILE)]
+    assert size > 48 << 20 and fetched <= 1 << 20, (fetched, size)  # the header only: 1 MiB of a 48 MiB file
+    assert row["details"]["config_source"].startswith(f"gguf:{REPO}/{FILE}@")
+    assert f"of {size:,} bytes" in row["details"]["config_source"]
+    assert row["details"]["parameters"] < 20_000_000  # built from the mapped config, shrunk for tier tiny
+
+
+def test_a_header_longer_than_the_first_read_is_read_on(zoo, gguf_hub, tmp_path):
+    base, served, _ = gguf_hub
+    proc = zoo(
+        ["validate", "test-org/big-vocab-GGUF", "--backend", "cpu", "--tier", "tiny", "--json"],
+        HF_ENDPOINT=base,
+        HF_HUB_OFFLINE="0",
+        HF_HUB_CACHE=str(tmp_path / "hf"),
+    )
+    row = json.loads(proc.stdout)
+    assert row["status"] == "pass", row
+    fetched = served.sent[("test-org/big-vocab-GGUF", "big.gguf")]
+    assert (1 << 20) < fetched <= (1 << 20) + (4 << 20), fetched  # 1 MiB, then 4 MiB: not the 16 MiB of weights
+
+
+def test_an_architecture_transformers_cannot_map_is_unsupported(zoo, gguf_hub, tmp_path):
+    base, _, _ = gguf_hub
+    proc = zoo(
+        ["validate", "test-org/tiny-unmappable-GGUF", "--backend", "cpu", "--tier", "tiny", "--json"],
+        HF_ENDPOINT=base,
+        HF_HUB_OFFLINE="0",
+        HF_HUB_CACHE=str(tmp_path / "hf"),
+    )
+    row = json.loads(proc.stdout)
+    assert (row["status"], row["reason"]) == ("unsupported", "library_unsupported"), row
+    assert "zoo-no-such-arch" in row["error"]["message"]
+
+
+def test_the_full_tier_of_a_gguf_repo_is_still_unsupported(zoo, gguf_hub, tmp_path):
+    base, _, _ = gguf_hub
+    proc = zoo(
+        ["validate", REPO, "--backend", "cpu", "--tier", "full", "--json"],
+        HF_ENDPOINT=base,
+        HF_HUB_OFFLINE="0",
+        HF_HUB_CACHE=str(tmp_path / "hf"),
+    )
+    row = json.loads(proc.stdout)
+    assert (row["status"], row["reason"]) == ("unsupported", "no_pytorch_weights"), row
