@@ -123,6 +123,7 @@ def render(rows, wall: float, args) -> str:
     statuses = collections.Counter()
     reasons = collections.Counter()
     errors = collections.Counter()
+    left = collections.defaultdict(lambda: [0, 0])  # (library, reason or status) -> models, downloads
     ran, deduped, durations, slow = 0, 0, [], []
     for e, r, dt in rows:
         statuses[r["status"]] += 1
@@ -135,8 +136,11 @@ def render(rows, wall: float, args) -> str:
         tagged_transformers = (
             e.library in ("transformers", "sentence-transformers") and lib != "gguf/onnx/mlx-only" and not e.custom_code
         )
+        if not valid:  # what is left, by library and why
+            left[(lib, r.get("reason") or r["status"])][0] += 1
+            left[(lib, r.get("reason") or r["status"])][1] += e.downloads
         for key in (
-            [lib]
+            ["(every row)", lib]
             + (["(all but gguf/onnx/mlx-only)"] if lib != "gguf/onnx/mlx-only" else [])
             + (["transformers+ST, no custom_code"] if tagged_transformers else [])
         ):
@@ -163,6 +167,10 @@ def render(rows, wall: float, args) -> str:
     out.append(f"{'library':<34} {'models':>6} {'valid ref':>9} {'by count':>9} {'by downloads':>13}")
     for lib, (a, v, da, dv) in sorted(by_lib.items(), key=lambda kv: -kv[1][2]):
         out.append(f"{lib:<34} {a:>6} {v:>9} {100 * v / a if a else 0:>8.1f}% {100 * dv / da if da else 0:>12.1f}%")
+    every = sum(e.downloads for e, _, _ in rows) or 1
+    out += ["", "left without a valid reference, by library and reason (models, downloads, share of every row's):"]
+    for (lib, why), (m, dl) in sorted(left.items(), key=lambda kv: -kv[1][1]):
+        out.append(f"  {lib:<34} {why:<22} {m:>4} {dl:>14,} {100 * dl / every:6.2f}%")
     out += [
         "",
         "statuses: " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()),

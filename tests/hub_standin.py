@@ -234,6 +234,57 @@ GITATTRIBUTES = (
 _ST_HEADER = json.dumps({"__metadata__": {"format": "pt", "standin": "synthetic"}}).encode()
 EMPTY_SAFETENSORS = len(_ST_HEADER).to_bytes(8, "little") + _ST_HEADER
 
+# A GGUF repo's architecture, from its model-type tags (GGUF files of Mistral models say `llama`, as
+# llama.cpp writes them); a repo whose tags name none gets a file with no header, as the real one
+# cannot be guessed: Zoo reads it and says so.
+GGUF_ARCH_TAGS = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen": "qwen2", "qwen3": "qwen3",
+                  "phi3": "phi3", "gemma2": "gemma2", "gemma3": "gemma3", "falcon": "falcon", "gpt2": "gpt2",
+                  "starcoder2": "starcoder2", "stablelm": "stablelm", "t5": "t5", "bloom": "bloom"}  # fmt: skip
+_GGUF_CACHE: dict[str | None, bytes] = {}
+
+
+def synthetic_gguf(tags: list[str]) -> bytes:
+    """A GGUF file's header for ``tags``' architecture (a 7B-like config, a 32k vocabulary, no weights),
+    written with the ``gguf`` package; ``b"GGUF"`` alone (a header cut short) when the tags name none or
+    the package is missing."""
+    arch = next((GGUF_ARCH_TAGS[t] for t in tags if t in GGUF_ARCH_TAGS), None)
+    if arch not in _GGUF_CACHE:
+        _GGUF_CACHE[arch] = _write_gguf_header(arch) if arch else b"GGUF"
+    return _GGUF_CACHE[arch]
+
+
+def _write_gguf_header(arch: str) -> bytes:
+    import tempfile
+
+    try:
+        import gguf
+    except ImportError:
+        return b"GGUF"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "m.gguf")
+        w = gguf.GGUFWriter(path, arch)
+        w.add_context_length(4096)
+        w.add_embedding_length(4096)
+        w.add_block_count(32)
+        w.add_feed_forward_length(14336)
+        w.add_head_count(32)
+        w.add_head_count_kv(8)
+        w.add_rope_freq_base(10000.0)
+        w.add_layer_norm_rms_eps(1e-5)
+        w.add_layer_norm_eps(1e-5)
+        w.add_tokenizer_model("llama")
+        tokens = [f"tok{i}" for i in range(32000)]
+        w.add_token_list(tokens)
+        w.add_token_scores([0.0] * len(tokens))
+        w.add_token_types([1] * len(tokens))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        with open(path, "rb") as f:
+            return f.read()
+
+
 # Pipeline task -> transformers *_MAPPING_NAMES holding the architecture for that task (base model last).
 TASK_MAPPINGS = {
     "fill-mask": ["MODEL_FOR_MASKED_LM_MAPPING_NAMES"],
@@ -555,7 +606,7 @@ class HubData:
                 out["pytorch_model.bin"] = b""
             else:
                 if "gguf" in tags:
-                    out[f"{model_id.split('/')[-1]}.gguf"] = b"GGUF"
+                    out[f"{model_id.split('/')[-1]}.gguf"] = synthetic_gguf(tags)
                 if "onnx" in tags:
                     out["onnx/model.onnx"] = b""
         with self._lock:

@@ -308,6 +308,19 @@ def test_validations_refuse_an_unknown_backend_or_env(client, monkeypatch, tmp_p
     (tmp_path / "ov-here" / envs.META).write_text("{}")  # an env this host has (`zoo env create`)
     here = client.post("/api/v1/validations", json={**body, "env": "ov-here"}, headers=key)
     assert here.status_code == 202 and here.json()["env"] == "ov-here"
+    # a backend only the workers may know (their ZOO_PLUGINS, a package) is theirs to judge: not refused here
+    assert client.post("/api/v1/validations", json={**body, "backend": "cpu+hidet"}, headers=key).status_code == 202
+    # an env a fleet's worker consumes (zoo worker --env), with no rows yet and not on this host
+    from workers import publish
+
+    monkeypatch.setenv("ZOO_BROKER_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setattr(publish, "enqueue_models", lambda ids, *a, **k: ["t0"] * len(ids))
+    monkeypatch.setattr(publish, "env_consumed", lambda env, timeout=1.0: env == "ov-fleet")
+    fleet = client.post("/api/v1/validations", json={**body, "env": "ov-fleet"}, headers=key)
+    assert fleet.status_code == 202 and fleet.json()["status"] == "queued", fleet.json()
+    assert client.post("/api/v1/validations", json={**body, "env": "ov-nowhere"}, headers=key).status_code == 422
+    monkeypatch.undo()  # the real one: a broker that does not answer knows no worker
+    assert publish.env_consumed("ov-fleet", timeout=0.2) is False
     # the release comparison checks its backend the same way
     bad = client.get("/api/v1/compare", params={"env_a": "default", "env_b": "ov-here", "backend": "nueron"})
     assert bad.status_code == 422 and "did you mean" in bad.json()["detail"][0]["msg"]

@@ -76,16 +76,24 @@ def test_reserved_address_space_is_not_memory():
     assert r["status"] == "pass", (r["status"], r["error"])
 
 
+def test_shared_memory_is_held_to_the_budget_and_its_headroom(monkeypatch):
+    # RLIMIT_DATA does not count MAP_SHARED memory: the address-space limit (budget + headroom) still stops it
+    monkeypatch.setenv("ZOO_SANDBOX_AS_HEADROOM_GB", "1")
+    r = run_isolated(ValidationRequest("arch:BertModel", backend="cpu+zoo_test_shm_hog", timeout_s=120, memory_gb=2))
+    assert r["status"] == "oom", (r["status"], r["error"])
+
+
 def test_a_device_that_refuses_forks_gets_a_spawned_model_process(monkeypatch):
     # CUDA refuses a child forked from a process that touched it ("Cannot re-initialize CUDA in forked
     # subprocess": 81 of 100 models on an H200 machine): its model processes are spawned, never forked
-    from zoo_runner import launcher
-    from zoo_runner.backends import DevicePlugin, register_device
+    from zoo_runner import backends, launcher
+    from zoo_runner.backends import DevicePlugin, fork_safe
 
-    assert launcher._forkable("cpu+inductor") and launcher._forkable("xla")
-    assert not launcher._forkable("cuda") and not launcher._forkable("cuda+inductor@bfloat16")
-    register_device(DevicePlugin("zootestnofork", fork_safe=False))
-    assert not launcher._forkable("zootestnofork")
+    assert fork_safe("cpu+inductor") and fork_safe("xla")
+    assert not fork_safe("cuda") and not fork_safe("cuda+inductor@bfloat16")
+    assert not fork_safe("auto")  # not resolved in the parent (torch, devices): spawned
+    monkeypatch.setitem(backends.DEVICE_PLUGINS, "zootestnofork", DevicePlugin("zootestnofork", fork_safe=False))
+    assert not fork_safe("zootestnofork")
     called = []
     monkeypatch.setattr(launcher, "_run_forked", lambda *a, **k: called.append("forked") or (1, False))
     monkeypatch.setattr(launcher, "_run_spawned", lambda *a, **k: called.append("spawned") or (1, False))

@@ -140,7 +140,7 @@ def test_every_escape_fails_and_the_verdict_is_still_a_row(secrets, tmp_path):
     uid, gid = sandbox.sandbox_ids()
     assert (sb["mode"], sb["uid"], sb["gid"], sb["uid_switched"], sb["capabilities"]) == ("strict", uid, gid, True, 0)
     assert sb["no_new_privs"] and sb["netns"] and sb["mountns"] and sb["missing"] == []
-    assert set(sb["rlimits"]) == {"data", "cpu", "fsize", "nproc"} and sb["env"] == "allowlist"
+    assert set(sb["rlimits"]) == {"data", "as", "cpu", "fsize", "nproc"} and sb["env"] == "allowlist"
     # nothing secret in the row, and the forkserver every model process forks from has none either
     assert row.pop("forkserver_environ_has_secret") is False
     assert MARK not in json.dumps(row)

@@ -15,6 +15,20 @@ from collections.abc import Iterable
 from services.planning import Candidate, Group
 
 
+def env_consumed(env: str, timeout: float = 1.0) -> bool:
+    """Whether a running worker consumes a queue of ``env`` (``KIND:ENV``, ``zoo worker --env``): asked of
+    the workers over the broker, answered within ``timeout``; False where none answers."""
+    from .celery_app import app
+
+    try:
+        queues = app.control.inspect(timeout=timeout).active_queues() or {}
+    except Exception:  # a broker that does not answer: no worker is known to have it
+        return False
+    return any(
+        str(q.get("name", "")).endswith(f":{env}") for qs in queues.values() for q in (qs or []) if isinstance(q, dict)
+    )
+
+
 def task_args(
     g: Group,
     backend: str,

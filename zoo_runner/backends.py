@@ -290,6 +290,24 @@ def declared_precision(spec: BackendSpec) -> str | None:
     return None
 
 
+def fork_safe(backend: str, plugins: str | None = None) -> bool:
+    """Whether a model process for ``backend`` may be forked from the warm forkserver, and given an
+    address-space limit (:class:`DevicePlugin` ``fork_safe``): False for a device whose runtime refuses a
+    forked child and reserves address space far beyond what it uses (cuda), for ``auto`` (not resolved in
+    the parent: that would import torch and ask for devices here) and for a backend that does not resolve
+    (spawning is the safe default; the model process reports the problem as its row). ``plugins``
+    (``ZOO_PLUGINS``) are loaded first, so a plugin's device is known in a worker as in the CLI."""
+    if not backend or backend.strip() == "auto":
+        return False
+    try:
+        if plugins:
+            load_plugins(plugins)
+        plugin = device_plugin(BackendSpec.parse(backend).device)
+    except Exception:
+        return False
+    return plugin is None or plugin.fork_safe
+
+
 def load_plugins(names: str | None = None) -> list[str]:
     """Import the modules named in ``ZOO_PLUGINS`` (comma-separated). Returns their names."""
     from .settings import settings  # pydantic: only where plugins are loaded, not on `import zoo_runner`

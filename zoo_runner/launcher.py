@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import cache_trust, envs, hang, reference_cache, sandbox, verdict
+from . import backends, cache_trust, envs, hang, reference_cache, sandbox, verdict
 from .exceptions import SandboxUnavailable
 from .request import ValidationRequest, error_info
 from .result import env_details, failure_result
@@ -64,12 +64,15 @@ def child_env() -> dict[str, str]:
     return sandbox.base_env()
 
 
-def _limit_memory(memory_bytes: int) -> None:
+def _limit_memory(memory_bytes: int, address_space: int | None = None) -> None:
+    """The memory budget as rlimits (before the sandbox applies the plan's): see sandbox.memory_rlimits."""
     os.setsid()
-    try:  # the process's private writable memory, not its address space (see sandbox.MEMORY_RLIMIT)
-        resource.setrlimit(resource.RLIMIT_DATA, (memory_bytes, memory_bytes))
-    except (ValueError, OSError):
-        pass
+    limits = [(resource.RLIMIT_DATA, memory_bytes)] + ([(resource.RLIMIT_AS, address_space)] if address_space else [])
+    for kind, value in limits:
+        try:
+            resource.setrlimit(kind, (value, value))
+        except (ValueError, OSError):
+            pass
 
 
 # ------------------------------------------------------------------ forkserver
@@ -294,7 +297,7 @@ def _run_spawned(
             stdin=subprocess.DEVNULL,
             stdout=err,
             stderr=err,
-            preexec_fn=lambda: _limit_memory(memory_bytes),
+            preexec_fn=lambda: _limit_memory(memory_bytes, run.plan.rlimits.get("as")),
             cwd=str(run.work),
         )
         if watch is not None:
@@ -311,18 +314,6 @@ def _run_spawned(
                     _kill_group(proc.pid)
                     return proc.wait(), True
                 poll()
-
-
-def _forkable(backend: str) -> bool:
-    """Whether a model process for ``backend`` may be forked from the forkserver (see DevicePlugin.fork_safe)."""
-    from .backends import BackendSpec, device_plugin
-    from .exceptions import UnknownBackend
-
-    try:
-        plugin = device_plugin(BackendSpec.parse(backend).device)
-    except UnknownBackend:
-        return True  # the model process says what is wrong with it
-    return plugin is None or plugin.fork_safe
 
 
 def launcher_kind() -> str:
@@ -356,7 +347,7 @@ def run_isolated(
         run, _ = sandbox.prepare_run(req, tmp, mem, python)
         poll = _stage_poll(run, on_stage)
         watch = DiskWatch(run)
-        if python is None and launcher_kind() == "forkserver" and _forkable(req.backend):
+        if python is None and launcher_kind() == "forkserver" and backends.fork_safe(req.backend, req.plugins):
             rc, timed_out = _run_forked(run, req.timeout_s, poll, watch)
         else:
             rc, timed_out = _run_spawned(run, mem, req.timeout_s, python, poll, watch)

@@ -101,6 +101,7 @@ def error_info(
         type_ = type_ or type(exc).__name__
         message = message or str(exc)
         tb = tb or "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    message = (message or "")[:4000]  # cut before the signature: the parent recomputes it from what is stored
     lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;]*m", "", message or "").splitlines() if ln.strip()]
     first = lines[0] if lines else ""
     if first.endswith(" raised:") and len(lines) > 1:  # dynamo's "backend='x' raised:": the error is the next line
@@ -111,7 +112,7 @@ def error_info(
     sig = f"{type_}: {norm}"
     return {
         "type": type_,
-        "message": (message or "")[:4000],
+        "message": message,
         "signature": sig,
         "signature_hash": hashlib.sha1(sig.encode()).hexdigest()[:12],
         "traceback": (tb or "")[-8000:],

@@ -374,6 +374,24 @@ def _stage_files(files_dir: str, dest: Path) -> int:
     return n
 
 
+def memory_rlimits(req: Any, memory_bytes: int) -> dict[str, int]:
+    """The memory budget as rlimits. ``data`` (RLIMIT_DATA) is the budget: what the process can write
+    (heap, private mappings, tensors), not address space it only reserves. On a 16-core GPU machine torch's
+    CUDA libraries and the malloc arenas of its threads reserve more than 16 GiB of address space before a
+    model is built: under RLIMIT_AS alone every model there was a reference_error or an oom (measured on an
+    H200 machine: "tokenizers.abi3.so: failed to map segment"). RLIMIT_DATA does not count shared memory
+    (``MAP_SHARED`` anonymous mappings, memfds), so ``as`` (RLIMIT_AS) stays too, at the budget plus
+    ``ZOO_SANDBOX_AS_HEADROOM_GB`` of reservations; a device whose runtime reserves more than that (cuda:
+    DevicePlugin ``fork_safe`` False) gets none. Neither is a host-wide cap (a process group's children
+    each have their own): that needs a cgroup."""
+    from .backends import fork_safe
+
+    limits = {"data": memory_bytes}
+    if fork_safe(getattr(req, "backend", "") or "", getattr(req, "plugins", None)):
+        limits["as"] = memory_bytes + (settings().sandbox_as_headroom_gb << 30)
+    return limits
+
+
 def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None) -> tuple[Run, Any]:
     """Lay out the run directory for ``req`` and write the plan; returns the run and the request
     the model process reads (paths as it sees them). Raises SandboxUnavailable under strict."""
@@ -519,12 +537,7 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     limits = settings()
     rlimits = {
-        # RLIMIT_DATA, not RLIMIT_AS: the memory budget counts what the process can write (heap, anonymous
-        # mappings, tensors), not address space it only reserves. On a 16-core GPU machine torch's CUDA
-        # libraries and the allocator arenas of its threads reserve more than 16 GiB of address space before
-        # the model is built: every model there was a reference_error or an oom under RLIMIT_AS (measured on
-        # an H200 machine: "tokenizers.abi3.so: failed to map segment"), and a GPU's memory is mapped shared.
-        "data": int(memory_bytes),
+        **memory_rlimits(req, int(memory_bytes)),
         "cpu": int(req.timeout_s * max(1, cpus)) + 60,
         "fsize": limits.sandbox_fsize_mb << 20,
         "nproc": limits.sandbox_nproc if limits.sandbox_nproc is not None else max(4096, 64 * cpus),

@@ -71,6 +71,7 @@ KERNEL_MOUNTS = ("/proc", "/sys")
 PROTECTIONS = ("uid", "no_new_privs", "netns", "mountns", "rlimits")
 RLIMITS = {
     "data": resource.RLIMIT_DATA,
+    "as": resource.RLIMIT_AS,
     "cpu": resource.RLIMIT_CPU,
     "fsize": resource.RLIMIT_FSIZE,
     "nproc": resource.RLIMIT_NPROC,
@@ -484,7 +485,8 @@ def apply(plan: Plan) -> dict[str, Any]:
                 private_proc = True
             except OSError as exc:
                 errors["pidns"] = f"a /proc of its own: {exc}"
-    limits = dict(plan.rlimits) if plan.mode != "off" else {k: v for k, v in plan.rlimits.items() if k == "data"}
+    memory = ("data", "as")  # with the sandbox off, only the memory budget holds
+    limits = dict(plan.rlimits) if plan.mode != "off" else {k: v for k, v in plan.rlimits.items() if k in memory}
     held_limits = set_rlimits(limits)
     _reset_python_state(plan)
     switched = False

@@ -191,6 +191,12 @@ class Settings(BaseSettings):
         "ZOO_SANDBOX_NPROC", "process limit of a model process; unset: 64 per CPU, at least 4096"
     )
     sandbox_shm_mb: int = _var("ZOO_SANDBOX_SHM_MB", "megabytes of /dev/shm a model process gets", 512)
+    sandbox_as_headroom_gb: int = _var(
+        "ZOO_SANDBOX_AS_HEADROOM_GB",
+        "address space a model process may reserve beyond its memory budget, in GiB (shared memory counts "
+        "against it); none on a device whose runtime reserves more (cuda)",
+        48,
+    )
     sandbox_disk_mb: int = _var(
         "ZOO_SANDBOX_DISK_MB",
         "megabytes a model process may write in all (its work directory and its compile-cache namespace); "
@@ -237,6 +243,7 @@ class Settings(BaseSettings):
         "sandbox_fsize_mb",
         "sandbox_nproc",
         "sandbox_shm_mb",
+        "sandbox_as_headroom_gb",
         "sandbox_disk_mb",
         "model_threads",
         mode="before",

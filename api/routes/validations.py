@@ -46,15 +46,21 @@ def create_validations(body: ValidationIn, session: SessionDep) -> ValidationAcc
     precision) chooses what the backend is judged at."""
     ids = list(dict.fromkeys(body.model_ids))
     broker = settings().broker_url
-    for field, check in (("backend", inputs.check_backend), ("env", inputs.check_env)):
-        value = getattr(body, field)
-        if field == "backend" and value == "auto":
-            continue
+    workers_have = None
+    if broker and body.env:
+        from workers import publish  # the Celery side: imported only where a broker is configured
+
+        workers_have = publish.env_consumed
+    checks = (
+        ("backend", lambda: inputs.check_requested_backend(body.backend)),
+        ("env", lambda: inputs.check_env(session, body.env, workers_have)),
+    )
+    for field, check in checks:
         try:
-            check(session, value)
+            check()
         except inputs.BadInput as exc:
             raise RequestValidationError(
-                [{"type": "value_error", "loc": ("body", field), "msg": str(exc), "input": value}]
+                [{"type": "value_error", "loc": ("body", field), "msg": str(exc), "input": getattr(body, field)}]
             ) from None
     run = repository.start_run(
         session,

@@ -40,17 +40,30 @@ _RESERVED = []
 
 
 @register_backend
+def zoo_test_shm_hog(gm, example_inputs):
+    """Maps shared anonymous memory (which RLIMIT_DATA does not count) until something stops it."""
+    import mmap
+
+    while True:
+        m = mmap.mmap(-1, 256 << 20, flags=mmap.MAP_SHARED)
+        m.write(b"x" * (256 << 20))
+        _RESERVED.append(m)
+    return gm.forward
+
+
+@register_backend
 def zoo_test_reserve(gm, example_inputs):
-    """Reserves 64 GiB of address space it never writes, as CUDA's runtime and the malloc arenas of many
-    threads do: within a 4 GiB memory budget this must still run (the budget counts memory, not addresses)."""
+    """Reserves 24 GiB of address space it never writes, as CUDA's runtime and the malloc arenas of many
+    threads do: within a 4 GiB memory budget this must still run (the budget counts memory, not addresses;
+    the address-space limit is the budget plus ZOO_SANDBOX_AS_HEADROOM_GB, 48 by default)."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
     # PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE (Linux's values)
-    addr = libc.mmap(None, 64 << 30, 0, 0x02 | 0x20 | 0x4000, -1, 0)
+    addr = libc.mmap(None, 24 << 30, 0, 0x02 | 0x20 | 0x4000, -1, 0)
     if addr in (None, ctypes.c_void_p(-1).value):
-        raise MemoryError(f"reserving 64 GiB of address space failed: errno {ctypes.get_errno()}")
+        raise MemoryError(f"reserving 24 GiB of address space failed: errno {ctypes.get_errno()}")
     _RESERVED.append(addr)
     return gm.forward

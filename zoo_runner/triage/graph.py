@@ -592,7 +592,7 @@ def _dt(dtype):
 
 def signature(exc):
     """Zoo's error signature: the type and first line, without numbers or quoted names."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in str(exc)[:4000].splitlines() if ln.strip()]
     first = lines[0] if lines else ""
     if first.endswith(" raised:") and len(lines) > 1:
         first = first + " " + lines[1]
