@@ -37,7 +37,8 @@ def api_schema(database_url, monkeypatch):
     # an opaque cursor that does not decode is a 400 by contract (tests/test_api.py): allowed on /models only.
     # A backend spec that does not parse, or names no device or compile backend torch or Zoo's plugins
     # know and no result, is a 422 by contract (tests/test_newcomer.py): the schema cannot list backends.
-    # So is a week the pattern admits but the ISO calendar does not (W53 of a 52-week year, tests/test_inputs.py).
+    # So is a week the pattern admits but the ISO calendar does not (W53 of a 52-week year, tests/test_inputs.py),
+    # and an env nobody has in POST /validations (tests/test_api_analytics.py).
     accepted = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
     config = SchemathesisConfig.from_dict(
         {
@@ -48,7 +49,8 @@ def api_schema(database_url, monkeypatch):
                 },
                 {
                     "include-path-regex": (
-                        r"^/api/v1/(coverage|coverage/history|backends|ops/gaps|failures|regressions|reports/\{week\})$"
+                        r"^/api/v1/(coverage|coverage/history|backends|ops/gaps|failures|regressions|reports/\{week\}"
+                        r"|compare|validations)$"
                     ),
                     "checks": {"positive_data_acceptance": {"expected-statuses": [*accepted, "422"]}},
                 },
