@@ -290,22 +290,25 @@ def declared_precision(spec: BackendSpec) -> str | None:
     return None
 
 
-def fork_safe(backend: str, plugins: str | None = None) -> bool:
+def fork_safe(backend: str) -> bool:
     """Whether a model process for ``backend`` may be forked from the warm forkserver, and given an
-    address-space limit (:class:`DevicePlugin` ``fork_safe``): False for a device whose runtime refuses a
-    forked child and reserves address space far beyond what it uses (cuda), for ``auto`` (not resolved in
-    the parent: that would import torch and ask for devices here) and for a backend that does not resolve
-    (spawning is the safe default; the model process reports the problem as its row). ``plugins``
-    (``ZOO_PLUGINS``) are loaded first, so a plugin's device is known in a worker as in the CLI."""
+    address-space limit (:class:`DevicePlugin` ``fork_safe``). True for ``cpu`` and for a device whose
+    plugin this process knows and says so; False for a device whose runtime refuses a forked child and
+    reserves address space far beyond what it uses (cuda), for ``auto`` (not resolved in the parent: that
+    would import torch and ask for devices here), for a device only a plugin this process has not loaded
+    knows (``ZOO_PLUGINS`` are not imported into the parent for this: a plugin's import may change the
+    process) and for a backend that does not resolve. Spawning is the safe default; the model process
+    reports any problem as its row."""
     if not backend or backend.strip() == "auto":
         return False
     try:
-        if plugins:
-            load_plugins(plugins)
-        plugin = device_plugin(BackendSpec.parse(backend).device)
+        device = BackendSpec.parse(backend).device
+        plugin = device_plugin(device)
     except Exception:
         return False
-    return plugin is None or plugin.fork_safe
+    if plugin is not None:
+        return plugin.fork_safe
+    return device == "cpu"
 
 
 def load_plugins(names: str | None = None) -> list[str]:

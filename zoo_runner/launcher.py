@@ -347,7 +347,7 @@ def run_isolated(
         run, _ = sandbox.prepare_run(req, tmp, mem, python)
         poll = _stage_poll(run, on_stage)
         watch = DiskWatch(run)
-        if python is None and launcher_kind() == "forkserver" and backends.fork_safe(req.backend, req.plugins):
+        if python is None and launcher_kind() == "forkserver" and backends.fork_safe(req.backend):
             rc, timed_out = _run_forked(run, req.timeout_s, poll, watch)
         else:
             rc, timed_out = _run_spawned(run, mem, req.timeout_s, python, poll, watch)

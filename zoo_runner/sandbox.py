@@ -387,7 +387,7 @@ def memory_rlimits(req: Any, memory_bytes: int) -> dict[str, int]:
     from .backends import fork_safe
 
     limits = {"data": memory_bytes}
-    if fork_safe(getattr(req, "backend", "") or "", getattr(req, "plugins", None)):
+    if fork_safe(getattr(req, "backend", "") or ""):
         limits["as"] = memory_bytes + (settings().sandbox_as_headroom_gb << 30)
     return limits
 
