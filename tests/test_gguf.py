@@ -42,6 +42,16 @@ def _write_gguf(path, arch: str = "llama", weights_mb: int = 48, vocab: int = 32
     w.close()
 
 
+def _validate(zoo, base: str, tmp_path, model_id: str, tier: str):
+    """`zoo validate MODEL --backend cpu --tier TIER --json` through the stand-in at ``base``."""
+    return zoo(
+        ["validate", model_id, "--backend", "cpu", "--tier", tier, "--json"],
+        HF_ENDPOINT=base,
+        HF_HUB_OFFLINE="0",
+        HF_HUB_CACHE=str(tmp_path / "hf"),
+    )
+
+
 @pytest.fixture(scope="module")
 def gguf_hub(tmp_path_factory):
     root = tmp_path_factory.mktemp("gguf-hub")
@@ -82,12 +92,7 @@ def test_the_header_parser_knows_where_the_header_ends(tmp_path):
 
 def test_a_gguf_repo_validates_at_tier_tiny_from_a_range_read(zoo, gguf_hub, tmp_path):
     base, served, size = gguf_hub
-    proc = zoo(
-        ["validate", REPO, "--backend", "cpu", "--tier", "tiny", "--json"],
-        HF_ENDPOINT=base,
-        HF_HUB_OFFLINE="0",
-        HF_HUB_CACHE=str(tmp_path / "hf"),
-    )
+    proc = _validate(zoo, base, tmp_path, REPO, "tiny")
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = json.loads(proc.stdout)
     assert row["status"] == "pass" and row["architecture"] == "LlamaForCausalLM", row
@@ -100,12 +105,7 @@ def test_a_gguf_repo_validates_at_tier_tiny_from_a_range_read(zoo, gguf_hub, tmp
 
 def test_a_header_longer_than_the_first_read_is_read_on(zoo, gguf_hub, tmp_path):
     base, served, _ = gguf_hub
-    proc = zoo(
-        ["validate", "test-org/big-vocab-GGUF", "--backend", "cpu", "--tier", "tiny", "--json"],
-        HF_ENDPOINT=base,
-        HF_HUB_OFFLINE="0",
-        HF_HUB_CACHE=str(tmp_path / "hf"),
-    )
+    proc = _validate(zoo, base, tmp_path, "test-org/big-vocab-GGUF", "tiny")
     row = json.loads(proc.stdout)
     assert row["status"] == "pass", row
     fetched = served.sent[("test-org/big-vocab-GGUF", "big.gguf")]
@@ -114,12 +114,7 @@ def test_a_header_longer_than_the_first_read_is_read_on(zoo, gguf_hub, tmp_path)
 
 def test_an_architecture_transformers_cannot_map_is_unsupported(zoo, gguf_hub, tmp_path):
     base, _, _ = gguf_hub
-    proc = zoo(
-        ["validate", "test-org/tiny-unmappable-GGUF", "--backend", "cpu", "--tier", "tiny", "--json"],
-        HF_ENDPOINT=base,
-        HF_HUB_OFFLINE="0",
-        HF_HUB_CACHE=str(tmp_path / "hf"),
-    )
+    proc = _validate(zoo, base, tmp_path, "test-org/tiny-unmappable-GGUF", "tiny")
     row = json.loads(proc.stdout)
     assert (row["status"], row["reason"]) == ("unsupported", "library_unsupported"), row
     assert "zoo-no-such-arch" in row["error"]["message"]
@@ -127,11 +122,6 @@ def test_an_architecture_transformers_cannot_map_is_unsupported(zoo, gguf_hub, t
 
 def test_the_full_tier_of_a_gguf_repo_is_still_unsupported(zoo, gguf_hub, tmp_path):
     base, _, _ = gguf_hub
-    proc = zoo(
-        ["validate", REPO, "--backend", "cpu", "--tier", "full", "--json"],
-        HF_ENDPOINT=base,
-        HF_HUB_OFFLINE="0",
-        HF_HUB_CACHE=str(tmp_path / "hf"),
-    )
+    proc = _validate(zoo, base, tmp_path, REPO, "full")
     row = json.loads(proc.stdout)
     assert (row["status"], row["reason"]) == ("unsupported", "no_pytorch_weights"), row
