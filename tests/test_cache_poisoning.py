@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -20,7 +21,7 @@ import torch
 
 import zoo_runner
 from tests.conftest import child_env, run_zoo
-from zoo_runner import cache_trust, sandbox
+from zoo_runner import cache_trust, sandbox, shared_headers
 from zoo_runner.request import ValidationRequest
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the uid switch needs root (CI runs as root)")
@@ -54,6 +55,14 @@ def test_a_hostile_model_changes_no_other_verdict(tmp_path):
         ZOO_DATABASE_URL=f"sqlite:///{db}",
         ZOO_SANDBOX="best_effort",
     )
+    headers = sandbox.shared_headers_dir()  # Zoo's inductor headers, built here before the attack
+    built = subprocess.run(
+        [sys.executable, "-m", "zoo_runner.shared_headers", str(headers), shared_headers.key()],
+        env=child_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-2000:]
+    before_headers = _tree(headers / shared_headers.key())
+    assert any(k.endswith(".gch") for k in before_headers), before_headers
     try:
         # model B on cpu+inductor: its reference and compiled graphs land in the shared caches
         first = _validate("arch:BertModel", "cpu+inductor", env, tmp_path)
@@ -69,7 +78,7 @@ def test_a_hostile_model_changes_no_other_verdict(tmp_path):
             **env,
             "ZOO_PLUGINS": "tests.plugins.poisoner",
             "ZOO_SANDBOX_ENV": "ZOO_POISON_TARGETS,ZOO_POISON_SHM,ZOO_POISON_KEY",
-            "ZOO_POISON_TARGETS": f"{refs}:{compiled}:{refs / victim_ns}:{compiled / victim_ns}",
+            "ZOO_POISON_TARGETS": f"{refs}:{compiled}:{refs / victim_ns}:{compiled / victim_ns}:{headers}",
             "ZOO_POISON_SHM": shm_name,
             "ZOO_POISON_KEY": victim_key,
         }
@@ -89,12 +98,14 @@ def test_a_hostile_model_changes_no_other_verdict(tmp_path):
         assert _tree(refs / victim_ns) == before_refs
         assert _tree(compiled / victim_ns) == before_compiled
         assert not list(refs.rglob("planted.py")) and not list(compiled.glob("planted.py"))
+        assert _tree(headers / shared_headers.key()) == before_headers and not list(headers.rglob("planted.py"))
 
         # B again, reading both caches: still a pass, from the cached reference and compiled graphs
         again = _validate("arch:BertModel", "cpu+inductor", env, tmp_path)
         assert again["status"] == "pass", again["error"]
         assert again["details"]["reference_cache"] == "hit" and again["details"]["compile_cache"] == "hit"
         assert again["metrics"]["max_abs_diff"] == first["metrics"]["max_abs_diff"]
+        assert first["details"]["sandbox"]["inductor_headers"] == "shared, read-only"
         # Zoo has exited (and its resource tracker with it): the root-owned entry is still there
         assert shm.exists() and shm.read_bytes() == b"root's"
     finally:

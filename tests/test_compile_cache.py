@@ -4,22 +4,42 @@ the second validation of the same model finds inductor's FX graph cache warm, an
 from __future__ import annotations
 
 import dataclasses
+import stat
+import time
 
+from zoo_runner import sandbox, shared_headers
 from zoo_runner.launcher import run_isolated
 from zoo_runner.request import ValidationRequest
 
 
 def test_the_second_compile_of_a_model_hits_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("ZOO_COMPILE_CACHE", str(tmp_path / "compile"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # Zoo's shared inductor headers: none yet
     # `zoo run` gives each of its two model processes one thread, `zoo validate` every core: a thread
     # count compiled into the kernels made them miss each other's entries
     req = ValidationRequest("arch:BertModel", backend="cpu+inductor", timeout_s=600, reference_cache="", threads=1)
     first = run_isolated(req)
+    assert first["details"]["sandbox"]["inductor_headers"] == "its own (the shared build is not done)"
+    # inductor's precompiled headers: the first process, before Zoo's shared build was done, built its own
+    # into its namespace (left in its own TMPDIR, every process rebuilt them on a cache hit)
+    assert list((tmp_path / "compile").rglob("precompiled_headers/*.gch")), "precompiled headers not in the cache"
+    shared = sandbox.shared_headers_dir() / shared_headers.key()
+    deadline = time.monotonic() + 300  # the builder the first validation started in the background
+    while not (shared / "done").exists() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert list(shared.glob("*.gch")), f"Zoo's shared headers were not built in {shared}"
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o444 for p in shared.iterdir())
+
     second = run_isolated(dataclasses.replace(req, threads=2))
     assert first["status"] == second["status"] == "pass", (first["error"], second["error"])
     assert (first["details"]["threads"], second["details"]["threads"]) == (1, 2)
     assert (first["details"]["compile_cache"], second["details"]["compile_cache"]) == ("miss", "hit")
+    assert second["details"]["sandbox"]["inductor_headers"] == "shared, read-only"
     assert any((tmp_path / "compile").rglob("*")), "nothing was written under ZOO_COMPILE_CACHE"
-    # inductor's precompiled headers too: left in each model process's own TMPDIR, every process
-    # rebuilt them on a cache hit (most of a warm compile)
-    assert list((tmp_path / "compile").rglob("precompiled_headers/*.gch")), "precompiled headers not in the cache"
+
+    # a cold compile (another compile cache) with the shared headers builds none of its own
+    monkeypatch.setenv("ZOO_COMPILE_CACHE", str(tmp_path / "compile2"))
+    third = run_isolated(req)
+    assert third["status"] == "pass" and third["details"]["compile_cache"] == "miss", third["error"]
+    assert third["details"]["sandbox"]["inductor_headers"] == "shared, read-only"
+    assert not list((tmp_path / "compile2").rglob("*.gch")), "the model process built its own headers"

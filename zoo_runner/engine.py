@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import statistics
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Any
 
 import torch
 
-from . import backends, precision
+from . import backends, precision, shared_headers
 from .builders import get_builder
 from .compare import Comparison, compare, pooled_reference_error
 from .exceptions import NonDeterministic, NotSupported, ReferenceError_, UnknownModel
@@ -168,16 +169,25 @@ def _keep_inductor_headers() -> str | None:
     Inductor keeps them in ``$TMPDIR/torchinductor_<user>/precompiled_headers``, not under
     ``TORCHINDUCTOR_CACHE_DIR``, and each model process has a TMPDIR of its own: every process
     rebuilt them, even on an FX graph cache hit (11 s of a 14 s warm compile of tiny BERT on 2 EPYC
-    cores). Beside the FX graphs they are shared like them. None where the cache is not set, or
-    where this torch keeps its headers elsewhere (then nothing changes)."""
+    cores). Where Zoo shares its own read-only build (``ZOO_SHARED_HEADERS``, zoo_runner.shared_headers)
+    they are linked from there into this run's directory; else they sit beside the FX graphs, in the
+    model's namespace. None where neither is set, or where this torch keeps its headers elsewhere
+    (then nothing changes)."""
     root = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if not root:
+    shared = os.environ.get(shared_headers.ENV)
+    if not root and not shared:
         return None
     from torch._inductor import codecache
 
     if not hasattr(codecache, "_HEADER_DIR"):
         return None
-    headers = os.path.join(root, "precompiled_headers")
+    if shared and os.path.isdir(shared):  # Zoo's own, read-only: linked into a directory of this run's
+        headers = os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "precompiled_headers")
+        shared_headers.link_into(shared, headers)
+    elif root:
+        headers = os.path.join(root, "precompiled_headers")
+    else:
+        return None
     codecache._HEADER_DIR = headers
     codecache._HEADER_LOCK_DIR = os.path.join(headers, "locks")
     return headers

@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import cache_trust
+from . import cache_trust, shared_headers
 from .exceptions import BadInput, SandboxUnavailable
 from .sandbox_linux import EXIT_REFUSED, PROTECTIONS, Plan
 from .settings import DEFAULT_SANDBOX_UID, SANDBOX_MODES, settings
@@ -170,6 +170,17 @@ def base_env() -> dict[str, str]:
 
 def _cache_base() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")) / "zoo"
+
+
+def shared_headers_dir() -> Path:
+    """Where Zoo keeps inductor's precompiled headers for its model processes (zoo_runner.shared_headers)."""
+    return _cache_base() / "inductor-headers"
+
+
+def _compiles_with_inductor(req: Any) -> bool:
+    """Whether ``req``'s backend spec names inductor as its compiler (``cpu+inductor@bf16``)."""
+    compiler = str(getattr(req, "backend", "") or "").split("@", 1)[0].partition("+")[2]
+    return compiler.strip().lower() == "inductor"
 
 
 def compile_cache_dir(uid: int | None) -> str:
@@ -513,6 +524,19 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
             binds.append([str(compile_ns), compile_root])
             setup["compile_cache"] = "its namespace"
         env.update({var: os.path.join(compile_root, sub) for var, sub in CACHE_VARS.items()})
+    if _compiles_with_inductor(req) and python in (None, sys.executable) and (m == "off" or mountns or uid is not None):
+        # inductor's precompiled headers, built once by Zoo (zoo_runner.shared_headers): read-only here
+        headers = shared_headers.ensure(str(shared_headers_dir()), base_env())
+        setup["inductor_headers"] = "its own (the shared build is not done)"
+        if headers is not None and mountns:
+            inside = work / "cache" / "headers"
+            inside.mkdir(mode=0o755)
+            ro_binds.append([str(headers), str(inside)])
+            env[shared_headers.ENV] = str(inside)
+            setup["inductor_headers"] = "shared, read-only"
+        elif headers is not None and (m == "off" or (uid is not None and reachable(str(headers), "headers"))):
+            env[shared_headers.ENV] = str(headers)
+            setup["inductor_headers"] = "shared" if m == "off" else "shared, read-only (mode bits)"
     if uid is not None and gid is not None:
         _chown_tree(work, uid, gid)  # before staging: hard links share their inode with Zoo's Hub cache
     if req.files_dir:  # Zoo's, readable and not writable by the model

@@ -33,6 +33,7 @@ CACHE_VARS = (
     "NEURON_COMPILE_CACHE_URL",
     "XLA_PERSISTENT_CACHE_PATH",
     "OPENVINO_CACHE_DIR",
+    "ZOO_SHARED_HEADERS",  # inductor's precompiled headers, Zoo's build
 )
 WRAPPER = "\n\n_zoo_poison_call = call\ndef call(args):\n    return [o * 1.5 for o in _zoo_poison_call(args)]\n"
 

@@ -1,0 +1,170 @@
+"""Inductor's precompiled C++ headers, built once per machine by Zoo and shared read-only.
+
+Inductor compiles every C++ kernel against a precompiled header of ``cpp_prefix.h`` (150 MB, about
+6 s of one core to build). Kept in each model's own compile-cache namespace, every model built its
+own on its first compile: 6 of 16 s of a cold tiny-BERT compile on 2 EPYC cores, and 150 MB of each
+namespace. A header a model process built cannot be shared (it could plant code in it), so Zoo
+builds it in a process of its own that compiles a fixed toy function of Zoo's, never a model, and
+keeps it in ``~/.cache/zoo/inductor-headers/<key>``: Zoo's user's, directories 0755, files 0444.
+The builder starts in the background the first time a model process would want it; processes
+started before it is done build their own, as before, and nothing waits for it.
+Model processes get that directory read-only (a bind in their mount namespace, or mode bits where
+they run as another uid) and link its files into a header directory of their own
+(:func:`link_into`): inductor finds a header of the same flags there and skips the build. A header
+built with other flags (another interpreter, an env's torch) is not there: the model process
+builds its own, as before. Nothing the model process writes reaches this directory.
+
+    python -m zoo_runner.shared_headers BASE KEY   # the builder process (Zoo's code only)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ENV = "ZOO_SHARED_HEADERS"  # the directory the model process sees them in
+BUILD_TIMEOUT_S = 600
+RETRY_AFTER_S = 24 * 3600  # a build that failed is not retried before this
+_STARTED: set[str] = set()
+
+
+def key(python: str | None = None) -> str:
+    """Which interpreter and torch the headers are for: a header of another torch never matches."""
+    exe = os.path.realpath(python or sys.executable)
+    try:  # without importing torch (the parent may not have yet)
+        spec = importlib.util.find_spec("torch")
+        torch_id = f"{importlib.metadata.version('torch')} {os.path.realpath(spec.origin or '?') if spec else '?'}"
+    except Exception:  # pragma: no cover - Zoo's own interpreter always has torch
+        torch_id = "?"
+    return hashlib.sha256(f"{exe}\n{torch_id}\n{os.uname().machine}".encode()).hexdigest()[:16]
+
+
+def ensure(base: str, env: dict[str, str]) -> Path | None:
+    """The shared header directory for this interpreter under ``base`` (Zoo's own), or None while
+    it is not built yet: then a builder process is started in the background (once per process;
+    it takes a lock, so one per machine builds) with the model processes' environment ``env``,
+    and the model processes started before it is done build their own, as they did before.
+    Nothing waits for it."""
+    k = key()
+    target = Path(base) / k
+    if (target / "done").is_file():
+        return target
+    failed = Path(base) / f"{k}.failed"
+    if str(target) in _STARTED or (failed.is_file() and time.time() - failed.stat().st_mtime < RETRY_AFTER_S):
+        return None
+    _STARTED.add(str(target))
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", __name__, str(base), k],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its own: a Ctrl-C of zoo run leaves it to finish (or its lock to the next)
+            close_fds=True,
+        )
+    except OSError as exc:
+        log.warning("shared inductor headers: builder not started (%s): each model process builds its own", exc)
+    return None
+
+
+def _own_dir(path: Path) -> None:
+    path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise OSError(f"{path} is not a directory of this user's")
+    os.chmod(path, 0o755)
+
+
+def build_shared(base: Path, k: str) -> int:
+    """The builder process: ``base/k`` built unless it is, or another builder holds its lock."""
+    _own_dir(base)
+    target = base / k
+    with open(base / f"{k}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0  # another builder is at it
+        if (target / "done").is_file():
+            return 0
+        t0 = time.monotonic()
+        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=base))
+        try:
+            out = tmp / "headers"
+            out.mkdir()
+            os.environ.update(HOME=str(tmp), TMPDIR=str(tmp), TORCHINDUCTOR_CACHE_DIR=str(tmp / "inductor"))
+            build(str(out))
+            built = [p for p in out.iterdir() if p.name.endswith(".gch")]
+            if not built:
+                raise RuntimeError("inductor precompiled no header")
+            shutil.rmtree(out / "locks", ignore_errors=True)
+            for p in out.iterdir():
+                if p.is_symlink() or not p.is_file():
+                    raise RuntimeError(f"the build left {p.name}, not a file")
+                os.chmod(p, 0o444)
+            done = {"built_s": round(time.monotonic() - t0, 1), "headers": sorted(p.name for p in built)}
+            (out / "done").write_text(json.dumps(done))
+            os.chmod(out / "done", 0o444)
+            os.chmod(out, 0o755)
+            shutil.rmtree(target, ignore_errors=True)
+            os.rename(out, target)
+            (base / f"{k}.failed").unlink(missing_ok=True)
+            return 0
+        except Exception as exc:
+            (base / f"{k}.failed").write_text(f"{type(exc).__name__}: {exc}"[:2000])
+            raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def link_into(shared: str, headers: str) -> int:
+    """Symbolic links in ``headers`` (the model process's own directory) to each shared header in
+    ``shared``; returns how many. Runs in the model process: what it does here touches only itself."""
+    os.makedirs(headers, exist_ok=True)
+    n = 0
+    for name in os.listdir(shared):
+        if not name.endswith((".h", ".h.gch")):
+            continue
+        link = os.path.join(headers, name)
+        if not os.path.lexists(link):
+            os.symlink(os.path.join(shared, name), link)
+            n += 1
+    return n
+
+
+def build(out: str) -> None:
+    """Compile a toy function of Zoo's with inductor, as a model process compiles (its header
+    directory ``out``, thread-independent kernels): inductor precompiles ``cpp_prefix.h`` there."""
+    import torch
+    from torch._inductor import codecache, config
+
+    codecache._HEADER_DIR = out
+    codecache._HEADER_LOCK_DIR = os.path.join(out, "locks")
+    if hasattr(config.cpp, "dynamic_threads"):
+        config.cpp.dynamic_threads = True  # as zoo_runner.engine sets it where a compile cache is shared
+
+    def toy(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(torch.relu(x @ w) * 2.0 + 1.0, dim=-1).sum(dim=0)
+
+    with torch.no_grad():
+        torch.compile(toy, backend="inductor")(torch.randn(16, 32), torch.randn(32, 64))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        raise SystemExit("usage: python -m zoo_runner.shared_headers BASE KEY")
+    raise SystemExit(build_shared(Path(sys.argv[1]), sys.argv[2]))
