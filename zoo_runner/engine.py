@@ -209,6 +209,17 @@ def _thread_independent_kernels() -> bool:
     return True
 
 
+def _compile_threads() -> int:
+    """Inductor compiles C++ kernels in a pool of worker processes, one per core of the machine;
+    a model process gets its share of the cores (``zoo run``: one each, two at once), and the pool
+    then only adds its start (two interpreters importing torch) to a compile that cannot run
+    faster: 12 % of two cold tiny-BERT compiles at once on 2 EPYC cores. Its share it is."""
+    from torch._inductor import config
+
+    config.compile_threads = max(1, min(int(config.compile_threads or 1), torch.get_num_threads()))
+    return config.compile_threads
+
+
 def _graph_breaks(top: int = 5) -> tuple[int, list[str]]:
     """Graph breaks dynamo counted, and their most frequent reasons (first line each). Recent torch
     files some breaks (an LSTM dynamo will not trace) under "unimplemented" rather than "graph_break"."""
@@ -512,6 +523,7 @@ def _run_target(
             if spec.compiler == "inductor":
                 _keep_inductor_headers()
                 _thread_independent_kernels()
+                _compile_threads()
             runner = torch.compile(target, backend=spec.compiler, options=backends.compile_options(spec))
         if tracker:
             tracker.clear()
