@@ -460,3 +460,36 @@ def test_a_repro_is_refused_without_a_signature_or_for_a_mismatch_at_torch_level
     # the control run: with dynamo's eager backend the graph compiles and runs, so "not reproduced", exit 0
     done = _run_repro(Path(path))
     assert done.returncode == 0 and "not reproduced" in done.stdout, (done.stdout, done.stderr[-2000:])
+
+
+@pytest.mark.services
+def test_clusters_are_triaged_through_celery_on_a_worker(tmp_path, pg_server_url, redis_url):
+    """With a broker, `zoo triage --clusters 1` sends one task to the backend's queue; a real worker
+    process triages there, writes under its own ZOO_TRIAGE_DIR, and the result comes back."""
+    from tests.conftest import _reset_pg
+    from tests.test_workers import start_worker, stop
+
+    _reset_pg(pg_server_url)
+    backend = "cpu+zoo_test_raiseop"
+    worker_root, cli_root = tmp_path / "worker-triage", tmp_path / "cli-triage"
+    env = child_env(ZOO_PLUGINS=PLUGIN, ZOO_DATABASE_URL=pg_server_url, ZOO_TRIAGE_DIR=str(cli_root))
+    row = run_zoo(["validate", "arch:BertModel", "--backend", backend, "--tier", "tiny", "--json"], env, tmp_path)
+    assert json.loads(row.stdout)["status"] == "compile_error", row.stderr[-2000:]
+    worker = start_worker({**env, "ZOO_BROKER_URL": redis_url, "ZOO_TRIAGE_DIR": str(worker_root)}, tmp_path)
+    try:
+        proc = run_zoo(["triage", "--clusters", "1", "--backend", backend], {**env, "ZOO_BROKER_URL": redis_url},
+                       tmp_path, timeout=900)  # fmt: skip
+        log = (tmp_path / "w1.log").read_text()
+        assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
+        assert "sent to queue 'cpu'" in proc.stderr
+        refused = run_zoo(["triage", "--clusters", "1", "--backend", backend, "--out", str(tmp_path / "x")],
+                          {**env, "ZOO_BROKER_URL": redis_url}, tmp_path)  # fmt: skip
+    finally:
+        stop(worker)
+    (summary,) = json.loads(proc.stdout)
+    assert summary["worker"].startswith("w1@") and summary["status"] == "compile_error", summary
+    assert summary["signature"] == json.loads(row.stdout)["error"]["signature"]
+    repro = Path(summary["repro"])
+    assert repro.is_file() and worker_root in repro.parents and not cli_root.exists()
+    assert "zoo.triage_clusters" in log
+    assert refused.returncode == 2 and "--here" in refused.stderr and "Traceback" not in refused.stderr

@@ -58,6 +58,7 @@ HARD_TIME_LIMIT_S, VISIBILITY_TIMEOUT_S, VISIBILITY_MARGIN_S, SOFT_SHUTDOWN_S, M
 RESTORE_INTERVAL_S = max(1, min(60, VISIBILITY_TIMEOUT_S // 10))
 
 VALIDATE_TASK = "zoo.validate"  # the task name publishers send by (workers/tasks.py registers it)
+TRIAGE_TASK = "zoo.triage_clusters"  # `zoo triage --clusters N` with a broker: on a worker of the backend's queue
 SCHEDULER_QUEUE = "scheduler"  # beat's own tasks (sweeps, refreshes, reports): no accelerator needed
 
 
@@ -84,14 +85,22 @@ def transport_options() -> dict:
     }
 
 
+def result_backend_url() -> str | None:
+    """Where a task that answers (only ``zoo triage --clusters``: every validation's answer is its
+    row) leaves its result: the broker itself where it is Redis (results expire in a day)."""
+    url = broker_url()
+    return url if url.startswith(("redis://", "rediss://", "redis+socket://")) else None
+
+
 def make_app() -> Celery:
-    app = Celery("zoo", broker=broker_url(), include=["workers.tasks"])
+    app = Celery("zoo", broker=broker_url(), backend=result_backend_url(), include=["workers.tasks"])
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_time_limit=HARD_TIME_LIMIT_S,
-        task_ignore_result=True,
+        task_ignore_result=True,  # but the triage's (its task says so)
+        result_expires=86400,
         task_serializer="json",
         accept_content=["json"],
         task_default_queue="cpu",

@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from services.planning import Candidate, Group
+from zoo_runner.exceptions import ZooError
 
 
 def env_consumed(env: str, timeout: float = 1.0) -> bool:
@@ -191,3 +193,42 @@ def enqueue_models(
         precision=precision,
         env=env,
     )
+
+
+def triage_clusters_remote(
+    backend: str, n: int, tier: str, timeout_s: float, say: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
+    """``zoo triage --clusters N`` through Celery: one task on the backend's queue, its result
+    waited for (with a line every 30 s while no worker has it). Raises ZooError in one line where
+    the broker cannot carry a result, or the worker's triage failed."""
+    import time
+
+    from .celery_app import TRIAGE_TASK, app, queue_for, redacted_broker_url, result_backend_url
+
+    if result_backend_url() is None:
+        raise ZooError(
+            f"the triage through Celery needs a Redis broker to bring its result back ({redacted_broker_url()}); "
+            "`--here` triages in this process"
+        )
+    queue = queue_for(backend)
+    limit = n * timeout_s * 5 + 300  # the ladder's rungs and the minifier's trials, per cluster
+    res = app.send_task(
+        TRIAGE_TASK, args=[backend, n], kwargs={"tier": tier, "timeout_s": timeout_s}, queue=queue, time_limit=limit
+    )
+    if say:
+        say(f"sent to queue {queue!r} ({redacted_broker_url()}), task {res.id}; a worker of that queue triages")
+    start = last = time.monotonic()
+    while not res.ready():
+        if time.monotonic() - start > limit + 600:
+            raise ZooError(f"no answer for the triage task {res.id} after {limit + 600:.0f} s (queue {queue!r})")
+        if say and time.monotonic() - last >= 30:
+            last = time.monotonic()
+            state = "no worker has taken it yet" if res.state == "PENDING" else f"{res.state.lower()} on a worker"
+            say(f"{time.monotonic() - start:.0f} s: {state} (queue {queue!r})")
+        time.sleep(1)
+    try:
+        return list(res.get(propagate=True, disable_sync_subtasks=False))
+    except Exception as exc:
+        raise ZooError(f"the worker's triage failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+    finally:
+        res.forget()

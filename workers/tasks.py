@@ -17,7 +17,7 @@ from zoo_runner.request import ValidationRequest, error_info, share_of_cores
 from zoo_runner.result import failure_result
 from zoo_runner.statuses import Status
 
-from .celery_app import HARD_TIME_LIMIT_S, MAX_ATTEMPTS, VALIDATE_TASK, app
+from .celery_app import HARD_TIME_LIMIT_S, MAX_ATTEMPTS, TRIAGE_TASK, VALIDATE_TASK, app
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,20 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
         if status is None:
             status = res["status"]
     return status or "unknown"
+
+
+@app.task(name=TRIAGE_TASK, bind=True, ignore_result=False, acks_late=False, track_started=True)
+def triage_clusters_task(
+    self, backend: str, n: int, tier: str = "tiny", timeout_s: float | None = None
+) -> list[dict[str, Any]]:
+    """``zoo triage --clusters N`` on a worker of the backend's queue: the files go under this
+    worker's ZOO_TRIAGE_DIR (the API serves them from there); returns the summaries, each with
+    the worker's name. Not acknowledged late: a triage is not started again by another worker."""
+    from services.triage import triage_clusters
+    from zoo_runner.settings import settings
+
+    done = triage_clusters(backend, n, settings().triage_dir, tier=tier, timeout_s=timeout_s)
+    return [{**d, "worker": self.request.hostname} for d in done]
 
 
 @app.task(name="zoo.weekly_report")

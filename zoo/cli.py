@@ -115,10 +115,20 @@ def cmd_triage(args: argparse.Namespace) -> int:
     from . import jobs
 
     backend = jobs.resolve_backend(args.backend)
+    if args.clusters and args.model:
+        raise ZooError("give a model or --clusters N, not both")
+    if args.clusters and settings().broker_url and not args.here:  # on a worker of the backend's queue
+        if args.out:
+            raise ZooError("through Celery a worker writes under its own ZOO_TRIAGE_DIR: drop --out, or add --here")
+        from workers.publish import triage_clusters_remote
+
+        done = triage_clusters_remote(backend, args.clusters, args.tier, args.timeout, say=_status("triage"))
+        if not done:
+            print(f"zoo: no failure cluster of {backend}'s at tier {args.tier} to triage", file=sys.stderr)
+        print(json.dumps(done, indent=2, default=str))
+        return 0
     _check_sandbox()
     if args.clusters:
-        if args.model:
-            raise ZooError("give a model or --clusters N, not both")
         root = args.out or settings().triage_dir
         done = triage.triage_clusters(backend, args.clusters, root, tier=args.tier, timeout_s=args.timeout)
         if not done:
@@ -511,7 +521,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("model", nargs="?", help="a Hub repo id or arch:ClassName (omit with --clusters)")
     t.add_argument("--backend", required=True, help="backend spec DEVICE[+COMPILER][@DTYPE]")
     t.add_argument("--tier", choices=TIERS, default="tiny", help="census, tiny (default) or full")
-    t.add_argument("--clusters", type=_positive_int, help="triage the N largest clusters of the backend's failures")
+    t.add_argument(
+        "--clusters",
+        type=_positive_int,
+        help="triage the N largest clusters of the backend's failures (with ZOO_BROKER_URL set: on a worker of the "
+        "backend's queue, through Celery; its files under the worker's ZOO_TRIAGE_DIR)",
+    )
+    t.add_argument("--here", action="store_true", help="with --clusters and a broker: triage in this process instead")
     t.add_argument(
         "--out",
         help="directory for repro.py, repro.safetensors and issue.md (default ./triage/<model>; with --clusters "
