@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         t0 = time.perf_counter()
         try:
-            r = validate_and_store(req)
+            r = validate_and_store(req).to_dict()
         except ZooError as exc:  # an unknown model, an unreachable Hub: Zoo's, a reference_error row
             r = failure_result(req, exc).to_dict()
         return e, r, time.perf_counter() - t0

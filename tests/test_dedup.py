@@ -39,9 +39,9 @@ def twin_hub(tmp_path, monkeypatch):
 def test_same_graph_runs_once_and_fans_out(twin_hub, sqlite_url):
     from services.validation import validate_and_store
 
-    one = validate_and_store(ValidationRequest("org-a/bert-one", backend="cpu"))
-    two = validate_and_store(ValidationRequest("org-b/bert-two", backend="cpu"))
-    three = validate_and_store(ValidationRequest("org-c/gpt-three", backend="cpu"))
+    one = validate_and_store(ValidationRequest("org-a/bert-one", backend="cpu")).to_dict()
+    two = validate_and_store(ValidationRequest("org-b/bert-two", backend="cpu")).to_dict()
+    three = validate_and_store(ValidationRequest("org-c/gpt-three", backend="cpu")).to_dict()
     assert one["status"] == two["status"] == three["status"] == "pass"
     assert one["fingerprint"] == two["fingerprint"] != three["fingerprint"]
     assert "deduplicated_from" not in one["details"]
@@ -68,10 +68,10 @@ def test_a_row_judged_at_another_precision_is_not_shared(twin_hub, sqlite_url):
     from db.session import session_scope
     from services.validation import validate_and_store
 
-    one = validate_and_store(ValidationRequest("org-a/bert-one", backend="cpu"))
+    one = validate_and_store(ValidationRequest("org-a/bert-one", backend="cpu")).to_dict()
     with session_scope() as s:  # as if another machine had judged it at bf16, its declared precision there
         s.execute(update(Result).where(Result.model_id == "org-a/bert-one").values(precision="bf16"))
-    two = validate_and_store(ValidationRequest("org-b/bert-two", backend="cpu"))
+    two = validate_and_store(ValidationRequest("org-b/bert-two", backend="cpu")).to_dict()
     assert one["fingerprint"] == two["fingerprint"]
     assert "deduplicated_from" not in two["details"] and two["precision"] == "fp32"
     assert two["duration_s"] > 0

@@ -19,6 +19,7 @@ from db.session import session_scope
 from tests.test_api_analytics import _err
 from tests.test_cli import _one_clear_line
 from tests.test_storage import _result
+from zoo_runner.result import ValidationResult
 
 W48 = dt.datetime(2026, 11, 24, tzinfo=dt.timezone.utc)
 OLD_OPENVINO = "2025.4.1"  # BertModel's tiny run passes here; 2026.4.1 raises dynamo's guard failure
@@ -187,7 +188,9 @@ def test_bisect_goes_around_versions_it_cannot_judge(sqlite_url, monkeypatch):
 
     def validate(req):
         status = rows[req.env[1:]]
-        return {"status": status, "error": None if status == "pass" else {"signature": f"E: {status}"}}
+        error = None if status == "pass" else {"signature": f"E: {status}"}
+        return ValidationResult.from_dict({"model_id": req.model_id, "tier": req.tier, "backend": req.backend,
+                                           "status": status, "error": error})  # fmt: skip
 
     monkeypatch.setattr(bisect, "env_for", env_for)
     monkeypatch.setattr(bisect, "validate_or_fail", validate)

@@ -262,7 +262,7 @@ def test_prepare_failure_is_the_models_row(monkeypatch):
         raise RecursionError("maximum recursion depth exceeded while decoding a JSON array")
 
     monkeypatch.setattr(validation, "prepare", boom)
-    row = validation.run_validation(ValidationRequest("org/model", backend="cpu"))
+    row = validation.run_validation(ValidationRequest("org/model", backend="cpu")).to_dict()
     assert (row["status"], row["reason"]) == ("reference_error", "prepare_failed")
     assert row["error"]["signature"].startswith("RecursionError: maximum recursion depth")
 

@@ -23,6 +23,7 @@ from tests.test_storage import _result
 from zoo.progress import progress_bar
 from zoo_runner.backends import spec_problem
 from zoo_runner.launcher import stage_listener
+from zoo_runner.result import ValidationResult
 
 
 @pytest.fixture
@@ -220,7 +221,8 @@ def test_run_progress_names_the_model_and_stage_before_it_finishes(monkeypatch):
         for stage in ("start", "build", "target"):
             listen(stage)
         seen.append(out.getvalue())  # what the bar shows while the model is still compiling
-        return {"model_id": req.model_id, "status": "pass"}
+        return ValidationResult.from_dict({"model_id": req.model_id, "tier": req.tier, "backend": req.backend,
+                                           "status": "pass"})  # fmt: skip
 
     monkeypatch.setattr(services.validation, "validate_and_store", fake_validate)
     monkeypatch.setattr(jobs, "progress_bar", lambda **kw: progress_bar(**{**kw, "file": out}))  # no terminal: lines

@@ -19,6 +19,7 @@ from db.repository import CatalogEntry
 from db.session import alembic_config, get_engine, session_scope
 from tests.test_storage import _result
 from zoo_runner.request import HARNESS_VERSION, ValidationRequest
+from zoo_runner.result import ValidationResult
 
 W48 = dt.datetime(2026, 11, 24, tzinfo=dt.timezone.utc)  # 2026-W48
 SCOPE = {"backend": "neuron", "tier": "tiny", "week": "2026-W48"}
@@ -411,9 +412,11 @@ def test_cli_validate_and_coverage_carry_the_precision(sqlite_url, monkeypatch, 
 
     seen: list[ValidationRequest] = []
 
-    def fake(req: ValidationRequest) -> dict:
+    def fake(req: ValidationRequest) -> ValidationResult:
         seen.append(req)
-        return _judged(req.model_id, "pass", req.precision, "flag", backend=req.backend, week_day=W48)
+        return ValidationResult.from_dict(
+            _judged(req.model_id, "pass", req.precision, "flag", backend=req.backend, week_day=W48)
+        )
 
     monkeypatch.setattr(services.validation, "run_validation", fake)
     with session_scope() as s:
@@ -435,14 +438,14 @@ def test_run_inprocess_carries_the_precision(sqlite_url, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     seen: list[str] = []
 
-    def fake(req: ValidationRequest, run_id=None, task_id=None, dedup=True) -> dict:
+    def fake(req: ValidationRequest, run_id=None, task_id=None, dedup=True) -> ValidationResult:
         seen.append(req.precision)
         res = _judged(
             req.model_id, "pass", req.precision, "flag", backend=req.backend, week_day=dt.datetime.now(dt.timezone.utc)
         )
         with session_scope() as s:
             repository.store_result(s, res, run_id=run_id)
-        return res
+        return ValidationResult.from_dict(res)
 
     monkeypatch.setattr(services.validation, "validate_and_store", fake)
     out = jobs.main_job(top=2, backend="cpu", tier="tiny", timeout=5.0, precision="tf32")
@@ -465,9 +468,10 @@ def test_celery_messages_and_tasks_carry_the_precision(sqlite_url, monkeypatch):
     assert body_args[0]["precision"] == "bf16" and body_kwargs == {"followers": ["org/b"]}
     seen: list[tuple[str, str]] = []
 
-    def fake(req: ValidationRequest, run_id=None, task_id=None, dedup=True) -> dict:
+    def fake(req: ValidationRequest, run_id=None, task_id=None, dedup=True) -> ValidationResult:
         seen.append((req.model_id, req.precision))
-        return {"status": "pass"}
+        return ValidationResult.from_dict({"model_id": req.model_id, "tier": req.tier, "backend": req.backend,
+                                           "status": "pass"})  # fmt: skip
 
     monkeypatch.setattr(services.validation, "validate_and_store", fake)
     assert validate_task.apply(args=body_args, kwargs=body_kwargs).get() == "pass"

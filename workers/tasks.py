@@ -14,7 +14,7 @@ from typing import Any
 
 from zoo_runner.exceptions import DatabaseUnavailable, ZooError
 from zoo_runner.request import ValidationRequest, error_info, share_of_cores
-from zoo_runner.result import failure_result
+from zoo_runner.result import ValidationResult, failure_result
 from zoo_runner.statuses import Status
 
 from .celery_app import HARD_TIME_LIMIT_S, MAX_ATTEMPTS, TRIAGE_TASK, VALIDATE_TASK, app
@@ -27,11 +27,11 @@ TASK_OVERHEAD_S = max(5, min(120, HARD_TIME_LIMIT_S // 5))
 
 def _failure_row(
     req: ValidationRequest, status: Status, type_: str, message: str, attempts: int, tb: str | None = None
-) -> dict[str, Any]:
+) -> ValidationResult:
     """A permanent failure: the task gave up after ``attempts`` deliveries."""
     result = failure_result(req, None, status, error=error_info(type_=type_, message=message, tb=tb))
     result.details.update(permanent_failure=True, attempts=attempts)
-    return result.to_dict()
+    return result
 
 
 def _requests(request: dict, followers: list[str] | None) -> list[ValidationRequest]:
@@ -133,7 +133,7 @@ def validate_task(self, request: dict, run_id: int | None = None, followers: lis
             )
             validation.store_row(res, run_id, task_id)
         if status is None:
-            status = res["status"]
+            status = str(res.status)
     return status or "unknown"
 
 

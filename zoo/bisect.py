@@ -131,7 +131,7 @@ def bisect(
             return step
         row = validate_or_fail(
             ValidationRequest(model_id=model_id, backend=backend, tier=tier, timeout_s=timeout_s, env=env)
-        )
+        ).to_dict()
         step = {
             "version": str(v),
             "env": env,

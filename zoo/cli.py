@@ -149,7 +149,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from services.validation import run_validation, store_row
     from zoo_runner import envs
     from zoo_runner.request import ValidationRequest
-    from zoo_runner.result import ValidationResult
 
     from . import jobs, render
 
@@ -173,12 +172,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     result = run_validation(req)
     if not args.no_store:
         store_row(result)
-    if args.json:  # the SPEC result, exactly its keys
-        print(json.dumps(ValidationResult.from_dict(result).to_dict(), indent=2, default=str, allow_nan=False))
+    row = result.to_dict()  # the SPEC result, exactly its keys
+    if args.json:
+        print(json.dumps(row, indent=2, default=str, allow_nan=False))
     else:
-        print(render.result_line(result))
-        print(f"repro: {result['repro']}")
-    return 0 if result["status"] in PASSING else 1
+        print(render.result_line(row))
+        print(f"repro: {result.repro}")
+    return 0 if result.status in PASSING else 1
 
 
 def cmd_env(args: argparse.Namespace) -> int:

@@ -94,7 +94,8 @@ def run_inprocess(
             stage_listener.reset(token)
 
     def validate(mid: str) -> dict[str, Any]:
-        return validation.validate_or_fail(_request(mid, backend, tier, timeout, precision, jobs, env), run_id=run_id)
+        req = _request(mid, backend, tier, timeout, precision, jobs, env)
+        return validation.validate_or_fail(req, run_id=run_id).to_dict()  # the SPEC rows the run reports
 
     with (
         progress_bar(total=len(model_ids), desc=f"validate {backend}") as bar,

@@ -37,7 +37,7 @@ from typing import Any
 from . import backends, cache_trust, envs, hang, reference_cache, sandbox, verdict
 from .exceptions import SandboxUnavailable
 from .request import ValidationRequest, error_info
-from .result import env_details, failure_result
+from .result import ValidationResult, env_details, failure_result
 from .result_schema import RESULT_MAX_BYTES, BadResult, read_bytes_file, read_json_file, read_stage, trusted_result
 from .settings import settings
 from .statuses import Status
@@ -319,6 +319,13 @@ def _run_spawned(
 def launcher_kind() -> str:
     """``ZOO_LAUNCHER``: forkserver (default on Linux; also for a value it does not know) or spawn."""
     return settings().launcher
+
+
+def run_result(
+    req: ValidationRequest, python: str | None = None, on_stage: Callable[[str], None] | None = None
+) -> ValidationResult:
+    """:func:`run_isolated`'s result as the :class:`ValidationResult` the services take."""
+    return ValidationResult.from_dict(run_isolated(req, python, on_stage))
 
 
 def run_isolated(
