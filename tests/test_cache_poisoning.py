@@ -54,11 +54,12 @@ def test_a_hostile_model_changes_no_other_verdict(tmp_path):
         ZOO_COMPILE_CACHE=str(compiled),
         ZOO_DATABASE_URL=f"sqlite:///{db}",
         ZOO_SANDBOX="best_effort",
+        XDG_CACHE_HOME=str(tmp_path / "xdg"),  # where Zoo keeps its shared inductor headers
     )
-    headers = sandbox.shared_headers_dir()  # Zoo's inductor headers, built here before the attack
+    headers = tmp_path / "xdg" / "zoo" / "inductor-headers"  # built here, before the attack
     built = subprocess.run(
         [sys.executable, "-m", "zoo_runner.shared_headers", str(headers), shared_headers.key()],
-        env=child_env(), capture_output=True, text=True, timeout=600,
+        env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr[-2000:]
     before_headers = _tree(headers / shared_headers.key())
@@ -106,6 +107,14 @@ def test_a_hostile_model_changes_no_other_verdict(tmp_path):
         assert again["details"]["reference_cache"] == "hit" and again["details"]["compile_cache"] == "hit"
         assert again["metrics"]["max_abs_diff"] == first["metrics"]["max_abs_diff"]
         assert first["details"]["sandbox"]["inductor_headers"] == "shared, read-only"
+        # a cpu+inductor model process, shown the shared headers, attacks them as it loads its plugins
+        on_import = {**hostile, "ZOO_POISON_ON_IMPORT": "1"}
+        on_import["ZOO_SANDBOX_ENV"] += ",ZOO_POISON_ON_IMPORT"
+        forged = _validate("arch:DistilBertModel", "cpu+inductor", on_import, tmp_path)
+        said = next(ln for ln in (forged["error"]["traceback"] or "").splitlines() if "ZOO-POISON" in ln)
+        tried = json.loads(said.split("ZOO-POISON ", 1)[1])
+        assert tried["headers_refused"] > 0 and tried["headers_rewritten"] == 0, tried
+        assert _tree(headers / shared_headers.key()) == before_headers and not list(headers.rglob("planted.py"))
         # Zoo has exited (and its resource tracker with it): the root-owned entry is still there
         assert shm.exists() and shm.read_bytes() == b"root's"
     finally:

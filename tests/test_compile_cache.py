@@ -19,7 +19,8 @@ def test_the_second_compile_of_a_model_hits_the_cache(tmp_path, monkeypatch):
     # count compiled into the kernels made them miss each other's entries
     req = ValidationRequest("arch:BertModel", backend="cpu+inductor", timeout_s=600, reference_cache="", threads=1)
     first = run_isolated(req)
-    assert first["details"]["sandbox"]["inductor_headers"] == "its own (the shared build is not done)"
+    assert first["details"]["sandbox"]["inductor_headers"] == "its own (no shared build is ready)"
+    assert first["details"]["inductor_headers_built"] >= 1
     # inductor's precompiled headers: the first process, before Zoo's shared build was done, built its own
     # into its namespace (left in its own TMPDIR, every process rebuilt them on a cache hit)
     assert list((tmp_path / "compile").rglob("precompiled_headers/*.gch")), "precompiled headers not in the cache"
@@ -42,4 +43,4 @@ def test_the_second_compile_of_a_model_hits_the_cache(tmp_path, monkeypatch):
     third = run_isolated(req)
     assert third["status"] == "pass" and third["details"]["compile_cache"] == "miss", third["error"]
     assert third["details"]["sandbox"]["inductor_headers"] == "shared, read-only"
-    assert not list((tmp_path / "compile2").rglob("*.gch")), "the model process built its own headers"
+    assert third["details"]["inductor_headers_built"] == 0, "the model process built its own headers"

@@ -7,6 +7,7 @@ The Celery app and its tasks are imported when something is published, not when 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import uuid
@@ -203,7 +204,7 @@ def triage_clusters_remote(
     the broker cannot carry a result, or the worker's triage failed."""
     import time
 
-    from .celery_app import TRIAGE_TASK, app, queue_for, redacted_broker_url, result_backend_url
+    from .celery_app import HARD_TIME_LIMIT_S, TRIAGE_TASK, app, queue_for, redacted_broker_url, result_backend_url
 
     if result_backend_url() is None:
         raise ZooError(
@@ -211,24 +212,38 @@ def triage_clusters_remote(
             "`--here` triages in this process"
         )
     queue = queue_for(backend)
-    limit = n * timeout_s * 5 + 300  # the ladder's rungs and the minifier's trials, per cluster
+    # the ladder's rungs and the minifier's trials per cluster, within a task's hard limit (a worker holds
+    # the next message it reserved that long, and the broker's visibility timeout is checked against it)
+    limit = min(n * timeout_s * 5 + 300, HARD_TIME_LIMIT_S)
+    wait_s = 3600 + limit  # an hour to be taken by a worker, then its limit
     res = app.send_task(
-        TRIAGE_TASK, args=[backend, n], kwargs={"tier": tier, "timeout_s": timeout_s}, queue=queue, time_limit=limit
+        TRIAGE_TASK,
+        args=[backend, n],
+        kwargs={"tier": tier, "timeout_s": timeout_s},
+        queue=queue,
+        time_limit=limit,
+        expires=3600,  # not taken within the hour (no worker of that queue): dropped, never run for nobody
     )
     if say:
         say(f"sent to queue {queue!r} ({redacted_broker_url()}), task {res.id}; a worker of that queue triages")
     start = last = time.monotonic()
-    while not res.ready():
-        if time.monotonic() - start > limit + 600:
-            raise ZooError(f"no answer for the triage task {res.id} after {limit + 600:.0f} s (queue {queue!r})")
-        if say and time.monotonic() - last >= 30:
-            last = time.monotonic()
-            state = "no worker has taken it yet" if res.state == "PENDING" else f"{res.state.lower()} on a worker"
-            say(f"{time.monotonic() - start:.0f} s: {state} (queue {queue!r})")
-        time.sleep(1)
+    answered = False
     try:
-        return list(res.get(propagate=True, disable_sync_subtasks=False))
-    except Exception as exc:
-        raise ZooError(f"the worker's triage failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+        while not res.ready():
+            if time.monotonic() - start > wait_s:
+                raise ZooError(f"no answer for the triage task {res.id} after {wait_s:.0f} s (queue {queue!r})")
+            if say and time.monotonic() - last >= 30:
+                last = time.monotonic()
+                state = "no worker has taken it yet" if res.state == "PENDING" else f"{res.state.lower()} on a worker"
+                say(f"{time.monotonic() - start:.0f} s: {state} (queue {queue!r})")
+            time.sleep(1)
+        answered = True
+        try:
+            return list(res.get(propagate=True, disable_sync_subtasks=False))
+        except Exception as exc:
+            raise ZooError(f"the worker's triage failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
     finally:
-        res.forget()
+        with contextlib.suppress(Exception):  # never hides the error above
+            if not answered:  # given up on, or interrupted: not run later for nobody
+                res.revoke(terminate=True)
+            res.forget()

@@ -117,6 +117,8 @@ def cmd_triage(args: argparse.Namespace) -> int:
     backend = jobs.resolve_backend(args.backend)
     if args.clusters and args.model:
         raise ZooError("give a model or --clusters N, not both")
+    if args.here and not args.clusters:
+        raise ZooError("--here goes with --clusters (a single model is always triaged here)")
     if args.clusters and settings().broker_url and not args.here:  # on a worker of the backend's queue
         if args.out:
             raise ZooError("through Celery a worker writes under its own ZOO_TRIAGE_DIR: drop --out, or add --here")

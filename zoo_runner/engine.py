@@ -181,16 +181,28 @@ def _keep_inductor_headers() -> str | None:
 
     if not hasattr(codecache, "_HEADER_DIR"):
         return None
+    headers = None
     if shared and os.path.isdir(shared):  # Zoo's own, read-only: linked into a directory of this run's
-        headers = os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "precompiled_headers")
-        shared_headers.link_into(shared, headers)
-    elif root:
+        run_headers = os.path.join(os.environ.get("TMPDIR") or tempfile.gettempdir(), "precompiled_headers")
+        try:
+            shared_headers.link_into(shared, run_headers)
+            headers = run_headers
+        except OSError as exc:  # Zoo's trouble, not the backend's: the namespace's own, as without them
+            log.warning("shared inductor headers not linked (%s): building this process's own", exc)
+    if headers is None and root:
         headers = os.path.join(root, "precompiled_headers")
-    else:
+    if headers is None:
         return None
     codecache._HEADER_DIR = headers
     codecache._HEADER_LOCK_DIR = os.path.join(headers, "locks")
     return headers
+
+
+def _own_headers(directory: str | None) -> set[str]:
+    """The precompiled headers in ``directory`` that are files of its own (not links to Zoo's)."""
+    if not directory or not os.path.isdir(directory):
+        return set()
+    return {e.name for e in os.scandir(directory) if e.name.endswith(".gch") and e.is_file(follow_symlinks=False)}
 
 
 def _thread_independent_kernels() -> bool:
@@ -511,6 +523,7 @@ def _run_target(
     sync = getattr(getattr(torch, spec.device, None), "synchronize", None) if spec.device != "cpu" else None
     outs: list[Any] = []
     phase = "runtime"
+    header_dir, headers_before = None, set()
     try:
         target = model.to(device=device, dtype=dtype)
         runner = target
@@ -521,7 +534,8 @@ def _run_target(
             dynamo.reset()
             counters.clear()
             if spec.compiler == "inductor":
-                _keep_inductor_headers()
+                header_dir = _keep_inductor_headers()
+                headers_before = _own_headers(header_dir)
                 _thread_independent_kernels()
                 _compile_threads()
             runner = torch.compile(target, backend=spec.compiler, options=backends.compile_options(spec))
@@ -557,6 +571,8 @@ def _run_target(
             cache = _compile_cache()
             if cache:
                 result.details["compile_cache"] = cache
+            if header_dir:  # precompiled by this process itself (0 where Zoo's shared ones served)
+                result.details["inductor_headers_built"] = len(_own_headers(header_dir) - headers_before)
         device_cache = tracker.compile_cache() if tracker and hasattr(tracker, "compile_cache") else None
         if device_cache and "compile_cache" not in result.details:  # a device's own cache (XLA's persistent one)
             result.details["compile_cache"] = device_cache

@@ -524,19 +524,20 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
             binds.append([str(compile_ns), compile_root])
             setup["compile_cache"] = "its namespace"
         env.update({var: os.path.join(compile_root, sub) for var, sub in CACHE_VARS.items()})
-    if _compiles_with_inductor(req) and python in (None, sys.executable) and (m == "off" or mountns or uid is not None):
-        # inductor's precompiled headers, built once by Zoo (zoo_runner.shared_headers): read-only here
+    if _compiles_with_inductor(req) and python in (None, sys.executable) and (mountns or uid is not None):
+        # inductor's precompiled headers, built once by Zoo (zoo_runner.shared_headers): read-only here.
+        # Never under off: a model process of Zoo's own uid could rewrite them for every later one
         headers = shared_headers.ensure(str(shared_headers_dir()), base_env())
-        setup["inductor_headers"] = "its own (the shared build is not done)"
+        setup["inductor_headers"] = "its own (no shared build is ready)"
         if headers is not None and mountns:
             inside = work / "cache" / "headers"
             inside.mkdir(mode=0o755)
             ro_binds.append([str(headers), str(inside)])
             env[shared_headers.ENV] = str(inside)
             setup["inductor_headers"] = "shared, read-only"
-        elif headers is not None and (m == "off" or (uid is not None and reachable(str(headers), "headers"))):
+        elif headers is not None and uid is not None and reachable(str(headers), "headers"):
             env[shared_headers.ENV] = str(headers)
-            setup["inductor_headers"] = "shared" if m == "off" else "shared, read-only (mode bits)"
+            setup["inductor_headers"] = "shared, read-only (mode bits)"
     if uid is not None and gid is not None:
         _chown_tree(work, uid, gid)  # before staging: hard links share their inode with Zoo's Hub cache
     if req.files_dir:  # Zoo's, readable and not writable by the model

@@ -20,6 +20,7 @@ builds its own, as before. Nothing the model process writes reaches this directo
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -27,6 +28,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -37,40 +39,73 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 ENV = "ZOO_SHARED_HEADERS"  # the directory the model process sees them in
-BUILD_TIMEOUT_S = 600
-RETRY_AFTER_S = 24 * 3600  # a build that failed is not retried before this
-_STARTED: set[str] = set()
+BUILD_TIMEOUT_S = 600  # a builder past this gives up (its lock goes with it)
+RETRY_AFTER_S = 3600  # a build that failed, or a builder that never finished, is tried again after this
+_STARTED: dict[str, float] = {}  # builders this process started: when
+
+
+@functools.lru_cache(maxsize=4)
+def _compiler_id() -> str:
+    """The C++ compiler inductor runs (``CXX``, else g++) and its version: a header precompiled
+    by another compiler is never one gcc takes."""
+    cxx = os.environ.get("CXX") or "g++"
+    try:
+        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return cxx
+    return f"{cxx} {out.splitlines()[0] if out else ''}"
 
 
 def key(python: str | None = None) -> str:
-    """Which interpreter and torch the headers are for: a header of another torch never matches."""
+    """Which interpreter, torch and compiler the headers are for: another's never match."""
     exe = os.path.realpath(python or sys.executable)
     try:  # without importing torch (the parent may not have yet)
         spec = importlib.util.find_spec("torch")
         torch_id = f"{importlib.metadata.version('torch')} {os.path.realpath(spec.origin or '?') if spec else '?'}"
     except Exception:  # pragma: no cover - Zoo's own interpreter always has torch
         torch_id = "?"
-    return hashlib.sha256(f"{exe}\n{torch_id}\n{os.uname().machine}".encode()).hexdigest()[:16]
+    ident = f"{exe}\n{torch_id}\n{os.uname().machine}\n{_compiler_id()}"
+    return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def _zoos(path: Path) -> bool:
+    """``path`` is a real directory (no link) of this process's user, writable by nobody else."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def ensure(base: str, env: dict[str, str]) -> Path | None:
     """The shared header directory for this interpreter under ``base`` (Zoo's own), or None while
-    it is not built yet: then a builder process is started in the background (once per process;
-    it takes a lock, so one per machine builds) with the model processes' environment ``env``,
-    and the model processes started before it is done build their own, as they did before.
-    Nothing waits for it."""
+    it is not built yet: then a builder process is started in the background (once an hour at
+    most per process; it takes a lock, so one per machine builds) with the model processes'
+    environment ``env``, and the model processes started before it is done build their own, as
+    they did before. Nothing waits for it. A directory that is not Zoo's user's alone (a link, or
+    writable by another) is never shared."""
     k = key()
     target = Path(base) / k
     if (target / "done").is_file():
-        return target
-    failed = Path(base) / f"{k}.failed"
-    if str(target) in _STARTED or (failed.is_file() and time.time() - failed.stat().st_mtime < RETRY_AFTER_S):
+        chain = [target, *list(target.parents)[: len(target.parts) - 1]]
+        if all(_zoos(p) for p in chain[:2]) and not any(p.is_symlink() for p in chain):
+            return target
+        log.warning("shared inductor headers %s: not Zoo's alone (a link, or writable by others): not shared", target)
         return None
-    _STARTED.add(str(target))
+    now = time.time()
     try:
+        failed_at = (Path(base) / f"{k}.failed").stat().st_mtime
+    except OSError:
+        failed_at = 0.0
+    if now - max(failed_at, _STARTED.get(str(target), 0.0)) < RETRY_AFTER_S:
+        return None
+    _STARTED[str(target)] = now
+    try:
+        Path(base).mkdir(mode=0o755, parents=True, exist_ok=True)
         subprocess.Popen(
             [sys.executable, "-m", __name__, str(base), k],
             env=env,
+            cwd=base,  # not the parent's working directory first on sys.path
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -91,16 +126,22 @@ def _own_dir(path: Path) -> None:
 
 
 def build_shared(base: Path, k: str) -> int:
-    """The builder process: ``base/k`` built unless it is, or another builder holds its lock."""
+    """The builder process: ``base/k`` built unless it is, or another builder holds its lock.
+    Runs at the lowest priority, compiling on one core, for at most BUILD_TIMEOUT_S."""
     _own_dir(base)
     target = base / k
-    with open(base / f"{k}.lock", "a") as lock:
+    fd = os.open(base / f"{k}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return 0  # another builder is at it
         if (target / "done").is_file():
             return 0
+        for stale in base.glob(".build-*"):  # a builder killed before it cleaned up
+            shutil.rmtree(stale, ignore_errors=True)
+        os.nice(19)  # beside model processes whose latency is being measured
+        signal.alarm(BUILD_TIMEOUT_S)
         t0 = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=base))
         try:
@@ -124,10 +165,11 @@ def build_shared(base: Path, k: str) -> int:
             os.rename(out, target)
             (base / f"{k}.failed").unlink(missing_ok=True)
             return 0
-        except Exception as exc:
+        except BaseException as exc:
             (base / f"{k}.failed").write_text(f"{type(exc).__name__}: {exc}"[:2000])
             raise
         finally:
+            signal.alarm(0)
             shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -154,6 +196,7 @@ def build(out: str) -> None:
 
     codecache._HEADER_DIR = out
     codecache._HEADER_LOCK_DIR = os.path.join(out, "locks")
+    config.compile_threads = 1  # no worker pool: one core, beside the model processes
     if hasattr(config.cpp, "dynamic_threads"):
         config.cpp.dynamic_threads = True  # as zoo_runner.engine sets it where a compile cache is shared
 

@@ -1,6 +1,8 @@
 """A hostile compile backend (``cpu+zoo_poison``): it attacks the *next* model's verdict.
 
-When dynamo hands it its first graph, from inside the sandboxed model process, it:
+When dynamo hands it its first graph, from inside the sandboxed model process (or, with
+``ZOO_POISON_ON_IMPORT`` set, as soon as the model process imports it, on any backend: a
+``cpu+inductor`` process is shown Zoo's shared inductor headers), it:
 
 1. rewrites every reference-cache and compile-cache file it can reach: the caches its environment
    names, and the host paths listed in ``ZOO_POISON_TARGETS`` (colon-separated; passed with
@@ -39,6 +41,8 @@ WRAPPER = "\n\n_zoo_poison_call = call\ndef call(args):\n    return [o * 1.5 for
 
 
 def _rewrite(path: Path, done: dict[str, int]) -> None:
+    headers = os.environ.get("ZOO_SHARED_HEADERS")
+    which = "headers_" if headers and str(path).startswith(headers.rstrip("/") + "/") else ""
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file, save_file
@@ -55,13 +59,13 @@ def _rewrite(path: Path, done: dict[str, int]) -> None:
         else:
             with open(path, "r+b") as f:
                 f.write(b"\0poisoned\0")
-        done["rewritten"] += 1
+        done[which + "rewritten"] += 1
     except Exception:
-        done["refused"] += 1
+        done[which + "refused"] += 1
 
 
 def poison_caches() -> dict[str, int]:
-    done = {"rewritten": 0, "refused": 0, "planted": 0}
+    done = {"rewritten": 0, "refused": 0, "planted": 0, "headers_rewritten": 0, "headers_refused": 0}
     roots = {os.environ.get(v, "") for v in CACHE_VARS}
     roots |= set(os.environ.get("ZOO_POISON_TARGETS", "").split(":"))
     for root in sorted(r for r in roots if r and r != "off"):
@@ -114,6 +118,10 @@ def poison_pipes() -> int:
 
 @register_backend
 def zoo_poison(gm, example_inputs):
+    attack()
+
+
+def attack() -> None:
     done = poison_caches()
     done["pipes_written"] = poison_pipes()
     forged = {
@@ -127,3 +135,9 @@ def zoo_poison(gm, example_inputs):
     sys.stderr.write(f"ZOO-POISON {json.dumps(done)}\n")
     sys.stderr.flush()
     os._exit(0)
+
+
+# as soon as a model process shown Zoo's shared headers loads its plugins (Zoo's own process, which
+# imports plugins to resolve backend names, is not the one under test)
+if os.environ.get("ZOO_POISON_ON_IMPORT") and os.environ.get("ZOO_SHARED_HEADERS"):
+    attack()
