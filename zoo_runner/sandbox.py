@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cache_trust, shared_headers
+from .backends import BackendSpec
 from .exceptions import BadInput, SandboxUnavailable
 from .sandbox_linux import EXIT_REFUSED, PROTECTIONS, Plan
 from .settings import DEFAULT_SANDBOX_UID, SANDBOX_MODES, settings
@@ -179,8 +180,10 @@ def shared_headers_dir() -> Path:
 
 def _compiles_with_inductor(req: Any) -> bool:
     """Whether ``req``'s backend spec names inductor as its compiler (``cpu+inductor@bf16``)."""
-    compiler = str(getattr(req, "backend", "") or "").split("@", 1)[0].partition("+")[2]
-    return compiler.strip().lower() == "inductor"
+    try:
+        return BackendSpec.parse(str(req.backend)).compiler == "inductor"
+    except Exception:  # not a spec (auto is resolved before a run): nothing to share
+        return False
 
 
 def compile_cache_dir(uid: int | None) -> str:

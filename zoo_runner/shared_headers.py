@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import cache_trust
+
 log = logging.getLogger(__name__)
 
 ENV = "ZOO_SHARED_HEADERS"  # the directory the model process sees them in
@@ -56,6 +58,7 @@ def _compiler_id() -> str:
     return f"{cxx} {out.splitlines()[0] if out else ''}"
 
 
+@functools.lru_cache(maxsize=8)
 def key(python: str | None = None) -> str:
     """Which interpreter, torch and compiler the headers are for: another's never match."""
     exe = os.path.realpath(python or sys.executable)
@@ -117,18 +120,10 @@ def ensure(base: str, env: dict[str, str]) -> Path | None:
     return None
 
 
-def _own_dir(path: Path) -> None:
-    path.mkdir(mode=0o755, parents=True, exist_ok=True)
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-        raise OSError(f"{path} is not a directory of this user's")
-    os.chmod(path, 0o755)
-
-
 def build_shared(base: Path, k: str) -> int:
     """The builder process: ``base/k`` built unless it is, or another builder holds its lock.
     Runs at the lowest priority, compiling on one core, for at most BUILD_TIMEOUT_S."""
-    _own_dir(base)
+    os.close(cache_trust.own_root(base, 0o755))  # a directory of this user's, never a link
     target = base / k
     fd = os.open(base / f"{k}.lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "w") as lock:
