@@ -364,6 +364,27 @@ def _torch_graph(*nodes: dict, **extra) -> dict:
             {"op": "call_function", "name": "g", "target": "torch.arange", "args": [0, 1 << 40], "kwargs": {}}
         ),  # fmt: skip
         _torch_graph({"op": "call_function", "name": "g", "target": "torch.empty", "args": [[4]], "kwargs": {}}),
+        # a mismatch repro's fp64 reference: no pinned precision, nothing random; "expect" is torch level's
+        _torch_graph(
+            {"op": "call_method", "name": "g", "method": "float", "args": [{"node": "x"}], "kwargs": {}},
+            expect="mismatch",
+        ),  # fmt: skip
+        _torch_graph(
+            {"op": "call_function", "name": "g", "target": "torch.randn_like", "args": [{"node": "x"}], "kwargs": {}},
+            expect="mismatch",
+        ),  # fmt: skip
+        _torch_graph(
+            {
+                "op": "call_function",
+                "name": "g",
+                "target": "torch.nn.functional.dropout",
+                "args": [{"node": "x"}],
+                "kwargs": {"p": 0.5},
+            },
+            expect="mismatch",
+        ),  # fmt: skip
+        _torch_graph(expect="crash"),
+        {"nodes": NODES, "expect": "mismatch"},
     ],
 )
 def test_the_parent_refuses_a_torch_level_graph_that_is_not_data(evil):
@@ -431,6 +452,51 @@ def test_rendered_repros_are_one_finding_only_when_their_graphs_are(tmp_path):
     row = {"status": "compile_error", "error": {"signature": "E"}, "details": {}}
     a, b, c = (finding_key("backend", p, row) for p in paths)
     assert a == b != c
+
+
+def test_a_backend_failing_only_on_dynamos_graph_gets_a_torch_level_repro(tmp_path):
+    """A backend that lowers dynamo's graph itself and has no lowering for F.linear (as OpenVINO's
+    Marian failure: gone once the graph is lowered to ATen). The repro is the torch-level graph,
+    compiled alone, cut to its shortest failing prefix: it raises the row's signature with plain
+    python, and passes once the bug is gone."""
+    summary, out, db = _triage("cpu+zoo_test_rawlinear", tmp_path)
+    assert summary["status"] == "compile_error" and summary["attribution"] == "backend", summary
+    assert "zoo_test_rawlinear has no lowering" in summary["signature"]
+    assert summary["repro_nodes"] is not None and summary["repro_nodes"] < summary["graph_nodes"], summary
+    text = (out / "repro.py").read_text()
+    assert "\nEXPECT = {'kind': 'error'" in text and "torch._C._nn.linear(" in text, text[:3000]
+    assert _imports(text) <= {"json", "operator", "os", "re", "struct", "sys", "torch", "tests"}, _imports(text)
+    bad = _run_repro(out / "repro.py")
+    assert bad.returncode == 1 and summary["signature"] in bad.stdout, (bad.stdout, bad.stderr[-2000:])
+    good = _run_repro(out / "repro.py", ZOO_TEST_RAWLINEAR_FIXED="1")
+    assert good.returncode == 0, (good.stdout, good.stderr[-2000:])
+    (details,) = sqlite3.connect(db).execute("SELECT details FROM results WHERE model_id = 'arch:BertModel'").fetchone()
+    triage = json.loads(details)["triage"]
+    assert triage["repro_kind"] == "graph" and "does not fail once lowered to ATen" in triage["note"], triage
+
+
+def test_a_torch_level_mismatch_repro_judges_against_its_own_fp64_run(tmp_path):
+    """A torch-level graph handed back for a mismatch renders a repro whose reference is the same
+    graph in fp64: a correct backend passes it (exit 0); a graph that expects another failure than
+    the row's is refused."""
+    import torch
+    from safetensors.torch import save_file
+
+    from services.triage import write_repro
+
+    box = tmp_path / "box"
+    box.mkdir()
+    (box / "graph.json").write_text(json.dumps(_torch_graph(*TORCH_NODES[1:-1], expect="mismatch")))
+    save_file({"x": torch.randn(2, 5)}, str(box / "repro.safetensors"))
+    row = {"model_id": "org/m", "backend": "cpu+eager", "tier": "tiny", "status": "mismatch", "error": None,
+           "details": {"triage": {"attribution": "backend"}}, "versions": {}}  # fmt: skip
+    text = Path(write_repro(row, box, tmp_path / "out", None)).read_text()
+    assert "\nEXPECT = {'kind': 'mismatch'" in text and "at torch level, as dynamo hands it" in text
+    done = _run_repro(tmp_path / "out" / "repro.py")
+    assert done.returncode == 0 and "within the budget" in done.stdout, (done.stdout, done.stderr[-2000:])
+    wrong = dict(row, status="compile_error", error={"signature": "E: x"})
+    with pytest.raises(BadGraph):
+        write_repro(wrong, box, tmp_path / "out2", None)
 
 
 def test_a_repro_is_refused_without_a_signature_or_for_a_mismatch_at_torch_level(tmp_path):

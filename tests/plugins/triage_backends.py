@@ -5,6 +5,10 @@ imports this module to register them, nothing of Zoo's):
   BertModel computed about 10 % wrong); ``ZOO_TEST_OFFOP_FIXED=1`` removes the bug.
 * ``zoo_test_raiseop``: refuses, while compiling, any graph with an ``aten.gelu`` in it;
   ``ZOO_TEST_RAISEOP_FIXED=1`` removes the bug.
+* ``zoo_test_rawlinear``: lowers the graph dynamo hands it itself (no AOTAutograd) and has no
+  lowering for ``torch.nn.functional.linear``: the failure is in a torch-level graph and gone once
+  that graph is lowered to ATen (``aten.addmm``), as OpenVINO's are; ``ZOO_TEST_RAWLINEAR_FIXED=1``
+  removes the bug.
 """
 
 from __future__ import annotations
@@ -43,3 +47,15 @@ def _refuse_gelu(gm: torch.fx.GraphModule, example_inputs):
 
 
 zoo_test_raiseop = register_backend(name="zoo_test_raiseop")(aot_autograd(fw_compiler=_refuse_gelu))
+
+
+def _refuse_linear(gm: torch.fx.GraphModule, example_inputs):
+    if os.environ.get("ZOO_TEST_RAWLINEAR_FIXED") == "1":
+        return gm
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is torch._C._nn.linear:
+            raise NotImplementedError("zoo_test_rawlinear has no lowering for torch.nn.functional.linear")
+    return gm
+
+
+zoo_test_rawlinear = register_backend(name="zoo_test_rawlinear")(_refuse_linear)

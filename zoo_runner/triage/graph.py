@@ -57,7 +57,8 @@ DTYPES = {str(d).removeprefix("torch."): d for d in (*_KINDS, torch.uint8, torch
 
 # Python's operators a graph may call (on sizes and scalars, as symbolic tracing writes them).
 OPERATORS = {f"operator.{name}": getattr(operator, name) for name in (
-    "getitem", "add", "sub", "mul", "floordiv", "truediv", "mod", "neg", "pow", "eq", "ne", "lt", "le", "gt", "ge",
+    "getitem", "setitem", "add", "sub", "mul", "floordiv", "truediv", "mod", "neg", "pow", "eq", "ne", "lt", "le",
+    "gt", "ge",
 )}  # fmt: skip
 OPERATORS.update({f"operator.{name}": getattr(operator, name) for name in (
     "and_", "or_", "xor", "not_", "invert", "iadd", "isub", "imul", "itruediv", "ifloordiv",
@@ -90,13 +91,13 @@ TORCH_FUNCTIONS = frozenset(
     )]
 )  # fmt: skip
 TENSOR_METHODS = frozenset((
-    "abs", "add", "all", "any", "argmax", "argmin", "bfloat16", "bmm", "bool", "ceil", "chunk", "clamp", "clamp_min",
-    "clone", "contiguous", "cos", "cumsum", "detach", "dim", "div", "double", "eq", "exp", "expand", "expand_as",
-    "flatten", "flip", "float", "floor", "gather", "half", "index_select", "int", "long", "masked_fill", "matmul",
-    "max", "mean", "min", "mul", "narrow", "ne", "neg", "new_full", "new_ones", "new_zeros", "numel", "permute", "pow",
-    "repeat", "reshape", "round", "rsqrt", "sigmoid", "sign", "sin", "size", "softmax", "split", "sqrt", "squeeze",
-    "sub", "sum", "t", "tanh", "to", "transpose", "tril", "triu", "type_as", "unbind", "unflatten", "unsqueeze", "view",
-    "view_as",
+    "abs", "add", "all", "any", "argmax", "argmin", "as_strided", "bfloat16", "bmm", "bool", "ceil", "chunk", "clamp",
+    "clamp_min", "clone", "contiguous", "cos", "cumsum", "detach", "dim", "div", "double", "eq", "exp", "expand",
+    "expand_as", "flatten", "flip", "float", "floor", "gather", "half", "index_select", "int", "long", "masked_fill",
+    "matmul", "max", "mean", "min", "mul", "narrow", "ne", "neg", "new_full", "new_ones", "new_zeros", "numel",
+    "permute", "pow", "repeat", "reshape", "round", "rsqrt", "sigmoid", "sign", "sin", "size", "softmax", "split",
+    "sqrt", "squeeze", "sub", "sum", "t", "tanh", "to", "transpose", "tril", "triu", "type_as", "unbind", "unflatten",
+    "unsqueeze", "view", "view_as",
 ))  # fmt: skip
 STR_POSITIONAL = STR_POSITIONAL | {"torch.einsum"}
 
@@ -291,7 +292,7 @@ def _check_arg(a: Any, known: set[str], depth: int = 0, strings: bool = False) -
             raise BadGraph(f"argument {str(a)[:60]}")
     elif isinstance(a, float) and not math.isfinite(a):
         raise BadGraph("a non-finite float outside {'float': ...}")
-    elif isinstance(a, int) and not isinstance(a, bool) and abs(a) > 1 << 62:
+    elif isinstance(a, int) and not isinstance(a, bool) and not -(1 << 63) <= a < 1 << 63:  # int64 (a slice's end)
         raise BadGraph("an integer out of range")
     elif not (a is None or isinstance(a, (bool, int, float))):
         if strings and isinstance(a, str) and len(a) <= 40 and re.fullmatch(r"[A-Za-z0-9_ ,>-]*", a):
@@ -351,11 +352,14 @@ def _check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
     are identifiers, arguments that are literals or earlier nodes."""
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         raise BadGraph("no node list")
-    if set(data) - {"nodes", "level", "first_call"}:
+    if set(data) - {"nodes", "level", "first_call", "expect"}:
         raise BadGraph("unknown keys")
     torch_level = data.get("level", "aten") == "torch"
     if data.get("level", "aten") not in ("aten", "torch"):
         raise BadGraph("level")
+    # a torch-level graph fails as dynamo builds its guards (the default), or as the backend runs it
+    if data.get("expect", "guards") not in ("guards", "error", "mismatch") or (not torch_level and "expect" in data):
+        raise BadGraph("expect")
     first = data.get("first_call", [])
     if not torch_level and first:
         raise BadGraph("first_call is for torch-level graphs")
@@ -429,7 +433,26 @@ def _check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
     if torch_level:
         for n in nodes:
             _check_sizes([n.get("args"), n.get("kwargs")])
+    if data.get("expect") == "mismatch":
+        _check_fp64_reference(nodes)
     return data
+
+
+PINNED_PRECISION = frozenset(("float", "half", "bfloat16", "double"))
+RANDOM = re.compile(r"rand|bernoulli|multinomial|normal|poisson|exponential|geometric|cauchy")
+
+
+def _check_fp64_reference(nodes: list[dict[str, Any]]) -> None:
+    """A torch-level mismatch repro judges the backend against the same graph run in fp64 (``_dt``
+    raises each floating dtype argument): a method that pins a precision (``.float()``) would keep
+    part of that reference in fp32, and a random op makes two runs differ. Either is refused."""
+    for n in nodes:
+        if n.get("op") == "call_method" and n.get("method") in PINNED_PRECISION:
+            raise BadGraph(f"method {n['method']} pins a precision the fp64 reference must not have")
+        if n.get("op") == "call_function":
+            target = str(n.get("target"))
+            if RANDOM.search(target) or ("dropout" in target and (n.get("kwargs") or {}).get("training") is not False):
+                raise BadGraph(f"{target[:60]} is random: no reference for a mismatch")
 
 
 def check_tensors(tensors: dict[str, torch.Tensor]) -> None:
@@ -504,9 +527,13 @@ def render_repro(
     expect: dict[str, Any],
     about: str,
     weights: str = "repro.safetensors",
+    device: str | None = None,
 ) -> str:
     """``repro.py`` for a checked graph: ``expect`` is ``{"kind": "error", "signature": ...}`` or
-    ``{"kind": "mismatch", "factor": f, "floor": fl}``."""
+    ``{"kind": "mismatch", "factor": f, "floor": fl}``. With ``device`` (an ATen graph and an error)
+    the graph runs eagerly on that device, not compiled, and on the CPU as a control."""
+    if device is not None and (data.get("level") == "torch" or expect.get("kind") != "error"):
+        raise BadGraph("an eager repro on a device is an ATen graph that raises")
     scalars = (
         "{"
         + ", ".join(
@@ -524,6 +551,7 @@ def render_repro(
         params=json.dumps(params),
         scalars=scalars,
         compiler=json.dumps(compiler),
+        device=repr(device),
         first_call=json.dumps(data.get("first_call") or []),
         expect=repr(expect),  # a Python literal (JSON's null is not one)
         weights=json.dumps(weights),
@@ -552,6 +580,7 @@ except ImportError as exc:
     sys.exit(2)
 
 COMPILER = {compiler}
+DEVICE = {device}  # not None: the graph runs eagerly on this device (an op the device raised on), not compiled
 # (input, dimension, length): a first call on these inputs narrowed, so that the second, on the inputs
 # as they are, makes dynamo recompile the frame with dynamic sizes, where the failure comes
 FIRST_CALL = {first_call}
@@ -652,9 +681,38 @@ def breaches(out, ref32, ref64, factor, floor):
     return found
 
 
+def on_device(args):
+    """The graph eagerly on DEVICE, its results read back (a lazy device runs it only then); then the
+    same call on the CPU, as a control, to say whether the CPU raises too."""
+    dev = torch.device(DEVICE)
+    try:
+        out = graph(*[a.to(dev) if isinstance(a, torch.Tensor) else a for a in args])
+        for t in out if isinstance(out, (list, tuple)) else [out]:
+            if isinstance(t, torch.Tensor):
+                t.to("cpu")
+    except Exception as exc:
+        sig = signature(exc)
+        if sig != EXPECT["signature"]:
+            print("another error than the one expected:", sig, file=sys.stderr)
+            print("expected:", EXPECT["signature"], file=sys.stderr)
+            return 2
+        print("REPRODUCED:", sig)
+        try:
+            graph(*args)
+            print("  on the CPU the same call runs")
+        except Exception as cpu_exc:
+            print("  on the CPU the same call fails too:", signature(cpu_exc))
+        return 1
+    print("not reproduced: ran on", DEVICE, "without", EXPECT["signature"])
+    return 0
+
+
 def main():
     tensors = load_safetensors(WEIGHTS)
     args = [tensors[p] if p in tensors else SCALARS[p] for p in PARAMS]
+    if DEVICE is not None:
+        with torch.no_grad():
+            return on_device(args)
     with torch.no_grad():
         # a torch-level graph is compiled as the FX GraphModule dynamo handed the backend
         target = torch.fx.symbolic_trace(graph) if isinstance(graph, torch.nn.Module) else graph

@@ -523,6 +523,13 @@ def _repro(
     outbox: str | None,
 ) -> dict[str, Any]:  # fmt: skip
     """The failing graph, minified, handed back through ``outbox``."""
+    if tri["attribution"] == "device_eager" and row["status"] != Status.MISMATCH:
+        stage("minify")
+        try:
+            if _op_repro(p, row, tri, req.seed, outbox):
+                return row
+        except Exception as exc:  # the verdict and attribution stand
+            tri["note"] = f"no op-level repro: {error_info(exc)['signature'][:300]}"
     if tri["attribution"] not in ("backend", "device_compile") or not p.spec.compiler or p.spec.device != "cpu":
         tri["repro_kind"] = "model"  # dynamo's or AOTAutograd's failure, or a device: the model is the repro
         return row
@@ -557,6 +564,11 @@ def _repro(
     tri.update(notes)
     tri["graph_nodes"] = before
     if small is None:
+        try:
+            if _torch_graph_repro(p, row, tri, gm, inputs, outbox):
+                return row
+        except Exception as exc:  # torch gave up tracing or compiling it: the verdict and attribution stand
+            tri["note"] = f"{tri.get('note', '')}; no torch-level repro either: {error_info(exc)['signature'][:200]}"
         tri["repro_kind"] = "model"
         return row
     tri["repro_nodes"] = count_nodes(small)
@@ -573,6 +585,88 @@ def _repro(
         save_file(tensors, os.path.join(outbox, "repro.safetensors"))
         tri["repro_kind"] = "graph"
     return row
+
+
+def graph_predicate(p: Prepared, row: dict[str, Any]) -> Callable[..., bool]:
+    """Does this torch-level graph, compiled alone on the backend as ``repro.py`` compiles it (the
+    FX module dynamo would hand it, on contiguous inputs as the repro loads them), fail as the row
+    did: with its error signature, or for a mismatch, outside the budget?"""
+    want = (row.get("error") or {}).get("signature")
+    mismatch = row["status"] == Status.MISMATCH
+
+    def fails(gm: torch.fx.GraphModule, inputs: list[Any], first: list[tuple[int, int, int]]) -> bool:
+        torch._dynamo.reset()
+        inputs = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in inputs]
+        target = as_repro_function(gm, inputs)
+        compiled = torch.compile(target, backend=p.spec.compiler)
+        try:
+            with torch.no_grad():
+                if first:
+                    compiled(*narrowed(inputs, first))
+                out = compiled(*inputs)
+        except Exception as exc:
+            fails.seen = error_info(exc)["signature"]  # type: ignore[attr-defined]
+            return not mismatch and fails.seen == want  # type: ignore[attr-defined]
+        fails.seen = None  # type: ignore[attr-defined]
+        if not mismatch:
+            return False
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        try:
+            cmp = _graph_breach(target, inputs, outs, p)
+        except Exception:
+            return False
+        fails.seen = "; ".join(cmp.problems)[:300] if not cmp.ok else None  # type: ignore[attr-defined]
+        return not cmp.ok
+
+    return fails
+
+
+def _torch_graph_repro(
+    p: Prepared, row: dict[str, Any], tri: dict[str, Any], gm: torch.fx.GraphModule, inputs: list[Any],
+    outbox: str | None,
+) -> bool:  # fmt: skip
+    """Where the failing graph does not fail once lowered to ATen (the backend lowers what dynamo
+    hands it its own way): the same graph at torch level, compiled alone as dynamo handed it, cut to
+    its shortest failing prefix and handed back; False (the note says why) where it does not fail."""
+    fails = graph_predicate(p, row)
+    nodes = count_nodes(gm)
+    if not fails(gm, inputs, []):
+        seen = getattr(fails, "seen", None)
+        tri["note"] = (
+            f"{tri.get('note', '')}; nor does the graph dynamo handed the backend ({nodes} torch-level nodes) "
+            + (f"compiled alone (it fails with another message: {seen})" if seen else "compiled alone")
+        )
+        return False
+    aten_nodes = tri.get("graph_nodes")
+    t0 = time.perf_counter()
+    small, small_inputs, _ = shortest_prefix(gm, inputs, [], fails, MINIFY_BUDGET_S)
+    tri["minify_s"] = round(time.perf_counter() - t0, 1)
+    tri["graph_nodes"], tri["repro_nodes"] = nodes, count_nodes(small)
+    tri["note"] = (
+        f"the failing graph does not fail once lowered to ATen ({aten_nodes} nodes) and compiled alone: the "
+        f"backend lowers what dynamo hands it its own way. The repro is the graph dynamo handed the backend, at "
+        f"torch level, compiled as dynamo hands it, cut to its shortest failing prefix ({nodes} -> "
+        f"{count_nodes(small)} nodes)"
+    )
+    tri["repro_kind"] = "model"
+    if outbox:
+        small = copy.deepcopy(small)
+        for k, n in enumerate(n for n in small.graph.nodes if n.op == "placeholder"):
+            n._rename(f"arg{k}")  # dynamo's names spell a parameter's whole module path: too long for a repro
+        small.recompile()
+        try:
+            data, tensors = describe_graph(small, small_inputs, level="torch")
+        except BadGraph as exc:
+            tri["note"] += f"; graph not describable: {exc}"
+            return True
+        from safetensors.torch import save_file
+
+        data["expect"] = "mismatch" if row["status"] == Status.MISMATCH else "error"
+        with open(os.path.join(outbox, "graph.json"), "w") as f:
+            json.dump(data, f)
+        save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(outbox, "repro.safetensors"))
+        tri["repro_kind"] = "graph"
+    return True
 
 
 def _guard_repro(p: Prepared, row: dict[str, Any], tri: dict[str, Any], seed: int, outbox: str | None) -> bool:
@@ -611,6 +705,113 @@ def _guard_repro(p: Prepared, row: dict[str, Any], tri: dict[str, Any], seed: in
             data, tensors = describe_graph(small, small_inputs, level="torch", first_call=small_first)
         except BadGraph as exc:
             tri["note"] = f"graph not describable: {exc}"
+            return True
+        from safetensors.torch import save_file
+
+        with open(os.path.join(outbox, "graph.json"), "w") as f:
+            json.dump(data, f)
+        save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(outbox, "repro.safetensors"))
+        tri["repro_kind"] = "graph"
+    return True
+
+
+# ------------------------------------------------------------------ a device's eager failure: the op
+
+
+class _FailingOp:
+    """A dispatch mode over the model's eager run on the device: the first ATen op that raised,
+    with CPU copies of its arguments (taken only then), and what it raised."""
+
+    def __init__(self, signature: str | None) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        owner = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                try:
+                    return func(*args, **(kwargs or {}))
+                except Exception as exc:  # the first that raised the row's error (the model may catch others)
+                    if owner.failed is None and error_info(exc)["signature"] == signature:
+                        from torch.utils._pytree import tree_map
+
+                        try:
+                            on_cpu = tree_map(_cpu_copy, (tuple(args), dict(kwargs or {})))
+                        except Exception:  # its inputs cannot be read back: no repro of this op
+                            on_cpu = None
+                        owner.failed = (func, on_cpu, exc)
+                    raise
+
+        self.failed: tuple[Any, Any, BaseException] | None = None
+        self.mode = Mode()
+
+
+def _cpu_copy(a: Any) -> Any:
+    if isinstance(a, torch.Tensor):
+        return a.detach().to("cpu").clone()
+    if isinstance(a, torch.device):  # a factory op's device: the repro only moves tensor inputs
+        raise BadGraph("an op that takes a device")
+    return a
+
+
+def failing_op(p: Prepared, row: dict[str, Any], seed: int) -> tuple[Any, list[Any], dict[str, Any]] | None:
+    """For an error the device raised running the model eagerly: the ATen op that raised it (the
+    first one whose kernel raised the row's signature), its tensors copied to the CPU."""
+    want = (row.get("error") or {}).get("signature")
+    watch = _FailingOp(want)
+    device, dtype = torch.device(p.spec.device), getattr(torch, p.spec.dtype)
+    model = copy.deepcopy(p.model).to(device=device, dtype=dtype)
+    try:
+        with torch.no_grad(), watch.mode:
+            for i, x in enumerate(p.inputs):
+                torch.manual_seed(seed + i)
+                detach_cpu(model(**to_device(x, device, dtype)))
+    except Exception:
+        pass
+    if watch.failed is None or watch.failed[1] is None:
+        return None
+    func, (args, kwargs), _ = watch.failed
+    if not isinstance(func, torch._ops.OpOverload):
+        return None
+    return func, list(args), kwargs
+
+
+def op_graph(func: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[torch.fx.GraphModule, list[torch.Tensor]]:
+    """One ATen op as a graph: each tensor argument a placeholder (in the order met), the rest literals."""
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+
+    flat, spec = tree_flatten((args, kwargs))
+    g = torch.fx.Graph()
+    inputs: list[torch.Tensor] = []
+    for i, a in enumerate(flat):
+        if isinstance(a, torch.Tensor):
+            flat[i] = g.placeholder(f"arg{len(inputs)}")
+            inputs.append(a)
+    call_args, call_kwargs = tree_unflatten(flat, spec)
+    g.output(g.call_function(func, tuple(call_args), call_kwargs))
+    return torch.fx.GraphModule(torch.nn.Module(), g), inputs
+
+
+def _op_repro(p: Prepared, row: dict[str, Any], tri: dict[str, Any], seed: int, outbox: str | None) -> bool:
+    """The one ATen op that raised on the device, with its inputs, handed back as a one-node graph
+    that ``repro.py`` runs eagerly on the device (and, as a control, on the CPU)."""
+    found = failing_op(p, row, seed)
+    if found is None:
+        tri["note"] = "no single ATen op raised the row's error on the device in eager mode: the repro is the model"
+        return False
+    func, args, kwargs = found
+    gm, inputs = op_graph(func, args, kwargs)
+    tri["graph_nodes"] = tri["repro_nodes"] = 1
+    tri["note"] = (
+        f"the device raised the row's error in one ATen op, {func}, run eagerly: the repro calls that op on the "
+        "device with the same inputs"
+    )
+    tri["repro_kind"] = "model"
+    if outbox:
+        try:
+            data, tensors = describe_graph(gm, inputs)
+        except BadGraph as exc:
+            tri["note"] += f"; op not describable: {exc}"
             return True
         from safetensors.torch import save_file
 
