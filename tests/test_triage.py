@@ -36,7 +36,7 @@ def _run_repro(repro: Path, **env: str) -> subprocess.CompletedProcess:
     """Plain python, from another directory, with only the plugin module importable (it registers
     the backend; the repro imports it and torch, nothing else of this repository)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("ZOO_", "PYTHON"))}
-    clean.update(PYTHONPATH=str(ROOT), **env)  # for tests.plugins.triage_backends alone
+    clean.update({"PYTHONPATH": str(ROOT), **env})  # for tests.plugins.triage_backends alone
     return subprocess.run([sys.executable, str(repro)], env=clean, cwd="/", capture_output=True, text=True,
                           timeout=300)  # fmt: skip
 
@@ -473,6 +473,38 @@ def test_a_backend_failing_only_on_dynamos_graph_gets_a_torch_level_repro(tmp_pa
     (details,) = sqlite3.connect(db).execute("SELECT details FROM results WHERE model_id = 'arch:BertModel'").fetchone()
     triage = json.loads(details)["triage"]
     assert triage["repro_kind"] == "graph" and "does not fail once lowered to ATen" in triage["note"], triage
+
+
+@pytest.mark.parametrize("bug", ["broken", "misshapen"])
+def test_a_devices_eager_failure_gets_the_op_at_fault_as_its_repro(tmp_path, bug):
+    """A device whose gelu kernel raises in eager mode, or gives a wrong shape that makes the next
+    matmul raise (the fake neuron, tests.plugins.broken_neuron / misshapen_neuron): the attribution is
+    device_eager and the repro is gelu on the device with the model's inputs to it (not the matmul
+    that raised). It imports what registers the device (``torch_neuronx``: here a shim that loads the
+    fake), exits 1 (the CPU runs the same call, or gives the right shape), and 0 once it is fixed."""
+    out, db = tmp_path / "D", tmp_path / "zoo.db"
+    env = child_env(ZOO_PLUGINS=f"tests.plugins.{bug}_neuron", ZOO_DATABASE_URL=f"sqlite:///{db}")
+    proc = run_zoo(["triage", "arch:BertModel", "--backend", "neuron", "--tier", "tiny", "--out", str(out)], env,
+                   tmp_path, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["status"] == "runtime_error" and summary["attribution"] == "device_eager", summary
+    assert summary["repro_nodes"] == 1, summary
+    text = (out / "repro.py").read_text()
+    assert "DEVICE = 'neuron'" in text and "torch.ops.aten.gelu.default(" in text, text[:3000]
+    assert _imports(text) <= {"json", "operator", "os", "re", "struct", "sys", "torch", "torch_neuronx"}
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "torch_neuronx.py").write_text(f"import tests.plugins.{bug}_neuron  # the fake device, for this test\n")
+    bad = _run_repro(out / "repro.py", PYTHONPATH=f"{shim}:{ROOT}")
+    assert bad.returncode == 1 and summary["signature"] in bad.stdout, (bad.stdout, bad.stderr[-2000:])
+    if bug == "broken":
+        assert "on the CPU the same call runs" in bad.stdout
+    else:
+        assert "\nEXPECT = {'kind': 'shape'" in text, summary
+        assert "on neuron" in bad.stdout and "on the CPU" in bad.stdout, bad.stdout
+    good = _run_repro(out / "repro.py", PYTHONPATH=f"{shim}:{ROOT}", ZOO_TEST_NEURON_FIXED="1")
+    assert good.returncode == 0 and "not reproduced" in good.stdout, (good.stdout, good.stderr[-2000:])
 
 
 def test_a_torch_level_mismatch_repro_judges_against_its_own_fp64_run(tmp_path):

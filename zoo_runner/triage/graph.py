@@ -97,7 +97,7 @@ TENSOR_METHODS = frozenset((
     "matmul", "max", "mean", "min", "mul", "narrow", "ne", "neg", "new_full", "new_ones", "new_zeros", "numel",
     "permute", "pow", "repeat", "reshape", "round", "rsqrt", "sigmoid", "sign", "sin", "size", "softmax", "split",
     "sqrt", "squeeze", "sub", "sum", "t", "tanh", "to", "transpose", "tril", "triu", "type_as", "unbind", "unflatten",
-    "unsqueeze", "view", "view_as",
+    "unsqueeze", "view", "view_as", "where",
 ))  # fmt: skip
 STR_POSITIONAL = STR_POSITIONAL | {"torch.einsum"}
 
@@ -174,6 +174,17 @@ def describe_graph(
     nodes: list[dict[str, Any]] = []
     tensors: dict[str, torch.Tensor] = {}
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if torch_level:  # every method and function a repro does not call, named at once
+        unknown = sorted(
+            {f"method {n.target}" for n in gm.graph.nodes if n.op == "call_method" and n.target not in TENSOR_METHODS}
+            | {
+                getattr(n.target, "__name__", str(n.target))
+                for n in gm.graph.nodes
+                if n.op == "call_function" and n.target not in BY_FUNCTION and not _known(names, n.target)
+            }
+        )
+        if unknown:
+            raise BadGraph(f"not called by a repro: {', '.join(unknown)[:300]}")
     for n, value in zip(placeholders, inputs):
         if isinstance(value, torch.Tensor):
             tensors[n.name] = value.detach().cpu().contiguous()
@@ -233,6 +244,13 @@ def describe_graph(
         data["level"] = "torch"
         data["first_call"] = [[placeholders[i].name, d, length] for i, d, length in first_call or []]
     return data, tensors
+
+
+def _known(names: dict[Any, str], target: Any) -> bool:
+    try:
+        return target in names
+    except TypeError:
+        return False
 
 
 def _name_of(names: dict[Any, str], target: Any) -> str:
@@ -357,8 +375,9 @@ def _check_graph(data: Any, tensor_names: set[str]) -> dict[str, Any]:
     torch_level = data.get("level", "aten") == "torch"
     if data.get("level", "aten") not in ("aten", "torch"):
         raise BadGraph("level")
-    # a torch-level graph fails as dynamo builds its guards (the default), or as the backend runs it
-    if data.get("expect", "guards") not in ("guards", "error", "mismatch") or (not torch_level and "expect" in data):
+    # a torch-level graph fails as dynamo builds its guards (the default), or as the backend runs it; an
+    # ATen graph raises (the default), or (one op a device ran eagerly) gives other shapes than the CPU's
+    if "expect" in data and data["expect"] not in (("guards", "error", "mismatch") if torch_level else ("shape",)):
         raise BadGraph("expect")
     first = data.get("first_call", [])
     if not torch_level and first:
@@ -513,6 +532,14 @@ def graph_source(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def fx_traceable(data: dict[str, Any]) -> bool:
+    """Whether ``repro.py`` turns its torch-level ``Graph`` into an FX GraphModule before compiling it
+    (as dynamo hands one to a backend: a guard failure depends on it). FX cannot trace an in-place
+    ``operator.setitem`` (Longformer's chunking): such a graph is compiled as the module it is, and
+    dynamo then captures the setitem itself."""
+    return not any(n.get("target") == "operator.setitem" for n in data["nodes"] if n.get("op") == "call_function")
+
+
 def plain(text: str) -> str:
     """Text a model process had a hand in, made safe for a comment or a Markdown line: printable
     ASCII only, no backslash (no encoding trick, no escape, no bidirectional control)."""
@@ -532,8 +559,10 @@ def render_repro(
     """``repro.py`` for a checked graph: ``expect`` is ``{"kind": "error", "signature": ...}`` or
     ``{"kind": "mismatch", "factor": f, "floor": fl}``. With ``device`` (an ATen graph and an error)
     the graph runs eagerly on that device, not compiled, and on the CPU as a control."""
-    if device is not None and (data.get("level") == "torch" or expect.get("kind") != "error"):
-        raise BadGraph("an eager repro on a device is an ATen graph that raises")
+    if device is not None and (data.get("level") == "torch" or expect.get("kind") not in ("error", "shape")):
+        raise BadGraph("an eager repro on a device is an ATen graph that raises or gives other shapes")
+    if device is None and expect.get("kind") == "shape":
+        raise BadGraph("a shape repro runs on a device")
     scalars = (
         "{"
         + ", ".join(
@@ -552,6 +581,7 @@ def render_repro(
         scalars=scalars,
         compiler=json.dumps(compiler),
         device=repr(device),
+        trace=repr(fx_traceable(data)),
         first_call=json.dumps(data.get("first_call") or []),
         expect=repr(expect),  # a Python literal (JSON's null is not one)
         weights=json.dumps(weights),
@@ -580,6 +610,7 @@ except ImportError as exc:
     sys.exit(2)
 
 COMPILER = {compiler}
+TRACE = {trace}  # a torch-level Graph is traced into an FX GraphModule first (not where it assigns in place)
 DEVICE = {device}  # not None: the graph runs eagerly on this device (an op the device raised on), not compiled
 # (input, dimension, length): a first call on these inputs narrowed, so that the second, on the inputs
 # as they are, makes dynamo recompile the frame with dynamic sizes, where the failure comes
@@ -687,12 +718,10 @@ def on_device(args):
     dev = torch.device(DEVICE)
     try:
         out = graph(*[a.to(dev) if isinstance(a, torch.Tensor) else a for a in args])
-        for t in out if isinstance(out, (list, tuple)) else [out]:
-            if isinstance(t, torch.Tensor):
-                t.to("cpu")
+        outs = [t.to("cpu") for t in (out if isinstance(out, (list, tuple)) else [out]) if isinstance(t, torch.Tensor)]
     except Exception as exc:
         sig = signature(exc)
-        if sig != EXPECT["signature"]:
+        if sig != EXPECT["signature"] or EXPECT["kind"] == "shape":
             print("another error than the one expected:", sig, file=sys.stderr)
             print("expected:", EXPECT["signature"], file=sys.stderr)
             return 2
@@ -703,6 +732,20 @@ def on_device(args):
         except Exception as cpu_exc:
             print("  on the CPU the same call fails too:", signature(cpu_exc))
         return 1
+    if EXPECT["kind"] == "shape":  # the op gave other shapes on the device than on the CPU
+        ref = graph(*args)
+        refs = [t for t in (ref if isinstance(ref, (list, tuple)) else [ref]) if isinstance(t, torch.Tensor)]
+        found = [
+            f"output {{i}}: shape {{tuple(t.shape)}} on {{DEVICE}}, {{tuple(r.shape)}} on the CPU"
+            for i, (t, r) in enumerate(zip(outs, refs))
+            if t.shape != r.shape
+        ]
+        if found:
+            print("REPRODUCED:", "; ".join(found))
+            print("  (the model then failed with:", EXPECT["signature"] + ")")
+            return 1
+        print("not reproduced: the same shapes on", DEVICE, "and on the CPU")
+        return 0
     print("not reproduced: ran on", DEVICE, "without", EXPECT["signature"])
     return 0
 
@@ -715,7 +758,7 @@ def main():
             return on_device(args)
     with torch.no_grad():
         # a torch-level graph is compiled as the FX GraphModule dynamo handed the backend
-        target = torch.fx.symbolic_trace(graph) if isinstance(graph, torch.nn.Module) else graph
+        target = torch.fx.symbolic_trace(graph) if isinstance(graph, torch.nn.Module) and TRACE else graph
         compiled = torch.compile(target, backend=COMPILER)
         first = dict(zip(PARAMS, args))
         for name, dim, length in FIRST_CALL:

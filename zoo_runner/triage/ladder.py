@@ -31,7 +31,7 @@ from ..compare import Comparison, compare
 from ..engine import Prepared, detach_cpu, is_compile_error, judge, to_device, validate_here
 from ..request import ValidationRequest, error_info
 from ..statuses import BACKEND_FAILING, Status
-from .graph import BadGraph, count_nodes, describe_graph, graph_source
+from .graph import BadGraph, count_nodes, describe_graph, fx_traceable, graph_source
 
 log = logging.getLogger(__name__)
 
@@ -310,7 +310,9 @@ def as_repro_function(gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable:
     data, _ = describe_graph(gm, inputs, level="torch")
     namespace: dict[str, Any] = {"torch": torch, "operator": operator, "_dt": lambda dtype: dtype}
     exec(compile(graph_source(data), "<repro graph>", "exec"), namespace)  # Zoo's own rendering of the graph
-    return torch.fx.symbolic_trace(namespace["graph"])  # as repro.py's main() compiles it
+    if not fx_traceable(data):
+        return namespace["graph"]  # as repro.py's main() compiles it
+    return torch.fx.symbolic_trace(namespace["graph"])
 
 
 GUARD_FILE = "torch/_dynamo/guards.py"
@@ -612,7 +614,7 @@ def graph_predicate(p: Prepared, row: dict[str, Any]) -> Callable[..., bool]:
             return False
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
         try:
-            cmp = _graph_breach(target, inputs, outs, p)
+            cmp = _graph_breach(gm, inputs, outs, p)  # an FX graph (the fp64 run interprets it)
         except Exception:
             return False
         fails.seen = "; ".join(cmp.problems)[:300] if not cmp.ok else None  # type: ignore[attr-defined]
@@ -719,8 +721,12 @@ def _guard_repro(p: Prepared, row: dict[str, Any], tri: dict[str, Any], seed: in
 
 
 class _FailingOp:
-    """A dispatch mode over the model's eager run on the device: the first ATen op that raised,
-    with CPU copies of its arguments (taken only then), and what it raised."""
+    """A dispatch mode over the model's eager run on the device. It keeps (by reference, copied
+    nothing while the mode runs) the first ATen op that raised the row's error, and the ops whose
+    output shapes were not those torch's meta kernels give: candidates :meth:`settle` checks
+    against the CPU's own kernel once the run is over."""
+
+    MAX_CANDIDATES = 256
 
     def __init__(self, signature: str | None) -> None:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -729,21 +735,86 @@ class _FailingOp:
 
         class Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                owner.calls += 1
                 try:
-                    return func(*args, **(kwargs or {}))
+                    out = func(*args, **(kwargs or {}))
                 except Exception as exc:  # the first that raised the row's error (the model may catch others)
-                    if owner.failed is None and error_info(exc)["signature"] == signature:
-                        from torch.utils._pytree import tree_map
-
-                        try:
-                            on_cpu = tree_map(_cpu_copy, (tuple(args), dict(kwargs or {})))
-                        except Exception:  # its inputs cannot be read back: no repro of this op
-                            on_cpu = None
-                        owner.failed = (func, on_cpu, exc)
+                    if owner.raised is None and error_info(exc)["signature"] == signature:
+                        owner.raised = (owner.calls, func, args, kwargs)
                     raise
+                if len(owner.candidates) < owner.MAX_CANDIDATES:
+                    # the first output (an op's aux outputs, batch norm's saved statistics, differ by design)
+                    expected = _meta_shapes(func, args, kwargs)
+                    if expected is not None and expected[:1] != _shapes(out)[:1]:  # meta kernels: a first look
+                        owner.candidates.append((owner.calls, func, args, kwargs, _shapes(out)[:1]))
+                return out
 
-        self.failed: tuple[Any, Any, BaseException] | None = None
+        self.calls = 0
+        self.raised: tuple[int, Any, Any, Any] | None = None
+        self.candidates: list[tuple[int, Any, Any, Any, list[Any]]] = []
         self.mode = Mode()
+
+    def settle(self) -> tuple[Any, Any, str] | None:
+        """(op, CPU copies of its (args, kwargs), kind): the first op whose shapes on the device the
+        CPU's kernel does not give, when it came before the op that raised (``"shape"``: the raise
+        met its wrong shapes), else the op that raised (``"error"``), else that first op."""
+        shape = None
+        for seq, func, args, kwargs, got in self.candidates:
+            on_cpu = _copies(args, kwargs)
+            cpu = _cpu_shapes(func, on_cpu)
+            if cpu is not None and cpu[:1] != got:  # the CPU's kernel agrees: the device's shapes are wrong
+                shape = (seq, func, on_cpu)
+                break
+        if self.raised is not None and (shape is None or shape[0] > self.raised[0]):
+            _, func, args, kwargs = self.raised
+            on_cpu = _copies(args, kwargs)
+            return (func, on_cpu, "error") if on_cpu is not None else None
+        return (shape[1], shape[2], "shape") if shape is not None else None
+
+
+def _copies(args: Any, kwargs: Any) -> Any:
+    """CPU copies of an op's (args, kwargs); None where they cannot be read back."""
+    from torch.utils._pytree import tree_map
+
+    try:
+        return tree_map(_cpu_copy, (tuple(args), dict(kwargs or {})))
+    except Exception:
+        return None
+
+
+def _shapes(out: Any) -> list[Any]:
+    from torch.utils._pytree import tree_leaves
+
+    return [tuple(t.shape) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def _cpu_shapes(func: Any, on_cpu: Any) -> list[Any] | None:
+    """The output shapes of ``func`` on the CPU copies of its inputs; None where it raises there."""
+    if on_cpu is None:
+        return None
+    args, kwargs = on_cpu
+    try:
+        return _shapes(func(*args, **kwargs))
+    except Exception:
+        return None
+
+
+def _meta_shapes(func: Any, args: Any, kwargs: Any) -> list[Any] | None:
+    """The output shapes torch's meta kernel gives ``func`` on these inputs (the shapes every
+    device must produce); None where there is no meta kernel or an input is not a plain tensor."""
+    from torch.utils._pytree import tree_map
+
+    def meta(a: Any) -> Any:
+        if isinstance(a, torch.Tensor):
+            return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="meta")
+        if isinstance(a, torch.device):
+            return torch.device("meta")
+        return a
+
+    try:
+        return _shapes(func(*tree_map(meta, tuple(args)), **tree_map(meta, dict(kwargs or {}))))
+    except Exception:
+        return None
 
 
 def _cpu_copy(a: Any) -> Any:
@@ -754,9 +825,12 @@ def _cpu_copy(a: Any) -> Any:
     return a
 
 
-def failing_op(p: Prepared, row: dict[str, Any], seed: int) -> tuple[Any, list[Any], dict[str, Any]] | None:
+def failing_op(p: Prepared, row: dict[str, Any], seed: int) -> tuple[Any, list[Any], dict[str, Any], str] | None:
     """For an error the device raised running the model eagerly: the ATen op that raised it (the
-    first one whose kernel raised the row's signature), its tensors copied to the CPU."""
+    first one whose kernel raised the row's signature), its tensors copied to the CPU, and
+    ``"error"``; where an op gave other output shapes on the device than on the CPU before that (the
+    op that raised then met the wrong shapes), or where no op raised it (a composite's own check did,
+    as ``reshape``'s), the first such op, and ``"shape"``."""
     want = (row.get("error") or {}).get("signature")
     watch = _FailingOp(want)
     device, dtype = torch.device(p.spec.device), getattr(torch, p.spec.dtype)
@@ -768,12 +842,13 @@ def failing_op(p: Prepared, row: dict[str, Any], seed: int) -> tuple[Any, list[A
                 detach_cpu(model(**to_device(x, device, dtype)))
     except Exception:
         pass
-    if watch.failed is None or watch.failed[1] is None:
+    found = watch.settle()
+    if found is None:
         return None
-    func, (args, kwargs), _ = watch.failed
+    func, (args, kwargs), kind = found
     if not isinstance(func, torch._ops.OpOverload):
         return None
-    return func, list(args), kwargs
+    return func, list(args), kwargs, kind
 
 
 def op_graph(func: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[torch.fx.GraphModule, list[torch.Tensor]]:
@@ -799,12 +874,15 @@ def _op_repro(p: Prepared, row: dict[str, Any], tri: dict[str, Any], seed: int, 
     if found is None:
         tri["note"] = "no single ATen op raised the row's error on the device in eager mode: the repro is the model"
         return False
-    func, args, kwargs = found
+    func, args, kwargs, kind = found
     gm, inputs = op_graph(func, args, kwargs)
     tri["graph_nodes"] = tri["repro_nodes"] = 1
     tri["note"] = (
         f"the device raised the row's error in one ATen op, {func}, run eagerly: the repro calls that op on the "
         "device with the same inputs"
+        if kind == "error"
+        else f"the first ATen op whose output shapes on the device are not the CPU's is {func}, before the row's "
+        f"error: the repro calls it on the device and on the CPU and compares"
     )
     tri["repro_kind"] = "model"
     if outbox:
@@ -815,6 +893,8 @@ def _op_repro(p: Prepared, row: dict[str, Any], tri: dict[str, Any], seed: int, 
             return True
         from safetensors.torch import save_file
 
+        if kind == "shape":
+            data["expect"] = "shape"
         with open(os.path.join(outbox, "graph.json"), "w") as f:
             json.dump(data, f)
         save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(outbox, "repro.safetensors"))
