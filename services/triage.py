@@ -134,9 +134,11 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
         expect = {"kind": "error", "signature": (row.get("error") or {}).get("signature")}
     # the device raised in one ATen op of the model's eager run (or gave it other shapes than the CPU's):
     # the repro runs that op there, uncompiled
-    device = spec.device if tri.get("attribution") == "device_eager" and spec.device != "cpu" else None
+    on_device = tri.get("attribution") in ("device_eager", "device_compile") and spec.device != "cpu"
+    device = spec.device if on_device else None
+    eager = device is not None and tri.get("attribution") == "device_eager"
     if data.get("expect") == "shape":
-        if device is None or row["status"] == Status.MISMATCH:
+        if not eager or row["status"] == Status.MISMATCH:
             raise BadGraph("a shape repro is a device's eager failure")
         expect = {"kind": "shape", "signature": expect.get("signature")}
     versions = ", ".join(f"{k} {v}" for k, v in sorted((row.get("versions") or {}).items()))
@@ -145,12 +147,19 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
         f"(tier {row['tier']}, judged at {row.get('precision') or 'fp32'}).\n"
         f"Failure: {row['status']}: {(row.get('error') or {}).get('signature') or ''}\n"
         f"Attribution: {tri.get('attribution')} (the first rung of eager -> aot_eager -> the backend that fails).\n"
-        + _what_the_repro_is(tri, device, guards, torch_level, data.get("expect") == "shape")
+        + _what_the_repro_is(
+            tri,
+            device if eager else None,
+            guards,
+            torch_level,
+            data.get("expect") == "shape",
+            None if eager else device,
+        )  # fmt: skip
         + f"Versions: {versions}\nIn Zoo: {_repro_command(row)}"
     )
     imports = _imports(spec, plugins, out)
     text = render_repro(data, compiler=spec.compiler or "eager", imports=imports,
-                        expect=expect, about=about, device=device)  # fmt: skip
+                        expect=expect, about=about, device=device, eager=eager)  # fmt: skip
     try:
         compile(text, "repro.py", "exec")  # what does not parse is not written
     except SyntaxError as exc:
@@ -161,7 +170,9 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
     return str(out / "repro.py")
 
 
-def _what_the_repro_is(tri: dict[str, Any], device: str | None, guards: bool, torch_level: bool, shape: bool) -> str:
+def _what_the_repro_is(
+    tri: dict[str, Any], device: str | None, guards: bool, torch_level: bool, shape: bool, compiled_on: str | None
+) -> str:
     """A line of a repro's header: which graph it is and how it was cut down."""
     nodes, small = tri.get("graph_nodes"), tri.get("repro_nodes")
     if device and shape:
@@ -178,6 +189,12 @@ def _what_the_repro_is(tri: dict[str, Any], device: str | None, guards: bool, to
         return (
             f"The graph the backend compiled last had {nodes} torch-level nodes; the failure comes as dynamo builds "
             f"its guards, so the repro calls it at torch level, cut to its shortest failing prefix: {small} nodes.\n"
+        )
+    if torch_level and compiled_on:
+        return (
+            f"The failing graph had {nodes} torch-level nodes; the repro compiles it for {compiled_on} as dynamo "
+            f"hands it to the backend, and judges it against the same graph on the CPU, cut to its shortest failing "
+            f"prefix: {small} nodes.\n"
         )
     if torch_level:
         return (
@@ -229,7 +246,7 @@ def issue_markdown(
             "when the failure reproduces:",
             "",
         ]
-        if len(text.splitlines()) <= 200:
+        if len(text.splitlines()) <= 300:
             lines += [*_fenced(text, "python"), ""]
         else:
             lines += ["See `repro.py`.", ""]

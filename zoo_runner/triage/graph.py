@@ -30,7 +30,8 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,80}")  # with fullmatch: no trailing
 # Names the repro's own code uses: a node or kwarg named so would shadow them.
 RESERVED = {"torch", "operator", "json", "os", "re", "struct", "sys", "math", "float", "graph", "main", "_dt", "FP64",
             "signature", "breaches", "load_safetensors", "args", "out", "compiled", "tensors", "slice", "Ellipsis",
-            "first", "FIRST_CALL", "Graph", "self", "in_guards"}  # fmt: skip
+            "first", "FIRST_CALL", "Graph", "self", "in_guards", "_dev", "ON_DEVICE", "DEVICE", "EAGER", "TRACE",
+            "on_device", "run_args", "COMPILER", "EXPECT", "PARAMS", "SCALARS", "WEIGHTS", "DTYPES"}  # fmt: skip
 LAYOUTS = {"strided", "sparse_coo", "sparse_csr", "_mkldnn"}
 MEMORY_FORMATS = {"contiguous_format", "channels_last", "channels_last_3d", "preserve_format"}
 # String arguments an ATen op may take, by keyword (positional strings only for einsum's equation).
@@ -98,8 +99,10 @@ TENSOR_METHODS = frozenset((
     "permute", "pow", "repeat", "reshape", "round", "rsqrt", "sigmoid", "sign", "sin", "size", "softmax", "split",
     "sqrt", "squeeze", "sub", "sum", "t", "tanh", "to", "transpose", "tril", "triu", "type_as", "unbind", "unflatten",
     "unsqueeze", "view", "view_as", "where",
+    # Python's comparison and logic operators as methods (dynamo writes ``x.__eq__(y)`` in some versions)
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__or__", "__xor__", "__invert__",
 ))  # fmt: skip
-STR_POSITIONAL = STR_POSITIONAL | {"torch.einsum"}
+STR_POSITIONAL = STR_POSITIONAL | {"torch.einsum", "torch._C._nn.pad", "torch.nn.functional.pad"}  # pad: its mode
 
 
 def _torch_function(name: str) -> Any:
@@ -502,7 +505,7 @@ def _code(a: Any) -> str:
         if k == "dtype":
             return f"_dt(torch.{v})"
         if k == "device":
-            return 'torch.device("cpu")'
+            return "_dev()"  # the CPU; DEVICE while the graph runs there
         return f"torch.{v}"
     return repr(a)
 
@@ -528,7 +531,8 @@ def graph_source(data: dict[str, Any]) -> str:
     if data.get("level") == "torch":  # an FX GraphModule, as dynamo handed it: its guards differ from a function's
         body = ["    " + ln for ln in lines[1:]]
         lines = ["class Graph(torch.nn.Module):", f"    def forward(self, {', '.join(params)}):", *body, "", "",
-                 "graph = Graph()  # traced into a GraphModule in main()"]  # fmt: skip
+                 "graph = Graph()  # traced into a GraphModule in main()" if fx_traceable(data)
+                 else "graph = Graph()  # compiled as it is: FX cannot trace its in-place assignments"]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -555,14 +559,20 @@ def render_repro(
     about: str,
     weights: str = "repro.safetensors",
     device: str | None = None,
+    eager: bool = False,
 ) -> str:
     """``repro.py`` for a checked graph: ``expect`` is ``{"kind": "error", "signature": ...}`` or
-    ``{"kind": "mismatch", "factor": f, "floor": fl}``. With ``device`` (an ATen graph and an error)
-    the graph runs eagerly on that device, not compiled, and on the CPU as a control."""
-    if device is not None and (data.get("level") == "torch" or expect.get("kind") not in ("error", "shape")):
+    ``{"kind": "mismatch", "factor": f, "floor": fl}``. With ``device`` and ``eager`` (an ATen graph
+    that raises or gives other shapes) the graph runs eagerly on that device, not compiled, and on the
+    CPU as a control; with ``device`` alone (a torch-level graph) it is compiled there and judged
+    against the CPU."""
+    kind = expect.get("kind")
+    if device is not None and eager and (data.get("level") == "torch" or kind not in ("error", "shape")):
         raise BadGraph("an eager repro on a device is an ATen graph that raises or gives other shapes")
-    if device is None and expect.get("kind") == "shape":
-        raise BadGraph("a shape repro runs on a device")
+    if device is not None and not eager and (data.get("level") != "torch" or kind not in ("error", "mismatch")):
+        raise BadGraph("a compiled repro on a device is a torch-level graph that raises or mismatches")
+    if (device is None or not eager) and kind == "shape":
+        raise BadGraph("a shape repro runs eagerly on a device")
     scalars = (
         "{"
         + ", ".join(
@@ -581,6 +591,7 @@ def render_repro(
         scalars=scalars,
         compiler=json.dumps(compiler),
         device=repr(device),
+        eager=repr(bool(eager)),
         trace=repr(fx_traceable(data)),
         first_call=json.dumps(data.get("first_call") or []),
         expect=repr(expect),  # a Python literal (JSON's null is not one)
@@ -611,7 +622,8 @@ except ImportError as exc:
 
 COMPILER = {compiler}
 TRACE = {trace}  # a torch-level Graph is traced into an FX GraphModule first (not where it assigns in place)
-DEVICE = {device}  # not None: the graph runs eagerly on this device (an op the device raised on), not compiled
+DEVICE = {device}  # not None: the graph runs on this device, judged against the CPU
+EAGER = {eager}  # on DEVICE: run eagerly (one op the device raised on), not compiled
 # (input, dimension, length): a first call on these inputs narrowed, so that the second, on the inputs
 # as they are, makes dynamo recompile the frame with dynamic sizes, where the failure comes
 FIRST_CALL = {first_call}
@@ -645,6 +657,13 @@ FP64 = False  # set while the graph runs as the fp64 reference: floating dtype a
 
 def _dt(dtype):
     return torch.float64 if FP64 and dtype.is_floating_point else dtype
+
+
+ON_DEVICE = False  # set while the graph is traced or compiled for DEVICE: a device argument is DEVICE
+
+
+def _dev():
+    return torch.device(DEVICE) if ON_DEVICE else torch.device("cpu")
 
 
 {graph}
@@ -753,14 +772,17 @@ def on_device(args):
 def main():
     tensors = load_safetensors(WEIGHTS)
     args = [tensors[p] if p in tensors else SCALARS[p] for p in PARAMS]
-    if DEVICE is not None:
+    if DEVICE is not None and EAGER:
         with torch.no_grad():
             return on_device(args)
+    global ON_DEVICE
+    run_args = [a.to(DEVICE) if DEVICE and isinstance(a, torch.Tensor) else a for a in args]
     with torch.no_grad():
+        ON_DEVICE = DEVICE is not None  # traced and compiled for the device; the CPU reference runs without
         # a torch-level graph is compiled as the FX GraphModule dynamo handed the backend
         target = torch.fx.symbolic_trace(graph) if isinstance(graph, torch.nn.Module) and TRACE else graph
         compiled = torch.compile(target, backend=COMPILER)
-        first = dict(zip(PARAMS, args))
+        first = dict(zip(PARAMS, run_args))
         for name, dim, length in FIRST_CALL:
             first[name] = first[name].narrow(dim, 0, length)
         if EXPECT["kind"] == "guards":  # the control: dynamo alone, the same calls, must not fail
@@ -768,7 +790,7 @@ def main():
             try:
                 if FIRST_CALL:
                     control(*first.values())
-                control(*args)
+                control(*run_args)
             except Exception as exc:
                 print("fails without the backend too (eager):", signature(exc), file=sys.stderr)
                 return 2
@@ -776,8 +798,12 @@ def main():
         try:
             if FIRST_CALL:
                 compiled(*first.values())
-            out = compiled(*args)
+            out = compiled(*run_args)
+            if DEVICE is not None:  # read back (a lazy device runs the graph only then)
+                outs = out if isinstance(out, (list, tuple)) else [out]
+                out = [t.to("cpu") if isinstance(t, torch.Tensor) else t for t in outs]
         except Exception as exc:
+            ON_DEVICE = False
             sig = signature(exc)
             if EXPECT["kind"] in ("error", "guards") and sig == EXPECT["signature"]:
                 print("REPRODUCED:", sig)
@@ -790,6 +816,7 @@ def main():
             print("another error than the one expected:", sig, file=sys.stderr)
             print("expected:", EXPECT.get("signature"), file=sys.stderr)
             return 2
+        ON_DEVICE = False
         if EXPECT["kind"] != "mismatch":
             print("not reproduced: compiled and ran without", EXPECT["signature"])
             return 0

@@ -213,20 +213,24 @@ def captured_run(p: Prepared, seed: int, keep_compiled_on: bool = False) -> tupl
     raises: the graphs the backend got, and the exception as dynamo raised it (None if none did)."""
     cap = _Capture(p.spec.compiler, keep_compiled_on)
     torch._dynamo.reset()
-    model = copy.deepcopy(p.model).to(dtype=getattr(torch, p.spec.dtype))
+    device = torch.device(p.spec.device)
+    model = copy.deepcopy(p.model).to(device=device, dtype=getattr(torch, p.spec.dtype))
     runner = torch.compile(model, backend=cap)
     with torch.no_grad():
         for i, x in enumerate(p.inputs):
             torch.manual_seed(seed + i)
             try:
-                runner(**to_device(x, torch.device("cpu"), getattr(torch, p.spec.dtype)))
+                runner(**to_device(x, device, getattr(torch, p.spec.dtype)))
             except Exception as exc:  # as dynamo raised it (BackendCompilerFailed around the backend's own)
                 return cap, exc
     return cap, None
 
 
-def failing_graph(p: Prepared, row: dict[str, Any], seed: int) -> tuple[torch.fx.GraphModule, list[Any]] | None:
-    """The dynamo graph the failure lives in, with the inputs it failed on."""
+def failing_graph(
+    p: Prepared, row: dict[str, Any], seed: int, notes: list[str] | None = None
+) -> tuple[torch.fx.GraphModule, list[Any]] | None:
+    """The dynamo graph the failure lives in, with the inputs it failed on; ``notes`` gets why a
+    graph could not be judged."""
     cap, outer = captured_run(p, seed)
     if outer is not None and row["status"] != Status.MISMATCH:
         if error_info(outer)["signature"] != (row.get("error") or {}).get("signature"):
@@ -235,10 +239,32 @@ def failing_graph(p: Prepared, row: dict[str, Any], seed: int) -> tuple[torch.fx
             if g["error"] is not None and g["inputs"] is not None:
                 return g["gm"], g["inputs"]
     if row["status"] == Status.MISMATCH:
-        for g in cap.graphs:
-            if g["outputs"] is not None and not _graph_breach(g["gm"], g["inputs"], g["outputs"], p).ok:
-                return g["gm"], g["inputs"]
+        for k, g in enumerate(cap.graphs):
+            if g["outputs"] is None:
+                continue
+            try:
+                if not _breach(g["gm"], g["inputs"], g["outputs"], p).ok:
+                    return g["gm"], g["inputs"]
+            except Exception as exc:  # a graph the repro cannot render: not one a repro can show
+                if notes is not None:
+                    notes.append(f"graph {k + 1} of {len(cap.graphs)} ({count_nodes(g['gm'])} nodes): {exc}"[:200])
     return None
+
+
+def _breach(gm: torch.fx.GraphModule, inputs: list[Any], outs: list[Any], p: Prepared) -> Comparison:
+    """:func:`_graph_breach`; on a device, against the graph as the repro renders it, run on the CPU
+    (the graph run eagerly on the device would share the device's bug); raises where it cannot be
+    rendered."""
+    if p.spec.device == "cpu":
+        return _graph_breach(gm, inputs, outs, p)
+    cpu_inputs = [_on_cpu(a) for a in inputs]
+    ref32, ref64 = Rendered(gm, cpu_inputs, p.spec.device).references(cpu_inputs)
+    return compare([_on_cpu(o) for o in outs], ref32, ref64, dtype=p.spec.dtype,
+                   tolerance_factor=p.built.tolerance_factor)  # fmt: skip
+
+
+def _on_cpu(a: Any) -> Any:
+    return a.detach().to("cpu").contiguous() if isinstance(a, torch.Tensor) else a
 
 
 def guard_graph(
@@ -302,17 +328,48 @@ def guard_graph(
     return gm, inputs, first
 
 
-def as_repro_function(gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable:
-    """``gm`` as the module ``repro.py`` will compile (the same source, from the same renderer): dynamo
-    guards a plain function differently from a module, and the backend's message can change with it."""
-    import operator
+class Rendered:
+    """``gm`` as ``repro.py`` will run it (the same source, from the same renderer): ``module`` the
+    ``Graph`` module, run eagerly for the references (``fp64``: floating dtype arguments raised, as
+    the repro's ``FP64``), and ``target()`` what the repro compiles, traced (or not) while
+    ``on_device`` makes each device argument ``device``, as the repro's ``ON_DEVICE``."""
 
-    data, _ = describe_graph(gm, inputs, level="torch")
-    namespace: dict[str, Any] = {"torch": torch, "operator": operator, "_dt": lambda dtype: dtype}
-    exec(compile(graph_source(data), "<repro graph>", "exec"), namespace)  # Zoo's own rendering of the graph
-    if not fx_traceable(data):
-        return namespace["graph"]  # as repro.py's main() compiles it
-    return torch.fx.symbolic_trace(namespace["graph"])
+    def __init__(self, gm: torch.fx.GraphModule, inputs: list[Any], device: str | None = None) -> None:
+        import operator
+
+        self.data, _ = describe_graph(gm, inputs, level="torch")
+        self.fp64 = self.on_device = False
+        namespace: dict[str, Any] = {
+            "torch": torch,
+            "operator": operator,
+            "_dt": lambda dtype: torch.float64 if self.fp64 and dtype.is_floating_point else dtype,
+            "_dev": lambda: torch.device(device) if self.on_device and device else torch.device("cpu"),
+        }
+        exec(compile(graph_source(self.data), "<repro graph>", "exec"), namespace)  # Zoo's own rendering
+        self.module = namespace["graph"]
+
+    def target(self) -> Callable:
+        """What repro.py's main() compiles: the FX GraphModule traced from the module, or (where FX
+        cannot trace it) the module itself."""
+        return torch.fx.symbolic_trace(self.module) if fx_traceable(self.data) else self.module
+
+    def references(self, inputs: list[Any]) -> tuple[list[Any], list[Any]]:
+        """The graph on the CPU in fp32 and in fp64, eagerly, as repro.py computes its references."""
+        with torch.no_grad():
+            ref32 = self.module(*inputs)
+            self.fp64 = True
+            try:
+                ref64 = self.module(*[_up(a) for a in inputs])
+            finally:
+                self.fp64 = False
+        as_list = lambda r: list(r) if isinstance(r, (list, tuple)) else [r]  # noqa: E731
+        return as_list(ref32), as_list(ref64)
+
+
+def as_repro_function(gm: torch.fx.GraphModule, inputs: list[Any]) -> Callable:
+    """``gm`` as the module ``repro.py`` will compile: dynamo guards a plain function differently
+    from a module, and the backend's message can change with it."""
+    return Rendered(gm, inputs).target()
 
 
 GUARD_FILE = "torch/_dynamo/guards.py"
@@ -532,6 +589,21 @@ def _repro(
                 return row
         except Exception as exc:  # the verdict and attribution stand
             tri["note"] = f"no op-level repro: {error_info(exc)['signature'][:300]}"
+    if tri["attribution"] == "device_compile" and p.spec.compiler and p.spec.device != "cpu":
+        stage("minify")
+        try:
+            unjudged: list[str] = []
+            found = failing_graph(p, row, req.seed, unjudged)
+            if found is None:
+                tri["note"] = "no graph the backend compiled fails on its own inputs: the repro is the model" + (
+                    f" (not judged: {'; '.join(unjudged)})"[:400] if unjudged else ""
+                )
+            elif _torch_graph_repro(p, row, tri, *found, outbox):
+                return row
+        except Exception as exc:  # torch gave up tracing or compiling it: the verdict and attribution stand
+            tri["note"] = f"no torch-level repro: {error_info(exc)['signature'][:300]}"
+        tri["repro_kind"] = "model"
+        return row
     if tri["attribution"] not in ("backend", "device_compile") or not p.spec.compiler or p.spec.device != "cpu":
         tri["repro_kind"] = "model"  # dynamo's or AOTAutograd's failure, or a device: the model is the repro
         return row
@@ -591,30 +663,37 @@ def _repro(
 
 def graph_predicate(p: Prepared, row: dict[str, Any]) -> Callable[..., bool]:
     """Does this torch-level graph, compiled alone on the backend as ``repro.py`` compiles it (the
-    FX module dynamo would hand it, on contiguous inputs as the repro loads them), fail as the row
-    did: with its error signature, or for a mismatch, outside the budget?"""
+    FX module dynamo would hand it, on contiguous CPU inputs as the repro loads them, moved to the
+    backend's device), fail as the row did: with its error signature, or for a mismatch, outside
+    the budget (against the same graph on the CPU in fp32 and fp64, as the repro judges it)?"""
     want = (row.get("error") or {}).get("signature")
     mismatch = row["status"] == Status.MISMATCH
+    device = p.spec.device
 
     def fails(gm: torch.fx.GraphModule, inputs: list[Any], first: list[tuple[int, int, int]]) -> bool:
         torch._dynamo.reset()
-        inputs = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in inputs]
-        target = as_repro_function(gm, inputs)
-        compiled = torch.compile(target, backend=p.spec.compiler)
+        inputs = [_on_cpu(a) for a in inputs]
+        graph = Rendered(gm, inputs, device)
+        run_inputs = [a.to(device) if isinstance(a, torch.Tensor) else a for a in inputs]
+        graph.on_device = device != "cpu"
         try:
+            compiled = torch.compile(graph.target(), backend=p.spec.compiler)
             with torch.no_grad():
                 if first:
-                    compiled(*narrowed(inputs, first))
-                out = compiled(*inputs)
+                    compiled(*narrowed(run_inputs, first))
+                out = compiled(*run_inputs)
+                outs = [_on_cpu(o) for o in (out if isinstance(out, (list, tuple)) else [out])]
         except Exception as exc:
             fails.seen = error_info(exc)["signature"]  # type: ignore[attr-defined]
             return not mismatch and fails.seen == want  # type: ignore[attr-defined]
+        finally:
+            graph.on_device = False
         fails.seen = None  # type: ignore[attr-defined]
         if not mismatch:
             return False
-        outs = list(out) if isinstance(out, (list, tuple)) else [out]
         try:
-            cmp = _graph_breach(gm, inputs, outs, p)  # an FX graph (the fp64 run interprets it)
+            ref32, ref64 = graph.references(inputs)
+            cmp = compare(outs, ref32, ref64, dtype=p.spec.dtype, tolerance_factor=p.built.tolerance_factor)
         except Exception:
             return False
         fails.seen = "; ".join(cmp.problems)[:300] if not cmp.ok else None  # type: ignore[attr-defined]
@@ -644,11 +723,15 @@ def _torch_graph_repro(
     small, small_inputs, _ = shortest_prefix(gm, inputs, [], fails, MINIFY_BUDGET_S)
     tri["minify_s"] = round(time.perf_counter() - t0, 1)
     tri["graph_nodes"], tri["repro_nodes"] = nodes, count_nodes(small)
-    tri["note"] = (
+    why = (
         f"the failing graph does not fail once lowered to ATen ({aten_nodes} nodes) and compiled alone: the "
-        f"backend lowers what dynamo hands it its own way. The repro is the graph dynamo handed the backend, at "
-        f"torch level, compiled as dynamo hands it, cut to its shortest failing prefix ({nodes} -> "
-        f"{count_nodes(small)} nodes)"
+        "backend lowers what dynamo hands it its own way"
+        if p.spec.device == "cpu"
+        else f"the failing graph is compiled for {p.spec.device} and judged against itself on the CPU"
+    )
+    tri["note"] = (
+        f"{why}. The repro is the graph dynamo handed the backend, at torch level, compiled as dynamo hands it, "
+        f"cut to its shortest failing prefix ({nodes} -> {count_nodes(small)} nodes)"
     )
     tri["repro_kind"] = "model"
     if outbox:
