@@ -334,3 +334,33 @@ def test_the_persistent_compile_cache_is_shared_by_model_processes(tmp_path, mon
     assert any((tmp_path / "compile" / ns / "xla").iterdir()), "no executable written under ZOO_COMPILE_CACHE/<ns>/xla"
     assert warm.get("hit", 0) + warm.get("deserialize_failure", 0) >= cold["miss"], warm  # found, all of them
     assert second["details"]["compile_cache"] == ("hit" if not warm.get("deserialize_failure") else "miss")
+
+
+@pytest.mark.parametrize(
+    ("model", "printed"),
+    [
+        # XLNet keeps its last mem_len (512) states with x[-512:] on a sequence of 16: slice_copy raises on XLA
+        ("arch:XLNetModel", "on the CPU the same call runs"),
+        # EfficientNet's ceil-mode AvgPool2d with a kernel larger than its input: XLA gives an empty output,
+        # and the model's reshape then raises (no op raises itself)
+        ("arch:EfficientNetModel", "on xla"),
+    ],
+)
+def test_triage_finds_the_op_torch_xla_gets_wrong(zoo, tmp_path, model, printed):
+    """Issue 28's real xla findings, from Zoo: the attribution is the device in eager mode and the
+    repro is the one ATen op at fault, run on xla (and on the CPU): it imports torch and torch_xla
+    only and exits 1 with this venv's python."""
+    pytest.importorskip("torch_xla")
+    import subprocess
+
+    out = tmp_path / "D"
+    proc = zoo(["triage", model, "--backend", "xla", "--tier", "tiny", "--out", str(out)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert (summary["status"], summary["attribution"], summary["repro_nodes"]) == ("runtime_error", "device_eager", 1)
+    text = (out / "repro.py").read_text()
+    assert "import torch_xla" in text and "zoo_runner" not in text.split("# In Zoo:")[1].split("\n", 1)[1]
+    run = subprocess.run([sys.executable, str(out / "repro.py")], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 1 and "REPRODUCED" in run.stdout, (run.stdout, run.stderr[-2000:])
+    assert printed in run.stdout, run.stdout
