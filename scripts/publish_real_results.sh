@@ -19,6 +19,8 @@ SERVER=""
 cleanup() { [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
 export ZOO_DATABASE_URL="sqlite:///$WORK/zoo.db" ZOO_BENCH_WORK="$WORK/bench" HF_HUB_OFFLINE=1
+# the reports link each triaged cluster's repro.py and issue.md (python -m benchmarks.findings writes them there)
+export ZOO_TRIAGE_DIR="${ZOO_TRIAGE_DIR:-docs/findings}"
 
 echo "publish: loading the rows of $STATE into a fresh database" >&2
 "$VENV/bin/python" -m benchmarks.backends --state "$STATE" --report-only --db "$ZOO_DATABASE_URL" \

@@ -370,7 +370,13 @@ def _torch_graph(*nodes: dict, **extra) -> dict:
             expect="mismatch",
         ),  # fmt: skip
         _torch_graph(
-            {"op": "call_function", "name": "g", "target": "torch.randn_like", "args": [{"node": "x"}], "kwargs": {}},
+            {
+                "op": "call_function",
+                "name": "g",
+                "target": "torch.nn.functional.dropout",
+                "args": [{"node": "x"}, 0.5, True, False],
+                "kwargs": {},
+            },
             expect="mismatch",
         ),  # fmt: skip
         _torch_graph(
@@ -390,6 +396,21 @@ def _torch_graph(*nodes: dict, **extra) -> dict:
 def test_the_parent_refuses_a_torch_level_graph_that_is_not_data(evil):
     with pytest.raises(BadGraph):
         check_graph(evil, {"x"})
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"op": "call_function", "name": "g", "target": "torch.nn.functional.normalize", "args": [{"node": "x"}],
+         "kwargs": {}},
+        {"op": "call_function", "name": "g", "target": "torch.nn.functional.dropout",
+         "args": [{"node": "x"}, 0.1, False, False], "kwargs": {}},
+        {"op": "call_function", "name": "g", "target": "torch.nn.functional.dropout", "args": [{"node": "x"}],
+         "kwargs": {"p": 0.1, "training": False}},
+    ],
+)  # fmt: skip
+def test_a_mismatch_graph_may_normalise_and_hold_dropout_at_inference(node):
+    check_graph(_torch_graph(node, expect="mismatch"), {"x"})
 
 
 def test_a_torch_level_graph_renders_to_a_graph_module_called_twice():
@@ -509,8 +530,8 @@ def test_a_devices_eager_failure_gets_the_op_at_fault_as_its_repro(tmp_path, bug
 
 def test_a_torch_level_mismatch_repro_judges_against_its_own_fp64_run(tmp_path):
     """A torch-level graph handed back for a mismatch renders a repro whose reference is the same
-    graph in fp64: a correct backend passes it (exit 0); a graph that expects another failure than
-    the row's is refused."""
+    graph in fp64: a correct backend passes it (exit 0), one computing gelu 10 % off does not (exit 1);
+    a graph that expects another failure than the row's is refused."""
     import torch
     from safetensors.torch import save_file
 
@@ -529,6 +550,11 @@ def test_a_torch_level_mismatch_repro_judges_against_its_own_fp64_run(tmp_path):
     wrong = dict(row, status="compile_error", error={"signature": "E: x"})
     with pytest.raises(BadGraph):
         write_repro(wrong, box, tmp_path / "out2", None)
+    off = Path(write_repro(dict(row, backend="cpu+zoo_test_offop"), box, tmp_path / "off", PLUGIN))
+    bad = _run_repro(off)
+    assert bad.returncode == 1 and "exceeds the budget" in bad.stdout, (bad.stdout, bad.stderr[-2000:])
+    fixed = _run_repro(off, ZOO_TEST_OFFOP_FIXED="1")
+    assert fixed.returncode == 0, (fixed.stdout, fixed.stderr[-2000:])
 
 
 def test_a_repro_is_refused_without_a_signature_or_for_a_mismatch_at_torch_level(tmp_path):

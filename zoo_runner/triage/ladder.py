@@ -355,11 +355,12 @@ class Rendered:
 
     def references(self, inputs: list[Any]) -> tuple[list[Any], list[Any]]:
         """The graph on the CPU in fp32 and in fp64, eagerly, as repro.py computes its references."""
-        with torch.no_grad():
-            ref32 = self.module(*inputs)
+        fresh = lambda xs: [a.clone() if isinstance(a, torch.Tensor) else a for a in xs]  # noqa: E731
+        with torch.no_grad():  # each run on its own copies: a graph may write into an input
+            ref32 = self.module(*fresh(inputs))
             self.fp64 = True
             try:
-                ref64 = self.module(*[_up(a) for a in inputs])
+                ref64 = self.module(*fresh([_up(a) for a in inputs]))
             finally:
                 self.fp64 = False
         as_list = lambda r: list(r) if isinstance(r, (list, tuple)) else [r]  # noqa: E731
@@ -674,7 +675,7 @@ def graph_predicate(p: Prepared, row: dict[str, Any]) -> Callable[..., bool]:
         torch._dynamo.reset()
         inputs = [_on_cpu(a) for a in inputs]
         graph = Rendered(gm, inputs, device)
-        run_inputs = [a.to(device) if isinstance(a, torch.Tensor) else a for a in inputs]
+        run_inputs = [a.to(device, copy=True) if isinstance(a, torch.Tensor) else a for a in inputs]
         graph.on_device = device != "cpu"
         try:
             compiled = torch.compile(graph.target(), backend=p.spec.compiler)
@@ -950,6 +951,29 @@ def op_graph(func: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[torch.
     return torch.fx.GraphModule(torch.nn.Module(), g), inputs
 
 
+def _op_fails(gm: torch.fx.GraphModule, inputs: list[torch.Tensor], kind: str, device: str, want: str | None) -> bool:
+    """The one-op graph as ``repro.py`` runs it: on contiguous copies of its inputs moved to the
+    device, read back; does it raise the row's error, or (``shape``) give its first output another
+    shape than on the CPU?"""
+    cpu = [a.contiguous().clone() for a in inputs]
+    try:
+        with torch.no_grad():
+            out = gm(*[a.to(device) for a in cpu])
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            got = [t.to("cpu") for t in outs if isinstance(t, torch.Tensor)]
+    except Exception as exc:
+        return kind == "error" and error_info(exc)["signature"] == want
+    if kind != "shape":
+        return False
+    try:
+        with torch.no_grad():
+            ref = gm(*cpu)
+    except Exception:
+        return False
+    refs = [t for t in (ref if isinstance(ref, (list, tuple)) else [ref]) if isinstance(t, torch.Tensor)]
+    return bool(got and refs) and got[0].shape != refs[0].shape
+
+
 def _op_repro(p: Prepared, row: dict[str, Any], tri: dict[str, Any], seed: int, outbox: str | None) -> bool:
     """The one ATen op that raised on the device, with its inputs, handed back as a one-node graph
     that ``repro.py`` runs eagerly on the device (and, as a control, on the CPU)."""
@@ -959,6 +983,12 @@ def _op_repro(p: Prepared, row: dict[str, Any], tri: dict[str, Any], seed: int, 
         return False
     func, args, kwargs, kind = found
     gm, inputs = op_graph(func, args, kwargs)
+    if not _op_fails(gm, inputs, kind, p.spec.device, (row.get("error") or {}).get("signature")):
+        tri["note"] = (
+            f"{func} {'raised' if kind == 'error' else 'gave other shapes'} in the model's run, but not run alone on "
+            "contiguous copies of its inputs, as a repro would: the repro is the model"
+        )
+        return False
     tri["graph_nodes"] = tri["repro_nodes"] = 1
     tri["note"] = (
         f"the device raised the row's error in one ATen op, {func}, run eagerly: the repro calls that op on the "
