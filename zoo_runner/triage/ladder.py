@@ -129,6 +129,7 @@ class _Capture:
         self.backend = lookup_backend(compiler)
         self.keep_compiled_on = keep_compiled_on
         self.graphs: list[dict[str, Any]] = []
+        self.model_outputs: list[Any] = []  # the model's outputs on each input, on the CPU
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable:
         entry: dict[str, Any] = {"gm": gm, "inputs": None, "error": None, "outputs": None}
@@ -220,7 +221,7 @@ def captured_run(p: Prepared, seed: int, keep_compiled_on: bool = False) -> tupl
         for i, x in enumerate(p.inputs):
             torch.manual_seed(seed + i)
             try:
-                runner(**to_device(x, device, getattr(torch, p.spec.dtype)))
+                cap.model_outputs.append(detach_cpu(runner(**to_device(x, device, getattr(torch, p.spec.dtype)))))
             except Exception as exc:  # as dynamo raised it (BackendCompilerFailed around the backend's own)
                 return cap, exc
     return cap, None
@@ -230,8 +231,15 @@ def failing_graph(
     p: Prepared, row: dict[str, Any], seed: int, notes: list[str] | None = None
 ) -> tuple[torch.fx.GraphModule, list[Any]] | None:
     """The dynamo graph the failure lives in, with the inputs it failed on; ``notes`` gets why a
-    graph could not be judged."""
+    graph could not be judged, and whether the model still mismatched with its graphs observed."""
     cap, outer = captured_run(p, seed)
+    if row["status"] == Status.MISMATCH and outer is None and notes is not None:
+        whole = judge(p, cap.model_outputs)
+        notes.append(
+            f"with its {len(cap.graphs)} graphs observed, the model "
+            + ("still mismatches: the divergence is outside the graphs the backend compiled (in what runs between "
+               "them, or at their boundaries)" if not whole.ok else "matches: observing the graphs hides the failure")
+        )  # fmt: skip
     if outer is not None and row["status"] != Status.MISMATCH:
         if error_info(outer)["signature"] != (row.get("error") or {}).get("signature"):
             return None
@@ -247,7 +255,7 @@ def failing_graph(
                     return g["gm"], g["inputs"]
             except Exception as exc:  # a graph the repro cannot render: not one a repro can show
                 if notes is not None:
-                    notes.append(f"graph {k + 1} of {len(cap.graphs)} ({count_nodes(g['gm'])} nodes): {exc}"[:200])
+                    notes.append(f"not judged: graph {k + 1} ({count_nodes(g['gm'])} nodes): {exc}"[:200])
     return None
 
 
@@ -597,7 +605,7 @@ def _repro(
             found = failing_graph(p, row, req.seed, unjudged)
             if found is None:
                 tri["note"] = "no graph the backend compiled fails on its own inputs: the repro is the model" + (
-                    f" (not judged: {'; '.join(unjudged)})"[:400] if unjudged else ""
+                    f" ({'; '.join(unjudged)})"[:500] if unjudged else ""
                 )
             elif _torch_graph_repro(p, row, tri, *found, outbox):
                 return row
