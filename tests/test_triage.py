@@ -617,3 +617,36 @@ def test_clusters_are_triaged_through_celery_on_a_worker(tmp_path, pg_server_url
     assert repro.is_file() and worker_root in repro.parents and not cli_root.exists()
     assert "zoo.triage_clusters" in log
     assert refused.returncode == 2 and "--here" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_repro_compiled_for_a_device_places_its_inputs_and_device_arguments_there(tmp_path):
+    """A device-compile repro (DEVICE set, not EAGER): inputs and every device argument of the graph
+    (``_dev()``) go to DEVICE for the compiled run, the results are read back, and the references
+    run on the CPU. Here DEVICE is the CPU itself (no second device in CI), the backend computes gelu
+    10 % off: exit 1, and 0 once it is fixed."""
+    import torch
+    from safetensors.torch import save_file
+
+    nodes = [
+        TORCH_NODES[0],
+        {"op": "call_function", "name": "r", "target": "torch.arange", "args": [5],
+         "kwargs": {"device": {"device": "cpu"}, "dtype": {"dtype": "float32"}}},
+        {"op": "call_function", "name": "y", "target": "operator.add", "args": [{"node": "x"}, {"node": "r"}],
+         "kwargs": {}},
+        {"op": "call_function", "name": "g", "target": "torch.nn.functional.gelu", "args": [{"node": "y"}],
+         "kwargs": {}},
+        {"op": "output", "args": {"tuple": [{"node": "g"}]}},
+    ]  # fmt: skip
+    data = check_graph({"nodes": nodes, "level": "torch", "first_call": [], "expect": "mismatch"}, {"x"})
+    expect = {"kind": "mismatch", "factor": 10.0, "floor": 1e-6}
+    text = render_repro(data, compiler="zoo_test_offop", imports=[f"import {PLUGIN}"], expect=expect, about="t",
+                        device="cpu")  # fmt: skip
+    assert "DEVICE = 'cpu'" in text and "EAGER = False" in text and "device=_dev()" in text
+    (tmp_path / "repro.py").write_text(text)
+    save_file({"x": torch.randn(2, 5)}, str(tmp_path / "repro.safetensors"))
+    bad = _run_repro(tmp_path / "repro.py")
+    assert bad.returncode == 1 and "exceeds the budget" in bad.stdout, (bad.stdout, bad.stderr[-2000:])
+    good = _run_repro(tmp_path / "repro.py", ZOO_TEST_OFFOP_FIXED="1")
+    assert good.returncode == 0, (good.stdout, good.stderr[-2000:])
+    with pytest.raises(BadGraph):  # a device-compile repro is a torch-level graph
+        render_repro({"nodes": NODES}, compiler="x", imports=[], expect=expect, about="t", device="cpu")
