@@ -147,14 +147,7 @@ def write_repro(row: dict[str, Any], box: Path, out: Path, plugins: str | None) 
         f"(tier {row['tier']}, judged at {row.get('precision') or 'fp32'}).\n"
         f"Failure: {row['status']}: {(row.get('error') or {}).get('signature') or ''}\n"
         f"Attribution: {tri.get('attribution')} (the first rung of {_ladder_words(spec)} that fails).\n"
-        + _what_the_repro_is(
-            tri,
-            device if eager else None,
-            guards,
-            torch_level,
-            data.get("expect") == "shape",
-            None if eager else device,
-        )  # fmt: skip
+        + _what_the_repro_is(tri, device, eager, guards, torch_level, data.get("expect") == "shape")
         + f"Versions: {versions}\nIn Zoo: {_repro_command(row)}"
     )
     imports = _imports(spec, plugins, out)
@@ -178,16 +171,16 @@ def _ladder_words(spec: BackendSpec) -> str:
 
 
 def _what_the_repro_is(
-    tri: dict[str, Any], device: str | None, guards: bool, torch_level: bool, shape: bool, compiled_on: str | None
+    tri: dict[str, Any], device: str | None, eager: bool, guards: bool, torch_level: bool, shape: bool
 ) -> str:
     """A line of a repro's header: which graph it is and how it was cut down."""
     nodes, small = tri.get("graph_nodes"), tri.get("repro_nodes")
-    if device and shape:
+    if eager and shape:
         return (
             f"The model ran eagerly on {device}; no ATen op raised its error, but one gave other output shapes on "
             f"{device} than torch's: the repro calls that op (1 node) on {device} and on the CPU and compares them.\n"
         )
-    if device:
+    if eager:
         return (
             f"The model ran eagerly on {device} and the device raised in one ATen op: the repro calls that op on "
             f"{device} with the same inputs (1 node), then on the CPU as a control.\n"
@@ -197,9 +190,9 @@ def _what_the_repro_is(
             f"The graph the backend compiled last had {nodes} torch-level nodes; the failure comes as dynamo builds "
             f"its guards, so the repro calls it at torch level, cut to its shortest failing prefix: {small} nodes.\n"
         )
-    if torch_level and compiled_on:
+    if torch_level and device:
         return (
-            f"The failing graph had {nodes} torch-level nodes; the repro compiles it for {compiled_on} as dynamo "
+            f"The failing graph had {nodes} torch-level nodes; the repro compiles it for {device} as dynamo "
             f"hands it to the backend, and judges it against the same graph on the CPU, cut to its shortest failing "
             f"prefix: {small} nodes.\n"
         )

@@ -206,6 +206,11 @@ def _graph_breach(gm: torch.fx.GraphModule, inputs: list[Any], outs: list[Any], 
         ref64 = run_float64(gm, inputs)
     ref32 = list(ref32) if isinstance(ref32, (list, tuple)) else [ref32]
     ref64 = list(ref64) if isinstance(ref64, (list, tuple)) else [ref64]
+    return _judged(outs, ref32, ref64, p)
+
+
+def _judged(outs: list[Any], ref32: list[Any], ref64: list[Any], p: Prepared) -> Comparison:
+    """A graph's outputs against its own fp32 and fp64 references, at the row's budget."""
     return compare(outs, ref32, ref64, dtype=p.spec.dtype, tolerance_factor=p.built.tolerance_factor)
 
 
@@ -267,8 +272,7 @@ def _breach(gm: torch.fx.GraphModule, inputs: list[Any], outs: list[Any], p: Pre
         return _graph_breach(gm, inputs, outs, p)
     cpu_inputs = [_on_cpu(a) for a in inputs]
     ref32, ref64 = Rendered(gm, cpu_inputs, p.spec.device).references(cpu_inputs)
-    return compare([_on_cpu(o) for o in outs], ref32, ref64, dtype=p.spec.dtype,
-                   tolerance_factor=p.built.tolerance_factor)  # fmt: skip
+    return _judged([_on_cpu(o) for o in outs], ref32, ref64, p)
 
 
 def _on_cpu(a: Any) -> Any:
@@ -598,7 +602,7 @@ def _repro(
                 return row
         except Exception as exc:  # the verdict and attribution stand
             tri["note"] = f"no op-level repro: {error_info(exc)['signature'][:300]}"
-    if tri["attribution"] == "device_compile" and p.spec.compiler and p.spec.device != "cpu":
+    if tri["attribution"] == "device_compile":  # a compiler on a device (rungs() gives it no other way)
         stage("minify")
         try:
             unjudged: list[str] = []
@@ -613,7 +617,7 @@ def _repro(
             tri["note"] = f"no torch-level repro: {error_info(exc)['signature'][:300]}"
         tri["repro_kind"] = "model"
         return row
-    if tri["attribution"] not in ("backend", "device_compile") or not p.spec.compiler or p.spec.device != "cpu":
+    if tri["attribution"] != "backend" or not p.spec.compiler or p.spec.device != "cpu":
         tri["repro_kind"] = "model"  # dynamo's or AOTAutograd's failure, or a device: the model is the repro
         return row
     stage("minify")
@@ -702,7 +706,7 @@ def graph_predicate(p: Prepared, row: dict[str, Any]) -> Callable[..., bool]:
             return False
         try:
             ref32, ref64 = graph.references(inputs)
-            cmp = compare(outs, ref32, ref64, dtype=p.spec.dtype, tolerance_factor=p.built.tolerance_factor)
+            cmp = _judged(outs, ref32, ref64, p)
         except Exception:
             return False
         fails.seen = "; ".join(cmp.problems)[:300] if not cmp.ok else None  # type: ignore[attr-defined]
@@ -836,9 +840,9 @@ class _FailingOp:
                     raise
                 if len(owner.candidates) < owner.MAX_CANDIDATES:
                     # the first output (an op's aux outputs, batch norm's saved statistics, differ by design)
-                    expected = _meta_shapes(func, args, kwargs)
-                    if expected is not None and expected[:1] != _shapes(out)[:1]:  # meta kernels: a first look
-                        owner.candidates.append((owner.calls, func, args, kwargs, _shapes(out)[:1]))
+                    expected, got = _meta_shapes(func, args, kwargs), _shapes(out)[:1]
+                    if expected is not None and expected[:1] != got:  # meta kernels: a first look
+                        owner.candidates.append((owner.calls, func, args, kwargs, got))
                 return out
 
         self.calls = 0
