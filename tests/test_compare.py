@@ -101,3 +101,38 @@ def test_the_cosine_floor_follows_the_fp32_references_own_loss():
     off = exact + 0.01 * torch.randn(4, 64)
     res = compare(off, exact, r64)
     assert not res.ok and res.cosine < 0.99999
+
+
+def _masked(t: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+    """``t`` with attention-style mask values: torch.finfo(dtype).min plus the score, as Longformer's
+    ``attn_scores += diagonal_mask`` leaves them."""
+    return torch.where(where, torch.finfo(t.dtype).min + t, t)
+
+
+def test_mask_values_are_no_number_an_error_beside_them_is_caught():
+    # Longformer's attention scores on xla+openxla: 4.5 off on the real scores, beside masked ones at
+    # finfo(fp32).min; as numbers the masked ones made the scale 1e38 and the error invisible
+    x64, w64, ref32, ref64 = _refs()
+    where = torch.zeros(ref32.shape, dtype=torch.bool)
+    where[..., :8] = True
+    ref32m, ref64m = _masked(ref32, where), torch.where(where, ref32.double().clone(), ref64)
+    ref64m = torch.where(where, _masked(ref32, where).double(), ref64m)
+    assert compare({"s": _masked(ref32.clone(), where)}, {"s": ref32m}, {"s": ref64m}).ok
+    res = compare({"s": _masked(ref32 + 4.5 * (~where), where)}, {"s": ref32m}, {"s": ref64m})
+    assert not res.ok and "RMSE" in res.problems[0], res.problems
+    res = compare({"s": _masked(ref32 * 1.01, where)}, {"s": ref32m}, {"s": ref64m})
+    assert not res.ok, "a 1 % error beside mask values is still caught"
+
+
+def test_mask_values_must_sit_where_the_reference_has_them():
+    _, _, ref32, ref64 = _refs()
+    where = torch.zeros(ref32.shape, dtype=torch.bool)
+    where[..., :8] = True
+    ref32m, ref64m = _masked(ref32, where), _masked(ref32, where).double()
+    ref64m = torch.where(where, ref64m, ref64)
+    moved = where.roll(1, dims=-1)
+    res = compare({"s": _masked(ref32.clone(), moved)}, {"s": ref32m}, {"s": ref64m})
+    assert not res.ok and "masked value" in res.problems[0], res.problems
+    flipped = torch.where(where, -ref32m, ref32m)
+    res = compare({"s": flipped}, {"s": ref32m}, {"s": ref64m})
+    assert not res.ok and "other sign" in res.problems[0], res.problems

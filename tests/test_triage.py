@@ -650,3 +650,35 @@ def test_a_repro_compiled_for_a_device_places_its_inputs_and_device_arguments_th
     assert good.returncode == 0, (good.stdout, good.stderr[-2000:])
     with pytest.raises(BadGraph):  # a device-compile repro is a torch-level graph
         render_repro({"nodes": NODES}, compiler="x", imports=[], expect=expect, about="t", device="cpu")
+
+
+def test_the_shortest_prefix_drops_what_follows_and_finds_a_cut_the_binary_search_skips():
+    """Failing is not monotone in the cut (Longformer's graph on xla+openxla: the cut at its
+    ``as_strided`` fails, a later one ending on a size passes): the cuts before the one the binary
+    search found are tried in order. In-place writes after the cut go with it (103 -> 101 nodes
+    before, 10 after)."""
+    import operator
+
+    import torch
+
+    from zoo_runner.triage.ladder import shortest_prefix
+
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    strided = g.call_method("as_strided", (x, (2, 3), (1, 2)))  # the node at fault
+    size = g.call_method("size", (x, 0))
+    scores = g.call_method("new_zeros", (x, (4, 4)))
+    g.call_function(operator.setitem, (scores, (slice(None), 0), 1.0))  # in place: never dead code
+    last = g.call_function(torch.add, (strided, 1.0))
+    g.output((last, size))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    fails_on = {strided.name, last.name}  # what the output is decides, not how long the cut is
+
+    def fails(cut: torch.fx.GraphModule, inputs: list, first: list) -> bool:
+        out = next(n for n in cut.graph.nodes if n.op == "output").args[0][0]
+        return out.name in fails_on
+
+    small, inputs, _ = shortest_prefix(gm, [torch.randn(4, 4)], [], fails, 60.0)
+    kept = [n.name for n in small.graph.nodes if n.op not in ("placeholder", "output")]
+    assert kept == [strided.name], kept
+    assert len(inputs) == 1

@@ -4,7 +4,8 @@ The budget is relative to each output's own scale and to the reference's own err
 a backend judged at fp32 may be as inexact as reordered fp32 reductions legitimately are (times a
 factor), never more; one judged at bf16, fp16 or tf32 as inexact as the CPU reference computed at
 that precision (:mod:`zoo_runner.precision`), times that precision's factor. Integers and
-booleans must match exactly; NaN/Inf must sit where the reference has them.
+booleans must match exactly; NaN/Inf must sit where the reference has them, and so must a mask
+value (finite, at the dtype's limit: ``torch.finfo(dtype).min``), which is no number to measure.
 """
 
 from __future__ import annotations
@@ -24,6 +25,16 @@ BUDGETS: dict[str, tuple[float, float]] = {
     "bfloat16": (10.0, 3e-2),
 }
 MIN_COSINE = {"float32": 0.99999, "float64": 0.99999, "float16": 0.999, "bfloat16": 0.99}
+
+
+def saturated(x: torch.Tensor) -> torch.Tensor:
+    """Where ``x`` holds a mask value rather than a number: finite, at half its dtype's largest
+    magnitude or beyond (``torch.finfo(dtype).min``, the masked scores of an attention, plus a
+    little). Such a value must sit where the reference has one, of the same sign; it is left out
+    of the errors and of the scale, which it would otherwise make ~1e38 and every budget with it."""
+    if not x.is_floating_point():
+        return torch.zeros(x.shape, dtype=torch.bool)
+    return torch.isfinite(x) & (x.abs() >= torch.finfo(x.dtype).max / 2)
 
 
 def flatten(obj: Any, prefix: str = "") -> Iterator[tuple[str, torch.Tensor]]:
@@ -81,7 +92,7 @@ def pooled_reference_error(refs: list[Any], refs64: list[Any]) -> dict[str, tupl
             if r64 is None or not r.is_floating_point() or r64.shape != r.shape:
                 continue
             err = r.detach().to(torch.float64) - r64.detach().to(torch.float64)
-            err = err[torch.isfinite(err)]
+            err = err[torch.isfinite(err) & ~saturated(r.detach())]  # a mask value is no number
             if not err.numel():
                 continue
             sq_err[name] = sq_err.get(name, 0.0) + float(err.pow(2).sum())
@@ -173,7 +184,19 @@ def compare(
             res.max_abs_diff = res.rmse_ratio = float("inf")
             res.cosine = float("nan")
             continue
-        finite = torch.isfinite(r64)
+        sat_ref, sat_tgt = saturated(ref), saturated(tgt)
+        if not torch.equal(sat_ref, sat_tgt) or not torch.equal(ref[sat_ref].sign(), tgt[sat_tgt].sign()):
+            extra, missing = int((sat_tgt & ~sat_ref).sum()), int((sat_ref & ~sat_tgt).sum())
+            res.fail(
+                f"{name}: a masked value (at the dtype's limit) where the reference has a number ({extra} values)"
+                if extra
+                else f"{name}: a number where the reference has a masked value (at the dtype's limit; {missing} values)"
+                if missing
+                else f"{name}: a masked value (at the dtype's limit) of the other sign"
+            )
+            res.max_abs_diff = res.rmse_ratio = float("inf")
+            continue
+        finite = torch.isfinite(r64) & ~sat_ref
         if not finite.any():
             continue
         if bool(finite.all()):  # the usual case: no masked copies (a VLM's logits are 10^8 values)

@@ -443,17 +443,26 @@ def shortest_prefix(
     fails: Callable[..., bool],
     budget_s: float,
 ) -> tuple[torch.fx.GraphModule, list[Any], list[tuple[int, int, int]]]:
-    """The graph cut after its k-th node, for the smallest k found (binary search) that still fails,
-    with the placeholders nothing uses dropped; the whole graph where no cut fails."""
+    """The graph cut after its k-th node, for the smallest k found that still fails, with the
+    placeholders nothing uses dropped; the whole graph where no cut fails. A binary search first;
+    failing is not monotone in k (a cut ending on a size, a view or a masked score may pass where
+    a shorter one fails), so where it found one, the cuts before it are then tried in order, in what
+    is left of ``budget_s``, and the first that fails wins."""
     compute = [n.name for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
     t0 = time.perf_counter()
     best = (gm, inputs, first)
+    found = 0  # the cut the binary search found (none: no cut fails, nothing before it to try)
+    tried: set[int] = set()
 
     def cut(k: int) -> tuple[torch.fx.GraphModule, list[Any], list[tuple[int, int, int]]]:
         g = copy.deepcopy(gm)
         nodes = {n.name: n for n in g.graph.nodes}
         output = next(n for n in g.graph.nodes if n.op == "output")
         output.args = ((nodes[compute[k]],),)
+        after = set(compute[k + 1 :])  # a prefix stops at its k-th node: what comes after goes, in-place ops too
+        for n in reversed(list(g.graph.nodes)):
+            if n.name in after:
+                g.graph.erase_node(n)
         g.graph.eliminate_dead_code()
         placeholders = [n for n in g.graph.nodes if n.op == "placeholder"]
         keep = [i for i, n in enumerate(placeholders) if n.users]
@@ -467,15 +476,25 @@ def shortest_prefix(
     lo, hi = 0, len(compute) - 1
     while lo <= hi and time.perf_counter() - t0 < budget_s:
         mid = (lo + hi) // 2
+        tried.add(mid)
         try:
             candidate = cut(mid)
             failed = fails(*candidate)
         except Exception:
             failed = False
         if failed:
-            best, hi = candidate, mid - 1
+            best, hi, found = candidate, mid - 1, mid
         else:
             lo = mid + 1
+    for k in (k for k in range(found) if k not in tried):
+        if time.perf_counter() - t0 >= budget_s:
+            break
+        try:
+            candidate = cut(k)
+            if fails(*candidate):
+                return candidate
+        except Exception:
+            continue
     return best
 
 
