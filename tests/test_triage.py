@@ -682,3 +682,13 @@ def test_the_shortest_prefix_drops_what_follows_and_finds_a_cut_the_binary_searc
     kept = [n.name for n in small.graph.nodes if n.op not in ("placeholder", "output")]
     assert kept == [strided.name], kept
     assert len(inputs) == 1
+
+    # a failure that needs an in-place write and a tensor output: no prefix before the write has the
+    # write, so the shortest prefix runs to the end (4 nodes); the slice keeps the write (3)
+    def fails_with_the_write(cut: torch.fx.GraphModule, inputs: list, first: list) -> bool:
+        out = next(n for n in cut.graph.nodes if n.op == "output").args[0][0]
+        return out.target is not operator.setitem and any(n.target is operator.setitem for n in cut.graph.nodes)
+
+    small, _, _ = shortest_prefix(gm, [torch.randn(4, 4)], [], fails_with_the_write, 60.0)
+    kept = [n.name for n in small.graph.nodes if n.op not in ("placeholder", "output")]
+    assert kept == [strided.name, scores.name, "setitem"], kept

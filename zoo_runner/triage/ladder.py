@@ -443,23 +443,26 @@ def shortest_prefix(
     fails: Callable[..., bool],
     budget_s: float,
 ) -> tuple[torch.fx.GraphModule, list[Any], list[tuple[int, int, int]]]:
-    """The graph cut after its k-th node, for the smallest k found that still fails, with the
-    placeholders nothing uses dropped; the whole graph where no cut fails. A binary search first;
-    failing is not monotone in k (a cut ending on a size, a view or a masked score may pass where
-    a shorter one fails), so where it found one, the cuts before it are then tried in order, in what
-    is left of ``budget_s``, and the first that fails wins."""
+    """The smallest failing cut of the graph found in ``budget_s``, with the placeholders nothing uses
+    dropped; the whole graph where no cut fails. Two kinds of cut after the k-th node, each searched:
+
+    * a **prefix**: what comes after the k-th node goes, in-place writes too. Failing is not
+      monotone in k (a cut ending on a size, a view or a masked score may pass where a shorter one
+      fails: Longformer's ``as_strided``), so after a binary search the cuts before the one it found
+      are tried in order, and the first that fails wins;
+    * a **slice**: the k-th node as the output, what it needs and every in-place write kept (a
+      failure raised in a write after the cut: OpenVINO's Marian), by binary search.
+
+    The one with fewer nodes is returned."""
     compute = [n.name for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
     t0 = time.perf_counter()
-    best = (gm, inputs, first)
-    found = 0  # the cut the binary search found (none: no cut fails, nothing before it to try)
-    tried: set[int] = set()
 
-    def cut(k: int) -> tuple[torch.fx.GraphModule, list[Any], list[tuple[int, int, int]]]:
+    def cut(k: int, prefix: bool) -> tuple[torch.fx.GraphModule, list[Any], list[tuple[int, int, int]]]:
         g = copy.deepcopy(gm)
         nodes = {n.name: n for n in g.graph.nodes}
         output = next(n for n in g.graph.nodes if n.op == "output")
         output.args = ((nodes[compute[k]],),)
-        after = set(compute[k + 1 :])  # a prefix stops at its k-th node: what comes after goes, in-place ops too
+        after = set(compute[k + 1 :]) if prefix else set()
         for n in reversed(list(g.graph.nodes)):
             if n.name in after:
                 g.graph.erase_node(n)
@@ -473,29 +476,36 @@ def shortest_prefix(
         index = {old: new for new, old in enumerate(keep)}
         return g, [inputs[i] for i in keep], [(index[k2], d, n) for k2, d, n in first if k2 in index]
 
-    lo, hi = 0, len(compute) - 1
-    while lo <= hi and time.perf_counter() - t0 < budget_s:
-        mid = (lo + hi) // 2
-        tried.add(mid)
+    def failing(k: int, prefix: bool) -> tuple[torch.fx.GraphModule, list[Any], list[tuple[int, int, int]]] | None:
         try:
-            candidate = cut(mid)
-            failed = fails(*candidate)
+            candidate = cut(k, prefix)
+            return candidate if fails(*candidate) else None
         except Exception:
-            failed = False
-        if failed:
-            best, hi, found = candidate, mid - 1, mid
-        else:
-            lo = mid + 1
-    for k in (k for k in range(found) if k not in tried):
-        if time.perf_counter() - t0 >= budget_s:
-            break
-        try:
-            candidate = cut(k)
-            if fails(*candidate):
-                return candidate
-        except Exception:
-            continue
-    return best
+            return None
+
+    found: list[tuple[torch.fx.GraphModule, list[Any], list[tuple[int, int, int]]]] = []
+    for prefix in (True, False):
+        lo, hi, at, tried = 0, len(compute) - 1, None, set()
+        while lo <= hi and time.perf_counter() - t0 < budget_s:
+            mid = (lo + hi) // 2
+            tried.add(mid)
+            candidate = failing(mid, prefix)
+            if candidate is not None:
+                at, hi = candidate, mid - 1
+                last = mid
+            else:
+                lo = mid + 1
+        if at is not None and prefix:
+            for k in (k for k in range(last) if k not in tried):
+                if time.perf_counter() - t0 >= budget_s:
+                    break
+                candidate = failing(k, prefix)
+                if candidate is not None:
+                    at = candidate
+                    break
+        if at is not None:
+            found.append(at)
+    return min(found, key=lambda c: count_nodes(c[0]), default=(gm, inputs, first))
 
 
 def predicate(p: Prepared, row: dict[str, Any]) -> Callable[[torch.fx.GraphModule, list[Any]], bool]:
