@@ -109,14 +109,19 @@ def _masked(t: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
     return torch.where(where, torch.finfo(t.dtype).min + t, t)
 
 
+def _masked_refs():
+    """fp32 and fp64 references of scores masked at each one's own finfo.min, as a model computing
+    ``torch.finfo(x.dtype).min`` gives them in each precision."""
+    _, _, ref32, ref64 = _refs()
+    where = torch.zeros(ref32.shape, dtype=torch.bool)
+    where[..., :8] = True
+    return where, ref32, _masked(ref32, where), _masked(ref64, where)
+
+
 def test_mask_values_are_no_number_an_error_beside_them_is_caught():
     # Longformer's attention scores on xla+openxla: 4.5 off on the real scores, beside masked ones at
     # finfo(fp32).min; as numbers the masked ones made the scale 1e38 and the error invisible
-    x64, w64, ref32, ref64 = _refs()
-    where = torch.zeros(ref32.shape, dtype=torch.bool)
-    where[..., :8] = True
-    ref32m, ref64m = _masked(ref32, where), torch.where(where, ref32.double().clone(), ref64)
-    ref64m = torch.where(where, _masked(ref32, where).double(), ref64m)
+    where, ref32, ref32m, ref64m = _masked_refs()
     assert compare({"s": _masked(ref32.clone(), where)}, {"s": ref32m}, {"s": ref64m}).ok
     res = compare({"s": _masked(ref32 + 4.5 * (~where), where)}, {"s": ref32m}, {"s": ref64m})
     assert not res.ok and "RMSE" in res.problems[0], res.problems
@@ -125,14 +130,40 @@ def test_mask_values_are_no_number_an_error_beside_them_is_caught():
 
 
 def test_mask_values_must_sit_where_the_reference_has_them():
+    where, ref32, ref32m, ref64m = _masked_refs()
+    res = compare({"s": ref32.clone()}, {"s": ref32m}, {"s": ref64m})  # the mask lost
+    assert not res.ok and "no mask value" in res.problems[0], res.problems
+    res = compare({"s": torch.where(where, -ref32m, ref32m)}, {"s": ref32m}, {"s": ref64m})  # its sign flipped
+    assert not res.ok and "no mask value" in res.problems[0], res.problems
+    # a mask value where the reference has a number is judged as the number it is
+    res = compare({"s": _masked(ref32.clone(), where.roll(1, dims=-1) | where)}, {"s": ref32m}, {"s": ref64m})
+    assert not res.ok and "RMSE" in res.problems[0], res.problems
+    # -inf past the mask (fp16's finfo.min plus a negative score overflows) is the mask still
+    assert compare({"s": torch.where(where, float("-inf"), ref32m)}, {"s": ref32m}, {"s": ref64m}).ok
+
+
+def test_mask_values_in_half_precision_and_large_half_numbers():
     _, _, ref32, ref64 = _refs()
     where = torch.zeros(ref32.shape, dtype=torch.bool)
     where[..., :8] = True
-    ref32m, ref64m = _masked(ref32, where), _masked(ref32, where).double()
-    ref64m = torch.where(where, ref64m, ref64)
-    moved = where.roll(1, dims=-1)
-    res = compare({"s": _masked(ref32.clone(), moved)}, {"s": ref32m}, {"s": ref64m})
-    assert not res.ok and "masked value" in res.problems[0], res.problems
-    flipped = torch.where(where, -ref32m, ref32m)
-    res = compare({"s": flipped}, {"s": ref32m}, {"s": ref64m})
-    assert not res.ok and "other sign" in res.problems[0], res.problems
+    k = 58000 / float(ref64.abs().max())  # numbers past half of fp16's range (32752): numbers still
+    big32, big64 = ref32 * k, ref64 * k
+    res = compare({"s": big32.half()}, {"s": big32}, {"s": big64}, dtype="float16")
+    assert res.ok and "mask" not in " ".join(res.problems), res.problems
+    # fp16 target masked at its own finfo.min where the fp32 reference has fp32's
+    t16 = torch.where(where, torch.finfo(torch.float16).min, ref32.half())
+    assert compare({"s": t16}, {"s": _masked(ref32, where)}, {"s": _masked(ref64, where)}, dtype="float16").ok
+
+
+def test_a_complex_output_is_compared_without_the_mask_rule():
+    z = torch.randn(4, 8, dtype=torch.complex64)
+    assert compare({"z": z.clone()}, {"z": z}, {"z": z.to(torch.complex128)}).ok
+
+
+def test_the_pooled_reference_error_leaves_mask_values_out():
+    from zoo_runner.compare import pooled_reference_error
+
+    where, _, ref32m, ref64m = _masked_refs()
+    pooled = pooled_reference_error([{"s": ref32m}], [{"s": ref64m}])
+    rmse, max_err = pooled["s"]
+    assert 0 < rmse < 1e-5 and max_err < 1e-4, pooled  # fp32 rounding, not finfo(fp32).min - finfo(fp64).min

@@ -364,3 +364,24 @@ def test_triage_finds_the_op_torch_xla_gets_wrong(zoo, tmp_path, model, printed)
                          cwd=tmp_path)  # fmt: skip
     assert run.returncode == 1 and "REPRODUCED" in run.stdout, (run.stdout, run.stderr[-2000:])
     assert printed in run.stdout, run.stdout
+
+
+def test_triage_of_longformer_on_openxla_finds_the_as_strided_on_a_view(zoo, tmp_path):
+    """Issue 28's last real cluster: Longformer mismatches on xla+openxla and passes on eager xla.
+    Zoo finds the graph at fault although its last output holds masked scores (finfo.min) and cuts
+    it to the ``as_strided`` on a view (10 nodes); the repro imports torch and torch_xla only and
+    exits 1 with this venv's python."""
+    pytest.importorskip("torch_xla")
+    import subprocess
+
+    out = tmp_path / "D"
+    proc = zoo(["triage", "arch:LongformerModel", "--backend", "xla+openxla", "--tier", "tiny", "--out", str(out)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert (summary["status"], summary["attribution"]) == ("mismatch", "device_compile"), summary
+    assert summary["repro_nodes"] <= 12, summary
+    text = (out / "repro.py").read_text()
+    assert "as_strided" in text and "import torch_xla" in text and "transformers" not in text.split("import sys")[1]
+    run = subprocess.run([sys.executable, str(out / "repro.py")], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 1 and "REPRODUCED" in run.stdout, (run.stdout, run.stderr[-2000:])

@@ -448,12 +448,15 @@ def shortest_prefix(
 
     * a **prefix**: what comes after the k-th node goes, in-place writes too. Failing is not
       monotone in k (a cut ending on a size, a view or a masked score may pass where a shorter one
-      fails: Longformer's ``as_strided``), so after a binary search the cuts before the one it found
-      are tried in order, and the first that fails wins;
-    * a **slice**: the k-th node as the output, what it needs and every in-place write kept (a
-      failure raised in a write after the cut: OpenVINO's Marian), by binary search.
+      fails: Longformer's ``as_strided``), so the cuts before the one a binary search found are
+      tried in order;
+    * a **slice**: the k-th node as the output, with what it needs and what FX will not drop as
+      dead code (``operator.setitem``; an in-place method whose result is unused goes), by binary
+      search.
 
-    The one with fewer nodes is returned."""
+    Both binary searches run first; the prefixes before the one found are then tried in order in
+    what is left of ``budget_s``, each only if it has fewer nodes than the best cut so far. Every
+    cut returned was seen to fail. The one with fewer nodes is returned."""
     compute = [n.name for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
     t0 = time.perf_counter()
 
@@ -483,28 +486,38 @@ def shortest_prefix(
         except Exception:
             return None
 
-    found: list[tuple[torch.fx.GraphModule, list[Any], list[tuple[int, int, int]]]] = []
-    for prefix in (True, False):
-        lo, hi, at, tried = 0, len(compute) - 1, None, set()
+    def binary(prefix: bool) -> tuple[Any, int, set[int]]:
+        lo, hi, at, last, tried = 0, len(compute) - 1, None, -1, set()
         while lo <= hi and time.perf_counter() - t0 < budget_s:
             mid = (lo + hi) // 2
             tried.add(mid)
             candidate = failing(mid, prefix)
             if candidate is not None:
-                at, hi = candidate, mid - 1
-                last = mid
+                at, hi, last = candidate, mid - 1, mid
             else:
                 lo = mid + 1
-        if at is not None and prefix:
-            for k in (k for k in range(last) if k not in tried):
-                if time.perf_counter() - t0 >= budget_s:
-                    break
-                candidate = failing(k, prefix)
-                if candidate is not None:
-                    at = candidate
-                    break
-        if at is not None:
-            found.append(at)
+        return at, last, tried
+
+    # both binary searches first (each a few compiles), then the prefixes before the one found, in
+    # what is left of the budget, each tried only if it is smaller than the best so far
+    at_prefix, last, tried = binary(True)
+    at_slice, _, _ = binary(False)
+    found = [c for c in (at_prefix, at_slice) if c is not None]
+    for k in (k for k in range(last) if k not in tried):
+        if time.perf_counter() - t0 >= budget_s:
+            break
+        try:
+            candidate = cut(k, True)
+        except Exception:
+            continue
+        if found and count_nodes(candidate[0]) >= min(count_nodes(c[0]) for c in found):
+            continue
+        try:
+            if fails(*candidate):
+                found.append(candidate)
+                break
+        except Exception:
+            continue
     return min(found, key=lambda c: count_nodes(c[0]), default=(gm, inputs, first))
 
 
