@@ -4,8 +4,8 @@ the second validation of the same model finds inductor's FX graph cache warm, an
 from __future__ import annotations
 
 import dataclasses
+import json
 import stat
-import time
 
 from zoo_runner import sandbox, shared_headers
 from zoo_runner.launcher import run_isolated
@@ -18,20 +18,24 @@ def test_the_second_compile_of_a_model_hits_the_cache(tmp_path, monkeypatch):
     # `zoo run` gives each of its two model processes one thread, `zoo validate` every core: a thread
     # count compiled into the kernels made them miss each other's entries
     req = ValidationRequest("arch:BertModel", backend="cpu+inductor", timeout_s=600, reference_cache="", threads=1)
+    start = shared_headers._start
+    monkeypatch.setattr(shared_headers, "_start", lambda *a: None)  # as if no shared build were ready in time
     first = run_isolated(req)
+    monkeypatch.setattr(shared_headers, "_start", start)
     assert first["details"]["sandbox"]["inductor_headers"] == "its own (no shared build is ready)"
     assert first["details"]["inductor_headers_built"] >= 1
     # inductor's precompiled headers: the first process, before Zoo's shared build was done, built its own
     # into its namespace (left in its own TMPDIR, every process rebuilt them on a cache hit)
     assert list((tmp_path / "compile").rglob("precompiled_headers/*.gch")), "precompiled headers not in the cache"
     shared = sandbox.shared_headers_dir() / shared_headers.key()
-    deadline = time.monotonic() + 300  # the builder the first validation started in the background
-    while not (shared / "done").exists() and time.monotonic() < deadline:
-        time.sleep(1)
+    assert not shared.exists()
+
+    # the next model process starts the shared build and waits for it
+    second = run_isolated(dataclasses.replace(req, threads=2))
     assert list(shared.glob("*.gch")), f"Zoo's shared headers were not built in {shared}"
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o444 for p in shared.iterdir())
-
-    second = run_isolated(dataclasses.replace(req, threads=2))
+    probes = json.loads((shared / "done").read_text())["isa_probes"]
+    assert probes and all((shared / name).is_file() for name in probes), probes
     assert first["status"] == second["status"] == "pass", (first["error"], second["error"])
     assert (first["details"]["threads"], second["details"]["threads"]) == (1, 2)
     assert (first["details"]["compile_cache"], second["details"]["compile_cache"]) == ("miss", "hit")
@@ -44,3 +48,8 @@ def test_the_second_compile_of_a_model_hits_the_cache(tmp_path, monkeypatch):
     assert third["status"] == "pass" and third["details"]["compile_cache"] == "miss", third["error"]
     assert third["details"]["sandbox"]["inductor_headers"] == "shared, read-only"
     assert third["details"]["inductor_headers_built"] == 0, "the model process built its own headers"
+    # and it loaded Zoo's ISA probes instead of compiling them (byte for byte the builder's)
+    assert third["details"]["inductor_isa_probes_copied"] == len(probes)
+    for name, rel in probes.items():
+        copies = list((tmp_path / "compile2").rglob(rel))
+        assert len(copies) == 1 and copies[0].read_bytes() == (shared / name).read_bytes(), rel

@@ -12,7 +12,7 @@ from db import queries, repository
 from db.session import session_scope
 from services import catalog
 from workers import publish, reconcile
-from zoo_runner import envs
+from zoo_runner import envs, sandbox
 from zoo_runner.backends import BackendSpec, check_backend, load_plugins, typo_problem
 from zoo_runner.exceptions import DatabaseUnavailable, UnknownBackend
 from zoo_runner.launcher import stage_listener
@@ -169,6 +169,8 @@ def main_job(
     backend = resolve_backend(backend)
     if env:
         envs.python_for(env)  # an unknown env in one line, before anything is enqueued or run
+    elif not settings().broker_url and sandbox.start_shared_headers(backend):
+        say("building inductor's shared headers in the background (once per machine)")
     say(f"backend {backend}; reading the catalog")
     source = catalog.ensure_catalog()
     snap_id, ids = pick_models(top)

@@ -198,6 +198,21 @@ def _keep_inductor_headers() -> str | None:
     return headers
 
 
+def _shared_isa_probes() -> int:
+    """Copy the ISA probe libraries of Zoo's shared header build into this process's inductor cache,
+    so inductor loads them instead of compiling its own (zoo_runner.shared_headers.build); returns
+    how many it copied (0 without a shared build or a cache, or where this cache has them)."""
+    root = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    shared = os.environ.get(shared_headers.ENV)
+    if not root or not shared or not os.path.isdir(shared):
+        return 0
+    try:
+        return shared_headers.copy_isa_probes(shared, root)
+    except OSError as exc:  # Zoo's trouble, not the backend's: inductor probes, as without them
+        log.warning("inductor's shared ISA probes not copied (%s): this process probes its own", exc)
+        return 0
+
+
 def _own_headers(directory: str | None) -> set[str]:
     """The precompiled headers in ``directory`` that are files of its own (not links to Zoo's)."""
     if not directory or not os.path.isdir(directory):
@@ -536,6 +551,7 @@ def _run_target(
             if spec.compiler == "inductor":
                 header_dir = _keep_inductor_headers()
                 headers_before = _own_headers(header_dir)
+                result.details["inductor_isa_probes_copied"] = _shared_isa_probes()
                 _thread_independent_kernels()
                 _compile_threads()
             runner = torch.compile(target, backend=spec.compiler, options=backends.compile_options(spec))

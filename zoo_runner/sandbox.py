@@ -37,6 +37,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from . import cache_trust, shared_headers
@@ -184,6 +185,16 @@ def _compiles_with_inductor(req: Any) -> bool:
         return BackendSpec.parse(str(req.backend)).compiler == "inductor"
     except Exception:  # not a spec (auto is resolved before a run): nothing to share
         return False
+
+
+def start_shared_headers(backend: str) -> bool:
+    """Start building Zoo's shared inductor headers now, before the first model process asks
+    (``zoo run`` calls it first thing: the build then overlaps the run's own start instead of the
+    first models' compiles); returns whether they are wanted and not built yet. Never under off
+    (model processes of Zoo's uid do not get them) nor for another compiler."""
+    if mode() == "off" or not _compiles_with_inductor(SimpleNamespace(backend=backend)):
+        return False
+    return shared_headers.ensure(str(shared_headers_dir()), base_env()) is None
 
 
 def compile_cache_dir(uid: int | None) -> str:
@@ -530,7 +541,7 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
     if _compiles_with_inductor(req) and python in (None, sys.executable) and (mountns or uid is not None):
         # inductor's precompiled headers, built once by Zoo (zoo_runner.shared_headers): read-only here.
         # Never under off: a model process of Zoo's own uid could rewrite them for every later one
-        headers = shared_headers.ensure(str(shared_headers_dir()), base_env())
+        headers = shared_headers.ensure(str(shared_headers_dir()), base_env(), wait=shared_headers.WAIT_S)
         setup["inductor_headers"] = "its own (no shared build is ready)"
         if headers is not None and mountns:
             inside = work / "cache" / "headers"

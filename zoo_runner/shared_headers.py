@@ -43,7 +43,11 @@ log = logging.getLogger(__name__)
 ENV = "ZOO_SHARED_HEADERS"  # the directory the model process sees them in
 BUILD_TIMEOUT_S = 600  # a builder past this gives up (its lock goes with it)
 RETRY_AFTER_S = 3600  # a build that failed, or a builder that never finished, is tried again after this
+FORMAT = 2  # what a build holds (2: the ISA probes too); part of the key, so a new one is built
+WAIT_S = 90.0  # how long a model process's start waits for a build this process started (ensure(wait=...))
+ISA_PREFIX = "isa-"  # inductor's ISA probe libraries in the shared directory (see _isa_probes)
 _STARTED: dict[str, float] = {}  # builders this process started: when
+_BUILDERS: dict[str, subprocess.Popen] = {}  # and the processes, while they may still run
 
 
 @functools.lru_cache(maxsize=4)
@@ -67,7 +71,7 @@ def key(python: str | None = None) -> str:
         torch_id = f"{importlib.metadata.version('torch')} {os.path.realpath(spec.origin or '?') if spec else '?'}"
     except Exception:  # pragma: no cover - Zoo's own interpreter always has torch
         torch_id = "?"
-    ident = f"{exe}\n{torch_id}\n{os.uname().machine}\n{_compiler_id()}"
+    ident = f"{exe}\n{torch_id}\n{os.uname().machine}\n{_compiler_id()}\nformat {FORMAT}"
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
@@ -80,32 +84,54 @@ def _zoos(path: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
-def ensure(base: str, env: dict[str, str]) -> Path | None:
+def ensure(base: str, env: dict[str, str], wait: float = 0.0) -> Path | None:
     """The shared header directory for this interpreter under ``base`` (Zoo's own), or None while
     it is not built yet: then a builder process is started in the background (once an hour at
     most per process; it takes a lock, so one per machine builds) with the model processes'
-    environment ``env``, and the model processes started before it is done build their own, as
-    they did before. Nothing waits for it. A directory that is not Zoo's user's alone (a link, or
-    writable by another) is never shared."""
+    environment ``env``. With ``wait``, a builder this process started is waited for, that many
+    seconds at most (it takes about 15 s of one core: less than the header and ISA probes every
+    model process would otherwise build beside it); a model process started before it is done
+    builds its own, as before. A directory that is not Zoo's user's alone (a link, or writable by
+    another) is never shared."""
     k = key()
     target = Path(base) / k
     if (target / "done").is_file():
-        chain = [target, *list(target.parents)[: len(target.parts) - 1]]
-        if all(_zoos(p) for p in chain[:2]) and not any(p.is_symlink() for p in chain):
-            return target
-        log.warning("shared inductor headers %s: not Zoo's alone (a link, or writable by others): not shared", target)
-        return None
+        return _if_zoos(target)
+    _start(base, k, env)
+    builder = _BUILDERS.get(str(target))
+    if wait > 0 and builder is not None:
+        deadline = time.monotonic() + wait
+        while builder.poll() is None and time.monotonic() < deadline and not (target / "done").is_file():
+            time.sleep(0.2)
+        if (target / "done").is_file():
+            return _if_zoos(target)
+    return None
+
+
+def _if_zoos(target: Path) -> Path | None:
+    """``target`` where it and its parent are Zoo's user's alone and no link; else None."""
+    chain = [target, *list(target.parents)[: len(target.parts) - 1]]
+    if all(_zoos(p) for p in chain[:2]) and not any(p.is_symlink() for p in chain):
+        return target
+    log.warning("shared inductor headers %s: not Zoo's alone (a link, or writable by others): not shared", target)
+    return None
+
+
+def _start(base: str, k: str, env: dict[str, str]) -> None:
+    """A builder of ``base/k`` in the background, unless this process started one within the hour
+    or one failed within the hour."""
+    target = Path(base) / k
     now = time.time()
     try:
         failed_at = (Path(base) / f"{k}.failed").stat().st_mtime
     except OSError:
         failed_at = 0.0
     if now - max(failed_at, _STARTED.get(str(target), 0.0)) < RETRY_AFTER_S:
-        return None
+        return
     _STARTED[str(target)] = now
     try:
         Path(base).mkdir(mode=0o755, parents=True, exist_ok=True)
-        subprocess.Popen(
+        _BUILDERS[str(target)] = subprocess.Popen(
             [sys.executable, "-m", __name__, str(base), k],
             env=env,
             cwd=base,  # not the parent's working directory first on sys.path
@@ -117,7 +143,6 @@ def ensure(base: str, env: dict[str, str]) -> Path | None:
         )
     except OSError as exc:
         log.warning("shared inductor headers: builder not started (%s): each model process builds its own", exc)
-    return None
 
 
 def build_shared(base: Path, k: str) -> int:
@@ -143,16 +168,28 @@ def build_shared(base: Path, k: str) -> int:
             out = tmp / "headers"
             out.mkdir()
             os.environ.update(HOME=str(tmp), TMPDIR=str(tmp), TORCHINDUCTOR_CACHE_DIR=str(tmp / "inductor"))
-            build(str(out))
+            libs = build(str(out))
             built = [p for p in out.iterdir() if p.name.endswith(".gch")]
             if not built:
                 raise RuntimeError("inductor precompiled no header")
+            probes = {}
+            for lib in libs:  # flat here: name -> its path in a cache
+                rel = os.path.relpath(lib, tmp / "inductor")
+                if not _probe_path_ok(rel):
+                    continue
+                name = ISA_PREFIX + rel.replace("/", "-")
+                shutil.copyfile(tmp / "inductor" / rel, out / name)
+                probes[name] = rel
             shutil.rmtree(out / "locks", ignore_errors=True)
             for p in out.iterdir():
                 if p.is_symlink() or not p.is_file():
                     raise RuntimeError(f"the build left {p.name}, not a file")
                 os.chmod(p, 0o444)
-            done = {"built_s": round(time.monotonic() - t0, 1), "headers": sorted(p.name for p in built)}
+            done = {
+                "built_s": round(time.monotonic() - t0, 1),
+                "headers": sorted(p.name for p in built),
+                "isa_probes": probes,
+            }
             (out / "done").write_text(json.dumps(done))
             os.chmod(out / "done", 0o444)
             os.chmod(out, 0o755)
@@ -183,11 +220,78 @@ def link_into(shared: str, headers: str) -> int:
     return n
 
 
-def build(out: str) -> None:
+def _probe_lib(isa: object, code: str) -> str | None:
+    """Where inductor's ``VecISA.check_build(code)`` of ``isa`` leaves its library: the same key,
+    source and target it computes (its private helpers: None where they moved, in another torch)."""
+    try:
+        from torch._inductor import cpu_vec_isa
+        from torch._inductor.codecache import write
+        from torch._inductor.cpp_builder import CppBuilder, CppTorchOptions
+
+        fingerprint = cpu_vec_isa._get_isa_dry_compile_fingerprint(isa.build_arch_flags())  # type: ignore[attr-defined]
+        k, src = write(code, "cpp", extra=fingerprint)
+        opts = CppTorchOptions(vec_isa=isa, warning_all=False)
+        return CppBuilder(k, [src], opts, os.path.dirname(src)).get_target_file_path()
+    except Exception as exc:
+        log.warning("inductor's ISA probe not shared: %s", exc)
+        return None
+
+
+def _probe_path_ok(rel: str) -> bool:
+    """``rel`` is where inductor keeps a compiled file in its cache: ``<2 chars>/<name>.so``."""
+    parts = rel.split("/")
+    return len(parts) == 2 and len(parts[0]) == 2 and parts[1].endswith(".so") and ".." not in parts
+
+
+def copy_isa_probes(shared: str, cache: str) -> int:
+    """Copy the ISA probe libraries Zoo's builder left in ``shared`` into the model process's
+    inductor cache ``cache`` where it has none (copies, not links: a link would name this run's
+    mount point, gone at the next run); returns how many. Runs in the model process: what it
+    does here touches only its own namespace."""
+    try:
+        with open(os.path.join(shared, "done")) as f:
+            probes = json.load(f).get("isa_probes") or {}
+    except (OSError, ValueError):
+        return 0
+    n = 0
+    for name, rel in probes.items():
+        if "/" in name or not name.startswith(ISA_PREFIX) or not _probe_path_ok(str(rel)):
+            continue
+        dest = os.path.join(cache, rel)
+        if os.path.isfile(dest):
+            continue
+        if os.path.lexists(dest):  # a dangling link: inductor would build through it
+            os.unlink(dest)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copyfile(os.path.join(shared, name), dest)
+        n += 1
+    return n
+
+
+def build(out: str) -> list[str]:
     """Compile a toy function of Zoo's with inductor, as a model process compiles (its header
-    directory ``out``, thread-independent kernels): inductor precompiles ``cpp_prefix.h`` there."""
+    directory ``out``, thread-independent kernels): inductor precompiles ``cpp_prefix.h`` there.
+    Returns the libraries of inductor's ISA probes that passed (paths in its cache directory).
+
+    Before its first compile, every process probes the CPU's vector ISAs: it compiles test
+    programs (AVX512, its VNNI and BF16 forms, AVX2, ...) into its cache and loads each in a child.
+    That was about 8 of the 22 s of a cold tiny-DistilBERT target stage on one core, paid by every
+    model process, whose cache namespace is its own. A probe library found in the cache is loaded,
+    not rebuilt, so the model processes get copies of these (:func:`copy_isa_probes`)."""
     import torch
-    from torch._inductor import codecache, config
+    from torch._inductor import codecache, config, cpu_vec_isa
+
+    probes: list[str] = []
+    check_build = cpu_vec_isa.VecISA.check_build
+
+    def recording(isa: cpu_vec_isa.VecISA, code: str) -> bool:
+        ok = check_build(isa, code)
+        lib = _probe_lib(isa, code) if ok else None  # flags as the probe had them (bf16's are set for it)
+        if lib and os.path.isfile(lib):
+            probes.append(lib)
+        return ok
+
+    cpu_vec_isa.VecISA.check_build = recording  # type: ignore[method-assign]
 
     codecache._HEADER_DIR = out
     codecache._HEADER_LOCK_DIR = os.path.join(out, "locks")
@@ -200,6 +304,7 @@ def build(out: str) -> None:
 
     with torch.no_grad():
         torch.compile(toy, backend="inductor")(torch.randn(16, 32), torch.randn(32, 64))
+    return probes
 
 
 if __name__ == "__main__":
