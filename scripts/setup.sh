@@ -62,34 +62,45 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 : >"$log"
-# uv installs Zoo's dependencies (about 60 s with pip on 2 cores, under 10 s with uv); pip stays the
-# fallback, and installs torch itself, so the machine's pip configuration (local wheels, caps) picks it
+# uv installs (about 10 s where pip took 60-90 s on 2 cores), with pip's own configuration on this
+# machine (its local wheels, indexes and caps) handed over; pip is the fallback
 UV_VERSION=0.13.9
 uv=""
+uv_args=(--index-strategy unsafe-best-match)  # as pip: the best match over every index, not the first index's
 if "$VENV/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION" >>"$log" 2>&1; then
   uv="$VENV/bin/uv"
+  while IFS= read -r line; do  # e.g. global.find-links='/opt/wheels'
+    k="${line%%=*}"; v="${line#*=}"; v="${v#\'}"; v="${v%\'}"
+    case "${k##*.}" in
+      index-url) uv_args+=(--index-url "$v") ;;
+      extra-index-url) for u in $v; do uv_args+=(--extra-index-url "$u"); done ;;
+      find-links) for u in $v; do uv_args+=(--find-links "$u"); done ;;
+      constraint) for u in $v; do uv_args+=(--constraint "$u"); done ;;
+    esac
+  done < <("$VENV/bin/python" -m pip config list 2>/dev/null)
 else
   say "uv $UV_VERSION not installed (offline?): pip installs everything"
   "$VENV/bin/python" -m pip install -q --upgrade pip >>"$log" 2>&1 || true
 fi
+pkg_install() {  # pkg_install PIP-ARGS...: uv where it is here, else (or where uv fails) pip
+  if [ -n "$uv" ] && "$uv" pip install --quiet --python "$VENV/bin/python" "${uv_args[@]}" "$@"; then
+    return 0
+  fi
+  [ -n "$uv" ] && echo "setup: uv failed (above); pip tries" >&2
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@"
+}
 # shellcheck disable=SC2086
-step "installing $torch_spec" "$VENV/bin/python" -m pip install -q --disable-pip-version-check $torch_spec
+step "installing $torch_spec" pkg_install $torch_spec
 spec="."
 if [ "${#extras[@]}" -gt 0 ]; then
   spec=".[$(IFS=,; echo "${extras[*]}")]"
 fi
-what="transformers, SQLAlchemy, Celery, FastAPI, ..."
-if [ -n "$uv" ]; then
-  # the torch pip just installed stays: a dependency that wants another build fails here instead of
-  # pulling one (PyPI's Linux torch is the 4 GB CUDA build)
-  pins="$VENV/torch-pins.txt"
-  "$VENV/bin/python" -m pip list --disable-pip-version-check --format=freeze 2>>"$log" \
-    | grep -iE '^(torch|torchvision|torchaudio)==' >"$pins" || true
-  # editable, so a change to the source needs no reinstall; the build backend's output goes to the log
-  step "installing Zoo and its dependencies (uv pip install -e '$spec': $what)" \
-    "$uv" pip install --quiet --python "$VENV/bin/python" --constraint "$pins" -e "$spec"
-else
-  step "installing Zoo and its dependencies (pip install -e '$spec': $what)" \
-    "$VENV/bin/python" -m pip install -q -e "$spec"
-fi
+# the torch just installed stays: a dependency that wants another build fails here instead of pulling
+# one (PyPI's Linux torch is the 4 GB CUDA build)
+pins="$VENV/torch-pins.txt"
+"$VENV/bin/python" -m pip list --disable-pip-version-check --format=freeze 2>>"$log" \
+  | grep -iE '^(torch|torchvision|torchaudio)==' >"$pins" || true
+# editable, so a change to the source needs no reinstall; the build backend's output goes to the log
+step "installing Zoo and its dependencies ($([ -n "$uv" ] && echo "uv ")pip install -e '$spec': transformers, SQLAlchemy, Celery, FastAPI, ...)" \
+  pkg_install --constraint "$pins" -e "$spec"
 say "zoo installed in $VENV ($("$VENV/bin/zoo" --help >/dev/null && echo ok); the installers' output in $log)"

@@ -165,12 +165,16 @@ def main_job(
     ``tf32``, ``bf16`` or ``fp16`` at that one (the coverage summary is then of that precision).
     ``status`` hears what the job is doing before its progress bar starts (default: the log)."""
     say = status or log.info
+    # inductor's shared headers, first thing: their build overlaps this process's start (importing torch)
+    # instead of the first models' compiles. auto is cpu+inductor unless an accelerator is here, where the
+    # build, at the lowest priority, is done once for nothing
+    if not env and not settings().broker_url:
+        if sandbox.start_shared_headers("cpu+inductor" if (backend or "").strip() == "auto" else backend):
+            say("building inductor's shared headers in the background (once per machine)")
     say(f"resolving backend {backend} (loads torch and the backend's plugins)")
     backend = resolve_backend(backend)
     if env:
         envs.python_for(env)  # an unknown env in one line, before anything is enqueued or run
-    elif not settings().broker_url and sandbox.start_shared_headers(backend):
-        say("building inductor's shared headers in the background (once per machine)")
     say(f"backend {backend}; reading the catalog")
     source = catalog.ensure_catalog()
     snap_id, ids = pick_models(top)

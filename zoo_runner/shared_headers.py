@@ -34,7 +34,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from . import cache_trust
 
@@ -268,6 +270,19 @@ def copy_isa_probes(shared: str, cache: str) -> int:
     return n
 
 
+def _probe_at_once(cpu_vec_isa: Any) -> None:
+    """Probe the ISAs the CPU lists in threads (inductor probes them one by one, each a compile of
+    its own, when it first needs the list): the compilers run at once, and the toy's compile then
+    finds every answer cached. Where inductor's helpers moved, it probes as it does."""
+    try:
+        cpu = cpu_vec_isa.x86_isa_checker() if os.uname().machine in ("x86_64", "AMD64") else []
+        listed = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(f in cpu for f in str(isa).split())]
+        with ThreadPoolExecutor(max_workers=max(1, len(listed))) as pool:
+            list(pool.map(bool, listed))
+    except Exception as exc:
+        log.warning("inductor's ISA probes not run at once: %s", exc)
+
+
 def build(out: str) -> list[str]:
     """Compile a toy function of Zoo's with inductor, as a model process compiles (its header
     directory ``out``, thread-independent kernels): inductor precompiles ``cpp_prefix.h`` there.
@@ -292,6 +307,7 @@ def build(out: str) -> list[str]:
         return ok
 
     cpu_vec_isa.VecISA.check_build = recording  # type: ignore[method-assign]
+    _probe_at_once(cpu_vec_isa)
 
     codecache._HEADER_DIR = out
     codecache._HEADER_LOCK_DIR = os.path.join(out, "locks")
