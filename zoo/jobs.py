@@ -12,7 +12,7 @@ from db import queries, repository
 from db.session import session_scope
 from services import catalog
 from workers import publish, reconcile
-from zoo_runner import envs, sandbox
+from zoo_runner import envs, launcher, sandbox
 from zoo_runner.backends import BackendSpec, check_backend, load_plugins, typo_problem
 from zoo_runner.exceptions import DatabaseUnavailable, UnknownBackend
 from zoo_runner.launcher import stage_listener
@@ -171,6 +171,7 @@ def main_job(
     if not env and not settings().broker_url:
         if sandbox.start_shared_headers("cpu+inductor" if (backend or "").strip() == "auto" else backend):
             say("building inductor's shared headers in the background (once per machine)")
+        launcher.start_forkserver()  # its imports too
     say(f"resolving backend {backend} (loads torch and the backend's plugins)")
     backend = resolve_backend(backend)
     if env:

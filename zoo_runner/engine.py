@@ -207,10 +207,30 @@ def _shared_isa_probes() -> int:
     if not root or not shared or not os.path.isdir(shared):
         return 0
     try:
-        return shared_headers.copy_isa_probes(shared, root)
+        copied = shared_headers.copy_isa_probes(shared, root)
     except OSError as exc:  # Zoo's trouble, not the backend's: inductor probes, as without them
         log.warning("inductor's shared ISA probes not copied (%s): this process probes its own", exc)
         return 0
+    _trust_loaded_probes(shared_headers.probes_as_built(shared, root))
+    return copied
+
+
+def _trust_loaded_probes(libs: set[str]) -> None:
+    """Inductor loads each probe library in a child Python (about 0.2 s each, six here) after
+    building it; Zoo's builder loaded these very bytes under this interpreter and torch already.
+    Those it skips; any other library (one this process built, one that differs) it loads as before.
+    Inductor's private ``VecISA._probe_load``: where it moved, nothing changes."""
+    from torch._inductor import cpu_vec_isa
+
+    load = getattr(cpu_vec_isa.VecISA, "_probe_load", None)
+    if not libs or load is None or getattr(load, "zoo_trusted", None) is not None:
+        return
+
+    def probe_load(isa: Any, output_path: str) -> bool:
+        return os.path.realpath(output_path) in libs or load(isa, output_path)
+
+    probe_load.zoo_trusted = libs  # type: ignore[attr-defined]
+    cpu_vec_isa.VecISA._probe_load = probe_load
 
 
 def _own_headers(directory: str | None) -> set[str]:

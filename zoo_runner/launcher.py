@@ -108,6 +108,20 @@ def _forkserver_context():
         return ctx
 
 
+def start_forkserver() -> bool:
+    """Start the model processes' forkserver now (it imports torch and transformers, several seconds
+    of a core) without waiting for it: ``zoo run`` calls it first thing, so that import overlaps its
+    own start. Returns whether one was started or is running; the first model process waits for it."""
+    if launcher_kind() != "forkserver":
+        return False
+    try:
+        _forkserver_context()
+    except (OSError, ValueError) as exc:  # started again, or spawned instead, when a model process asks
+        log.warning("forkserver not started early: %s", exc)
+        return False
+    return True
+
+
 def _watch_requester(pid: int, interval_s: float = 1.0) -> None:
     """A forked model process is the forkserver's child, not its requester's: if the requester
     (a worker killed with -9, say) disappears, nobody would stop the model. It stops itself."""

@@ -283,6 +283,29 @@ def _probe_at_once(cpu_vec_isa: Any) -> None:
         log.warning("inductor's ISA probes not run at once: %s", exc)
 
 
+def probes_as_built(shared: str, cache: str) -> set[str]:
+    """The probe libraries in the model process's cache ``cache`` that are byte for byte the ones
+    Zoo's builder left in ``shared`` (real paths): those the builder loaded already."""
+    try:
+        with open(os.path.join(shared, "done")) as f:
+            probes = json.load(f).get("isa_probes") or {}
+    except (OSError, ValueError):
+        return set()
+    same = set()
+    for name, rel in probes.items():
+        if "/" in name or not name.startswith(ISA_PREFIX) or not _probe_path_ok(str(rel)):
+            continue
+        dest = os.path.join(cache, rel)
+        try:
+            if os.path.isfile(dest) and not os.path.islink(dest):
+                with open(dest, "rb") as a, open(os.path.join(shared, name), "rb") as b:
+                    if a.read() == b.read():
+                        same.add(os.path.realpath(dest))
+        except OSError:
+            continue
+    return same
+
+
 def build(out: str) -> list[str]:
     """Compile a toy function of Zoo's with inductor, as a model process compiles (its header
     directory ``out``, thread-independent kernels): inductor precompiles ``cpp_prefix.h`` there.
