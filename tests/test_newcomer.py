@@ -283,12 +283,21 @@ def test_main_job_says_what_it_does_before_the_first_model(monkeypatch, sqlite_u
     monkeypatch.setattr(
         jobs, "run_inprocess", lambda ids, *a, **kw: said.append((time.monotonic(), f"validating {len(ids)}")) or []
     )
+    # what takes a core for seconds starts before this process imports torch: inductor's shared headers
+    # (auto is cpu+inductor here) and the model processes' forkserver
+    monkeypatch.setattr(jobs.sandbox, "start_shared_headers", lambda spec: said.append((0, f"headers {spec}")) or True)
+    monkeypatch.setattr(jobs.launcher, "start_forkserver", lambda: said.append((0, "forkserver")) or True)
     jobs.main_job(
         top=2, backend="auto", tier="tiny", timeout=60, status=lambda text: said.append((time.monotonic(), text))
     )
     texts = [t for _, t in said]
-    assert texts[0].startswith("resolving backend auto") and "backend cpu+inductor" in texts[1]
-    assert "2 models from the catalog (builtin)" in texts[2] and texts[-1] == "validating 2"
+    assert texts[:3] == [
+        "headers cpu+inductor",
+        "building inductor's shared headers in the background (once per machine)",
+        "forkserver",
+    ]
+    assert texts[3].startswith("resolving backend auto") and "backend cpu+inductor" in texts[4]
+    assert "2 models from the catalog (builtin)" in texts[5] and texts[-1] == "validating 2"
 
 
 def test_run_isolated_reports_the_model_process_stages():
