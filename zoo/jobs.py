@@ -24,13 +24,20 @@ from .progress import RunProgress, progress_bar
 log = logging.getLogger(__name__)
 
 
-def resolve_backend(spec: str) -> str:
-    """The canonical spec, or one line: names are checked first, before torch is imported (a typo
-    answers at once, with the closest known name); then whether this machine can run it."""
-    if (spec or "").strip() != "auto" and not settings().plugins:  # a plugin may register any name: loaded first
+def check_names(spec: str) -> None:
+    """UnknownBackend, in one line with the closest known name, for a spec whose names no backend
+    has; torch is not imported. Where plugins are configured they may register any name: then
+    resolve_backend checks after loading them."""
+    if (spec or "").strip() != "auto" and not settings().plugins:
         problem = typo_problem(spec)
         if problem:
             raise UnknownBackend(problem)
+
+
+def resolve_backend(spec: str) -> str:
+    """The canonical spec, or one line: names are checked first, before torch is imported (a typo
+    answers at once, with the closest known name); then whether this machine can run it."""
+    check_names(spec)
     load_plugins()
     parsed = BackendSpec.parse(spec)
     check_backend(parsed)
@@ -168,6 +175,7 @@ def main_job(
     # inductor's shared headers, first thing: their build overlaps this process's start (importing torch)
     # instead of the first models' compiles. auto is cpu+inductor unless an accelerator is here, where the
     # build, at the lowest priority, is done once for nothing
+    check_names(backend)  # a typo answers at once, before anything starts
     if not env and not settings().broker_url:
         if sandbox.start_shared_headers("cpu+inductor" if (backend or "").strip() == "auto" else backend):
             say("building inductor's shared headers in the background (once per machine)")
