@@ -56,6 +56,22 @@ def test_backend_typos_get_the_closest_name_and_no_test_only_backends():
         (["validate", "arch:BertModel", "--backend", "nueron"], "did you mean 'neuron'"),
         (["run", "--top", "1", "--backend", "cpu+inductr"], "did you mean 'cpu+inductor'"),
         (["compare", "--env", "default", "--env", "x", "--backend", "nueron"], "did you mean 'neuron'"),
+        (["triage", "arch:BertModel", "--backend", "nueron"], "did you mean 'neuron'"),
+        (
+            [
+                "bisect",
+                "arch:BertModel",
+                "--backend",
+                "nueron",
+                "--package",
+                "openvino",
+                "--good",
+                "2025.0.0",
+                "--bad",
+                "2026.4.1",
+            ],
+            "did you mean 'neuron'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_on_the_cli(zoo, argv, words):
