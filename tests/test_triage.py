@@ -652,7 +652,7 @@ def test_a_repro_compiled_for_a_device_places_its_inputs_and_device_arguments_th
         render_repro({"nodes": NODES}, compiler="x", imports=[], expect=expect, about="t", device="cpu")
 
 
-def test_the_shortest_prefix_drops_what_follows_and_finds_a_cut_the_binary_search_skips():
+def test_the_smallest_cut_drops_what_follows_and_finds_a_cut_the_binary_search_skips():
     """Failing is not monotone in the cut (Longformer's graph on xla+openxla: the cut at its
     ``as_strided`` fails, a later one ending on a size passes): the cuts before the one the binary
     search found are tried in order. In-place writes after the cut go with it (103 -> 101 nodes
@@ -661,7 +661,7 @@ def test_the_shortest_prefix_drops_what_follows_and_finds_a_cut_the_binary_searc
 
     import torch
 
-    from zoo_runner.triage.ladder import shortest_prefix
+    from zoo_runner.triage.ladder import smallest_cut
 
     g = torch.fx.Graph()
     x = g.placeholder("x")
@@ -678,7 +678,7 @@ def test_the_shortest_prefix_drops_what_follows_and_finds_a_cut_the_binary_searc
         out = next(n for n in cut.graph.nodes if n.op == "output").args[0][0]
         return out.name in fails_on
 
-    small, inputs, _ = shortest_prefix(gm, [torch.randn(4, 4)], [], fails, 60.0)
+    small, inputs, _ = smallest_cut(gm, [torch.randn(4, 4)], [], fails, 60.0)
     kept = [n.name for n in small.graph.nodes if n.op not in ("placeholder", "output")]
     assert kept == [strided.name], kept
     assert len(inputs) == 1
@@ -689,6 +689,6 @@ def test_the_shortest_prefix_drops_what_follows_and_finds_a_cut_the_binary_searc
         out = next(n for n in cut.graph.nodes if n.op == "output").args[0][0]
         return out.target is not operator.setitem and any(n.target is operator.setitem for n in cut.graph.nodes)
 
-    small, _, _ = shortest_prefix(gm, [torch.randn(4, 4)], [], fails_with_the_write, 60.0)
+    small, _, _ = smallest_cut(gm, [torch.randn(4, 4)], [], fails_with_the_write, 60.0)
     kept = [n.name for n in small.graph.nodes if n.op not in ("placeholder", "output")]
     assert kept == [strided.name, scores.name, "setitem"], kept

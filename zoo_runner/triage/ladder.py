@@ -12,7 +12,7 @@ A failure no graph raises (dynamo building a frame's guards after the backend re
 OpenVINO's re-trace makes it) is kept at torch level: the last graph the backend compiled, its
 symbolic sizes read from its tensors, called first on the tensors narrowed along their dynamic
 dimensions and then as they are (the recompile), and cut to its shortest failing prefix
-(:func:`guard_graph`, :func:`shortest_prefix`). Lowered to ATen, such a graph no longer fails.
+(:func:`guard_graph`, :func:`smallest_cut`). Lowered to ATen, such a graph no longer fails.
 """
 
 from __future__ import annotations
@@ -436,7 +436,7 @@ def recompile_predicate(p: Prepared, row: dict[str, Any]) -> Callable[..., bool]
     return fails
 
 
-def shortest_prefix(
+def smallest_cut(
     gm: torch.fx.GraphModule,
     inputs: list[Any],
     first: list[tuple[int, int, int]],
@@ -479,9 +479,14 @@ def shortest_prefix(
         index = {old: new for new, old in enumerate(keep)}
         return g, [inputs[i] for i in keep], [(index[k2], d, n) for k2, d, n in first if k2 in index]
 
-    def failing(k: int, prefix: bool) -> tuple[torch.fx.GraphModule, list[Any], list[tuple[int, int, int]]] | None:
+    def failing(
+        k: int, prefix: bool, under: int | None = None
+    ) -> tuple[torch.fx.GraphModule, list[Any], list[tuple[int, int, int]]] | None:
+        """The cut if it fails (compiled only where it has fewer nodes than ``under``), else None."""
         try:
             candidate = cut(k, prefix)
+            if under is not None and count_nodes(candidate[0]) >= under:
+                return None
             return candidate if fails(*candidate) else None
         except Exception:
             return None
@@ -506,18 +511,10 @@ def shortest_prefix(
     for k in (k for k in range(last) if k not in tried):
         if time.perf_counter() - t0 >= budget_s:
             break
-        try:
-            candidate = cut(k, True)
-        except Exception:
-            continue
-        if found and count_nodes(candidate[0]) >= min(count_nodes(c[0]) for c in found):
-            continue
-        try:
-            if fails(*candidate):
-                found.append(candidate)
-                break
-        except Exception:
-            continue
+        candidate = failing(k, True, min((count_nodes(c[0]) for c in found), default=None))
+        if candidate is not None:
+            found.append(candidate)
+            break
     return min(found, key=lambda c: count_nodes(c[0]), default=(gm, inputs, first))
 
 
@@ -775,7 +772,7 @@ def _torch_graph_repro(
         return False
     aten_nodes = tri.get("graph_nodes")
     t0 = time.perf_counter()
-    small, small_inputs, _ = shortest_prefix(gm, inputs, [], fails, MINIFY_BUDGET_S)
+    small, small_inputs, _ = smallest_cut(gm, inputs, [], fails, MINIFY_BUDGET_S)
     tri["minify_s"] = round(time.perf_counter() - t0, 1)
     tri["graph_nodes"], tri["repro_nodes"] = nodes, count_nodes(small)
     why = (
@@ -828,7 +825,7 @@ def _guard_repro(p: Prepared, row: dict[str, Any], tri: dict[str, Any], seed: in
         )
         return False
     t0 = time.perf_counter()
-    small, small_inputs, small_first = shortest_prefix(gm, inputs, first, fails, MINIFY_BUDGET_S)
+    small, small_inputs, small_first = smallest_cut(gm, inputs, first, fails, MINIFY_BUDGET_S)
     tri["minify_s"] = round(time.perf_counter() - t0, 1)
     fails(small, small_inputs, small_first)
     tri["repro_signature"] = getattr(fails, "seen", None) or ""
