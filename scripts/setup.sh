@@ -66,28 +66,47 @@ fi
 # machine (its local wheels, indexes and caps) handed over; pip is the fallback
 UV_VERSION=0.13.9
 uv=""
-uv_args=(--index-strategy unsafe-best-match)  # as pip: the best match over every index, not the first index's
 if "$VENV/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION" >>"$log" 2>&1; then
   uv="$VENV/bin/uv"
-  while IFS= read -r line; do  # e.g. global.find-links='/opt/wheels'
-    k="${line%%=*}"; v="${line#*=}"; v="${v#\'}"; v="${v%\'}"
-    case "${k##*.}" in
-      index-url) uv_args+=(--index-url "$v") ;;
-      extra-index-url) for u in $v; do uv_args+=(--extra-index-url "$u"); done ;;
-      find-links) for u in $v; do uv_args+=(--find-links "$u"); done ;;
-      constraint) for u in $v; do uv_args+=(--constraint "$u"); done ;;
-    esac
-  done < <("$VENV/bin/python" -m pip config list 2>/dev/null)
+  # pip's configuration as uv's environment (not its command line: an index URL may hold a password),
+  # the most specific of pip's sections winning (its environment, then [install], then [global])
+  eval "$("$VENV/bin/python" - <<'PY'
+import ast, shlex, subprocess, sys
+out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+rank, best = {":env:": 3, "install": 2, "global": 1}, {}
+for line in out.splitlines():  # e.g. global.extra-index-url='file:///a file:///b'
+    key, _, value = line.partition("=")
+    section, _, name = key.rpartition(".")
+    try:
+        value = str(ast.literal_eval(value))
+    except (ValueError, SyntaxError):
+        continue
+    if rank.get(section, 0) > best.get(name, (0, ""))[0]:
+        best[name] = (rank[section], value)
+env = {"index-url": ("UV_INDEX_URL", " "), "extra-index-url": ("UV_EXTRA_INDEX_URL", " "),
+       "find-links": ("UV_FIND_LINKS", ","), "constraint": ("UV_CONSTRAINT", " "), "cert": ("SSL_CERT_FILE", " ")}
+for name, (var, sep) in env.items():
+    if name in best:
+        print(f"export {var}={shlex.quote(sep.join(best[name][1].split()))}")
+if best.get("no-index", (0, ""))[1].lower() in ("1", "true", "yes", "on"):
+    print("export UV_NO_INDEX=1")
+PY
+)"
+  export UV_INDEX_STRATEGY=unsafe-best-match  # as pip: the best match over every index, not the first's
+  export UV_COMPILE_BYTECODE=1  # as pip: model processes (another uid) cannot write .pyc files here
 else
   say "uv $UV_VERSION not installed (offline?): pip installs everything"
   "$VENV/bin/python" -m pip install -q --upgrade pip >>"$log" 2>&1 || true
 fi
+pins=""  # set below: the torch that stays
 pkg_install() {  # pkg_install PIP-ARGS...: uv where it is here, else (or where uv fails) pip
-  if [ -n "$uv" ] && "$uv" pip install --quiet --python "$VENV/bin/python" "${uv_args[@]}" "$@"; then
+  local constraints="${UV_CONSTRAINT:-}"
+  if [ -n "$pins" ]; then constraints="${constraints:+$constraints }$pins"; fi
+  if [ -n "$uv" ] && UV_CONSTRAINT="$constraints" "$uv" pip install --quiet --python "$VENV/bin/python" "$@"; then
     return 0
   fi
-  [ -n "$uv" ] && echo "setup: uv failed (above); pip tries" >&2
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@"
+  if [ -n "$uv" ]; then echo "setup: uv failed (its output in $log); pip tries" >&2; fi
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check ${pins:+--constraint "$pins"} "$@"
 }
 # shellcheck disable=SC2086
 step "installing $torch_spec" pkg_install $torch_spec
@@ -100,7 +119,8 @@ fi
 pins="$VENV/torch-pins.txt"
 "$VENV/bin/python" -m pip list --disable-pip-version-check --format=freeze 2>>"$log" \
   | grep -iE '^(torch|torchvision|torchaudio)==' >"$pins" || true
+[ -s "$pins" ] || pins=""
 # editable, so a change to the source needs no reinstall; the build backend's output goes to the log
 step "installing Zoo and its dependencies ($([ -n "$uv" ] && echo "uv ")pip install -e '$spec': transformers, SQLAlchemy, Celery, FastAPI, ...)" \
-  pkg_install --constraint "$pins" -e "$spec"
+  pkg_install -e "$spec"
 say "zoo installed in $VENV ($("$VENV/bin/zoo" --help >/dev/null && echo ok); the installers' output in $log)"

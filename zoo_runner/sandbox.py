@@ -35,6 +35,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -194,7 +195,8 @@ def start_shared_headers(backend: str) -> bool:
     (model processes of Zoo's uid do not get them) nor for another compiler."""
     if mode() == "off" or not _compiles_with_inductor(SimpleNamespace(backend=backend)):
         return False
-    return shared_headers.ensure(str(shared_headers_dir()), base_env()) is None
+    base = str(shared_headers_dir())
+    return shared_headers.ensure(base, base_env()) is None and shared_headers.building(base)
 
 
 def compile_cache_dir(uid: int | None) -> str:
@@ -541,7 +543,11 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
     if _compiles_with_inductor(req) and python in (None, sys.executable) and (mountns or uid is not None):
         # inductor's precompiled headers, built once by Zoo (zoo_runner.shared_headers): read-only here.
         # Never under off: a model process of Zoo's own uid could rewrite them for every later one
+        t_wait = time.monotonic()
         headers = shared_headers.ensure(str(shared_headers_dir()), base_env(), wait=shared_headers.WAIT_S)
+        waited = time.monotonic() - t_wait
+        if waited >= 0.5:  # the build this process started, waited for (part of the row's duration)
+            setup["inductor_headers_waited_s"] = round(waited, 1)
         setup["inductor_headers"] = "its own (no shared build is ready)"
         if headers is not None and mountns:
             inside = work / "cache" / "headers"

@@ -6,8 +6,11 @@ own on its first compile: 6 of 16 s of a cold tiny-BERT compile on 2 EPYC cores,
 namespace. A header a model process built cannot be shared (it could plant code in it), so Zoo
 builds it in a process of its own that compiles a fixed toy function of Zoo's, never a model, and
 keeps it in ``~/.cache/zoo/inductor-headers/<key>``: Zoo's user's, directories 0755, files 0444.
-The builder starts in the background the first time a model process would want it; processes
-started before it is done build their own, as before, and nothing waits for it.
+The builder also builds inductor's ISA probes (:func:`build`), which the model processes copy
+into their own caches (:func:`copy_isa_probes`). ``zoo run`` starts the builder first thing, else
+the first model process that would want it does; a model process that would want it while the
+build this Zoo process started is under way waits for it (``WAIT_S`` from the builder's start, at
+most); one started after that, or when no build is ready, builds its own, as before.
 Model processes get that directory read-only (a bind in their mount namespace, or mode bits where
 they run as another uid) and link its files into a header directory of their own
 (:func:`link_into`): inductor finds a header of the same flags there and skips the build. A header
@@ -19,6 +22,7 @@ builds its own, as before. Nothing the model process writes reaches this directo
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -47,7 +51,7 @@ BUILD_TIMEOUT_S = 600  # a builder past this gives up (its lock goes with it)
 RETRY_AFTER_S = 3600  # a build that failed, or a builder that never finished, is tried again after this
 FORMAT = 2  # what a build holds (2: the ISA probes too); part of the key, so a new one is built
 WAIT_S = 90.0  # how long a model process's start waits for a build this process started (ensure(wait=...))
-ISA_PREFIX = "isa-"  # inductor's ISA probe libraries in the shared directory (see _isa_probes)
+ISA_PREFIX = "isa-"  # inductor's ISA probe libraries in the shared directory (see build)
 _STARTED: dict[str, float] = {}  # builders this process started: when
 _BUILDERS: dict[str, subprocess.Popen] = {}  # and the processes, while they may still run
 
@@ -91,7 +95,7 @@ def ensure(base: str, env: dict[str, str], wait: float = 0.0) -> Path | None:
     it is not built yet: then a builder process is started in the background (once an hour at
     most per process; it takes a lock, so one per machine builds) with the model processes'
     environment ``env``. With ``wait``, a builder this process started is waited for, that many
-    seconds at most (it takes about 15 s of one core: less than the header and ISA probes every
+    seconds after it started at most (it takes about 20 s of one core: less than the header and ISA probes every
     model process would otherwise build beside it); a model process started before it is done
     builds its own, as before. A directory that is not Zoo's user's alone (a link, or writable by
     another) is never shared."""
@@ -101,13 +105,19 @@ def ensure(base: str, env: dict[str, str], wait: float = 0.0) -> Path | None:
         return _if_zoos(target)
     _start(base, k, env)
     builder = _BUILDERS.get(str(target))
-    if wait > 0 and builder is not None:
-        deadline = time.monotonic() + wait
-        while builder.poll() is None and time.monotonic() < deadline and not (target / "done").is_file():
+    if wait > 0 and builder is not None:  # from the builder's start: a slow build is not waited for by each run
+        deadline = _STARTED.get(str(target), 0.0) + wait
+        while builder.poll() is None and time.time() < deadline and not (target / "done").is_file():
             time.sleep(0.2)
         if (target / "done").is_file():
             return _if_zoos(target)
     return None
+
+
+def building(base: str) -> bool:
+    """Whether a builder this process started for this interpreter under ``base`` still runs."""
+    builder = _BUILDERS.get(str(Path(base) / key()))
+    return builder is not None and builder.poll() is None
 
 
 def _if_zoos(target: Path) -> Path | None:
@@ -260,12 +270,24 @@ def copy_isa_probes(shared: str, cache: str) -> int:
         if "/" in name or not name.startswith(ISA_PREFIX) or not _probe_path_ok(str(rel)):
             continue
         dest = os.path.join(cache, rel)
-        if os.path.isfile(dest):
-            continue
-        if os.path.lexists(dest):  # a dangling link: inductor would build through it
-            os.unlink(dest)
+        with open(os.path.join(shared, name), "rb") as f:
+            data = f.read()
+        if not os.path.islink(dest) and os.path.isfile(dest):
+            with open(dest, "rb") as f:
+                if f.read() == data:
+                    continue
+        # anything else there (a copy cut short, a link) would be taken as the probe: replaced whole
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        shutil.copyfile(os.path.join(shared, name), dest)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".zoo-probe-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, dest)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         n += 1
     return n
 
