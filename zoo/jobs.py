@@ -172,10 +172,10 @@ def main_job(
     ``tf32``, ``bf16`` or ``fp16`` at that one (the coverage summary is then of that precision).
     ``status`` hears what the job is doing before its progress bar starts (default: the log)."""
     say = status or log.info
+    check_names(backend)  # a typo answers at once, before anything starts
     # inductor's shared headers, first thing: their build overlaps this process's start (importing torch)
     # instead of the first models' compiles. auto is cpu+inductor unless an accelerator is here, where the
     # build, at the lowest priority, is done once for nothing
-    check_names(backend)  # a typo answers at once, before anything starts
     if not env and not settings().broker_url:
         if sandbox.start_shared_headers("cpu+inductor" if (backend or "").strip() == "auto" else backend):
             say("building inductor's shared headers in the background (once per machine)")

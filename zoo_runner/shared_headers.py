@@ -255,27 +255,43 @@ def _probe_path_ok(rel: str) -> bool:
     return len(parts) == 2 and len(parts[0]) == 2 and parts[1].endswith(".so") and ".." not in parts
 
 
+def _listed_probes(shared: str) -> list[tuple[str, str]]:
+    """The probes Zoo's builder listed in ``shared``'s ``done``: (its file there, its path in a cache)."""
+    try:
+        with open(os.path.join(shared, "done")) as f:
+            probes = json.load(f).get("isa_probes") or {}
+    except (OSError, ValueError):
+        return []
+    return [
+        (os.path.join(shared, name), str(rel))
+        for name, rel in probes.items()
+        if "/" not in name and name.startswith(ISA_PREFIX) and _probe_path_ok(str(rel))
+    ]
+
+
+def _same_bytes(path: str, data: bytes) -> bool:
+    """``path`` is a regular file (no link) holding ``data``."""
+    try:
+        if os.path.islink(path) or not os.path.isfile(path):
+            return False
+        with open(path, "rb") as f:
+            return f.read() == data
+    except OSError:
+        return False
+
+
 def copy_isa_probes(shared: str, cache: str) -> int:
     """Copy the ISA probe libraries Zoo's builder left in ``shared`` into the model process's
     inductor cache ``cache`` where it has none (copies, not links: a link would name this run's
     mount point, gone at the next run); returns how many. Runs in the model process: what it
     does here touches only its own namespace."""
-    try:
-        with open(os.path.join(shared, "done")) as f:
-            probes = json.load(f).get("isa_probes") or {}
-    except (OSError, ValueError):
-        return 0
     n = 0
-    for name, rel in probes.items():
-        if "/" in name or not name.startswith(ISA_PREFIX) or not _probe_path_ok(str(rel)):
-            continue
+    for source, rel in _listed_probes(shared):
         dest = os.path.join(cache, rel)
-        with open(os.path.join(shared, name), "rb") as f:
+        with open(source, "rb") as f:
             data = f.read()
-        if not os.path.islink(dest) and os.path.isfile(dest):
-            with open(dest, "rb") as f:
-                if f.read() == data:
-                    continue
+        if _same_bytes(dest, data):
+            continue
         # anything else there (a copy cut short, a link) would be taken as the probe: replaced whole
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".zoo-probe-")
@@ -292,6 +308,22 @@ def copy_isa_probes(shared: str, cache: str) -> int:
     return n
 
 
+def probes_as_built(shared: str, cache: str) -> set[str]:
+    """The probe libraries in the model process's cache ``cache`` that are byte for byte the ones
+    Zoo's builder left in ``shared`` (real paths): those the builder loaded already."""
+    same = set()
+    for source, rel in _listed_probes(shared):
+        dest = os.path.join(cache, rel)
+        try:
+            with open(source, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if _same_bytes(dest, data):
+            same.add(os.path.realpath(dest))
+    return same
+
+
 def _probe_at_once(cpu_vec_isa: Any) -> None:
     """Probe the ISAs the CPU lists in threads (inductor probes them one by one, each a compile of
     its own, when it first needs the list): the compilers run at once, and the toy's compile then
@@ -303,29 +335,6 @@ def _probe_at_once(cpu_vec_isa: Any) -> None:
             list(pool.map(bool, listed))
     except Exception as exc:
         log.warning("inductor's ISA probes not run at once: %s", exc)
-
-
-def probes_as_built(shared: str, cache: str) -> set[str]:
-    """The probe libraries in the model process's cache ``cache`` that are byte for byte the ones
-    Zoo's builder left in ``shared`` (real paths): those the builder loaded already."""
-    try:
-        with open(os.path.join(shared, "done")) as f:
-            probes = json.load(f).get("isa_probes") or {}
-    except (OSError, ValueError):
-        return set()
-    same = set()
-    for name, rel in probes.items():
-        if "/" in name or not name.startswith(ISA_PREFIX) or not _probe_path_ok(str(rel)):
-            continue
-        dest = os.path.join(cache, rel)
-        try:
-            if os.path.isfile(dest) and not os.path.islink(dest):
-                with open(dest, "rb") as a, open(os.path.join(shared, name), "rb") as b:
-                    if a.read() == b.read():
-                        same.add(os.path.realpath(dest))
-        except OSError:
-            continue
-    return same
 
 
 def build(out: str) -> list[str]:
