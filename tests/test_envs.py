@@ -375,4 +375,13 @@ def test_openvino_that_hands_every_graph_to_inductor_is_not_a_pass(env_home, zoo
     assert row["details"]["fallback_report"]["graphs_on_inductor"], row["details"]["fallback_report"]
     assert "backend_share 0" in row["error"]["message"]
     assert out.returncode == 1
+    # the inductor it fell back to used Zoo's shared headers, built under the env's interpreter and torch
+    assert row["details"]["sandbox"]["inductor_headers"] == "shared, read-only", row["details"]["sandbox"]
+    assert row["details"]["inductor_headers_built"] == 0
+    from pathlib import Path
+
+    from zoo_runner import shared_headers
+
+    python = str(Path(env_home) / "t29" / "bin" / "python")
+    assert shared_headers.key(python) != shared_headers.key()  # another torch: another build
     zoo(["env", "remove", "t29"], ZOO_ENV_HOME=env_home)  # 4 GB: not kept past its test

@@ -285,15 +285,17 @@ def test_main_job_says_what_it_does_before_the_first_model(monkeypatch, sqlite_u
     )
     # what takes a core for seconds starts before this process imports torch: inductor's shared headers
     # (auto is cpu+inductor here) and the model processes' forkserver
-    monkeypatch.setattr(jobs.sandbox, "start_shared_headers", lambda spec: said.append((0, f"headers {spec}")) or True)
+    monkeypatch.setattr(
+        jobs.sandbox, "start_shared_headers", lambda spec, python: said.append((0, f"headers {spec} {python}")) or True
+    )
     monkeypatch.setattr(jobs.launcher, "start_forkserver", lambda: said.append((0, "forkserver")) or True)
     jobs.main_job(
         top=2, backend="auto", tier="tiny", timeout=60, status=lambda text: said.append((time.monotonic(), text))
     )
     texts = [t for _, t in said]
     assert texts[:3] == [
-        "headers cpu+inductor",
-        "building inductor's shared headers in the background (once per machine)",
+        "headers cpu+inductor None",
+        "building inductor's shared headers in the background (once per machine and interpreter)",
         "forkserver",
     ]
     assert texts[3].startswith("resolving backend auto") and "backend cpu+inductor" in texts[4]

@@ -176,14 +176,15 @@ def main_job(
     # inductor's shared headers, first thing: their build overlaps this process's start (importing torch)
     # instead of the first models' compiles. auto is cpu+inductor unless an accelerator is here, where the
     # build, at the lowest priority, is done once for nothing
-    if not env and not settings().broker_url:
-        if sandbox.start_shared_headers("cpu+inductor" if (backend or "").strip() == "auto" else backend):
-            say("building inductor's shared headers in the background (once per machine)")
-        launcher.start_forkserver()  # its imports too
+    python = envs.python_for(env) if env else None  # an unknown env in one line, before anything starts
+    if not settings().broker_url:
+        if sandbox.start_shared_headers("cpu+inductor" if (backend or "").strip() == "auto" else backend, python):
+            for_env = f" for env {env}" if env else ""
+            say(f"building inductor's shared headers{for_env} in the background (once per machine and interpreter)")
+        if not env:
+            launcher.start_forkserver()  # its imports too
     say(f"resolving backend {backend} (loads torch and the backend's plugins)")
     backend = resolve_backend(backend)
-    if env:
-        envs.python_for(env)  # an unknown env in one line, before anything is enqueued or run
     say(f"backend {backend}; reading the catalog")
     source = catalog.ensure_catalog()
     snap_id, ids = pick_models(top)

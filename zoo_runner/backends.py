@@ -203,6 +203,10 @@ BUILTIN_COMPILERS = {
     "openxla": "zoo_runner.plugins.xla",
 }
 BUILTIN_DEVICES = {"xla": "zoo_runner.plugins.xla"}
+# Compile backends that hand what they cannot convert to inductor: OpenVINO's compiles such a graph
+# (or partition) with ``compile_fx``. Their model processes compile C++ with inductor too, so they get
+# Zoo's shared inductor headers and ISA probes, as ``+inductor`` does (zoo_runner.shared_headers).
+INDUCTOR_FALLBACK_COMPILERS = frozenset({"openvino"})
 
 
 def register_device(plugin: DevicePlugin) -> None:

@@ -568,7 +568,8 @@ def _run_target(
 
             dynamo.reset()
             counters.clear()
-            if spec.compiler == "inductor":
+            if spec.compiler == "inductor" or spec.compiler in backends.INDUCTOR_FALLBACK_COMPILERS:
+                # inductor compiles here, or takes what the compiler hands it (OpenVINO's compile_fx)
                 header_dir = _keep_inductor_headers()
                 headers_before = _own_headers(header_dir)
                 result.details["inductor_isa_probes_copied"] = _shared_isa_probes()

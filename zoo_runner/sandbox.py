@@ -42,7 +42,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from . import cache_trust, shared_headers
-from .backends import BackendSpec
+from .backends import INDUCTOR_FALLBACK_COMPILERS, BackendSpec
 from .exceptions import BadInput, SandboxUnavailable
 from .sandbox_linux import EXIT_REFUSED, PROTECTIONS, Plan
 from .settings import DEFAULT_SANDBOX_UID, SANDBOX_MODES, settings
@@ -181,22 +181,25 @@ def shared_headers_dir() -> Path:
 
 
 def _compiles_with_inductor(req: Any) -> bool:
-    """Whether ``req``'s backend spec names inductor as its compiler (``cpu+inductor@bf16``)."""
+    """Whether ``req``'s backend spec names inductor as its compiler (``cpu+inductor@bf16``), or a
+    compiler that hands what it cannot convert to inductor (``cpu+openvino``)."""
     try:
-        return BackendSpec.parse(str(req.backend)).compiler == "inductor"
+        compiler = BackendSpec.parse(str(req.backend)).compiler
     except Exception:  # not a spec (auto is resolved before a run): nothing to share
         return False
+    return compiler == "inductor" or compiler in INDUCTOR_FALLBACK_COMPILERS
 
 
-def start_shared_headers(backend: str) -> bool:
+def start_shared_headers(backend: str, python: str | None = None) -> bool:
     """Start building Zoo's shared inductor headers now, before the first model process asks
     (``zoo run`` calls it first thing: the build then overlaps the run's own start instead of the
     first models' compiles); returns whether they are wanted and not built yet. Never under off
-    (model processes of Zoo's uid do not get them) nor for another compiler."""
+    (model processes of Zoo's uid do not get them) nor for another compiler. ``python``: an env's
+    interpreter, whose model processes get a build of its own (its torch)."""
     if mode() == "off" or not _compiles_with_inductor(SimpleNamespace(backend=backend)):
         return False
     base = str(shared_headers_dir())
-    return shared_headers.ensure(base, base_env()) is None and shared_headers.building(base)
+    return shared_headers.ensure(base, base_env(), python=python) is None and shared_headers.building(base, python)
 
 
 def compile_cache_dir(uid: int | None) -> str:
@@ -540,11 +543,14 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
             binds.append([str(compile_ns), compile_root])
             setup["compile_cache"] = "its namespace"
         env.update({var: os.path.join(compile_root, sub) for var, sub in CACHE_VARS.items()})
-    if _compiles_with_inductor(req) and python in (None, sys.executable) and (mountns or uid is not None):
-        # inductor's precompiled headers, built once by Zoo (zoo_runner.shared_headers): read-only here.
+    if _compiles_with_inductor(req) and (mountns or uid is not None):
+        # inductor's precompiled headers, built once by Zoo (zoo_runner.shared_headers) for this
+        # interpreter and torch (an env's own): read-only here.
         # Never under off: a model process of Zoo's own uid could rewrite them for every later one
         t_wait = time.monotonic()
-        headers = shared_headers.ensure(str(shared_headers_dir()), base_env(), wait=shared_headers.WAIT_S)
+        headers = shared_headers.ensure(
+            str(shared_headers_dir()), base_env(), wait=shared_headers.WAIT_S, python=python
+        )
         waited = time.monotonic() - t_wait
         if waited >= 0.5:  # the build this process started, waited for (part of the row's duration)
             setup["inductor_headers_waited_s"] = round(waited, 1)

@@ -13,9 +13,10 @@ build this Zoo process started is under way waits for it (``WAIT_S`` from the bu
 most); one started after that, or when no build is ready, builds its own, as before.
 Model processes get that directory read-only (a bind in their mount namespace, or mode bits where
 they run as another uid) and link its files into a header directory of their own
-(:func:`link_into`): inductor finds a header of the same flags there and skips the build. A header
-built with other flags (another interpreter, an env's torch) is not there: the model process
-builds its own, as before. Nothing the model process writes reaches this directory.
+(:func:`link_into`): inductor finds a header of the same flags there and skips the build. Each
+interpreter and torch has a build of its own (:func:`key`): an env's model processes get one made
+by a builder run under the env's interpreter, with the env's torch. Nothing the model process
+writes reaches this directory.
 
     python -m zoo_runner.shared_headers BASE KEY   # the builder process (Zoo's code only)
 """
@@ -68,15 +69,40 @@ def _compiler_id() -> str:
     return f"{cxx} {out.splitlines()[0] if out else ''}"
 
 
+def _zoo_python(python: str | None) -> bool:
+    """``python`` is Zoo's own interpreter (None, or this process's executable by path)."""
+    return python is None or os.path.abspath(python) == os.path.abspath(sys.executable)
+
+
+@functools.lru_cache(maxsize=8)
+def _torch_id(python: str | None = None) -> str:
+    """The version and location of the torch ``python`` imports, without importing it: in this
+    process for Zoo's own interpreter, else asked of ``python`` (an env's, whose torch may be its own)."""
+    if _zoo_python(python):
+        try:  # without importing torch (the parent may not have yet)
+            spec = importlib.util.find_spec("torch")
+            return f"{importlib.metadata.version('torch')} {os.path.realpath(spec.origin or '?') if spec else '?'}"
+        except Exception:  # pragma: no cover - Zoo's own interpreter always has torch
+            return "?"
+    code = (
+        "import importlib.metadata as m, importlib.util as u, os\n"
+        "s = u.find_spec('torch')\n"
+        "print(m.version('torch'), os.path.realpath(s.origin or '?') if s else '?')"
+    )
+    try:
+        out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "?"
+
+
 @functools.lru_cache(maxsize=8)
 def key(python: str | None = None) -> str:
-    """Which interpreter, torch and compiler the headers are for: another's never match."""
+    """Which interpreter, torch and compiler the headers are for: another's never match. An env's
+    interpreter is often the same binary as Zoo's; its torch (its own, or Zoo's it falls through
+    to) tells them apart."""
     exe = os.path.realpath(python or sys.executable)
-    try:  # without importing torch (the parent may not have yet)
-        spec = importlib.util.find_spec("torch")
-        torch_id = f"{importlib.metadata.version('torch')} {os.path.realpath(spec.origin or '?') if spec else '?'}"
-    except Exception:  # pragma: no cover - Zoo's own interpreter always has torch
-        torch_id = "?"
+    torch_id = _torch_id(None if _zoo_python(python) else python)
     ident = f"{exe}\n{torch_id}\n{os.uname().machine}\n{_compiler_id()}\nformat {FORMAT}"
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
@@ -90,8 +116,9 @@ def _zoos(path: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
-def ensure(base: str, env: dict[str, str], wait: float = 0.0) -> Path | None:
-    """The shared header directory for this interpreter under ``base`` (Zoo's own), or None while
+def ensure(base: str, env: dict[str, str], wait: float = 0.0, python: str | None = None) -> Path | None:
+    """The shared header directory for interpreter ``python`` (Zoo's own by default; an env's runs
+    its own builder, with its torch) under ``base`` (Zoo's own), or None while
     it is not built yet: then a builder process is started in the background (once an hour at
     most per process; it takes a lock, so one per machine builds) with the model processes'
     environment ``env``. With ``wait``, a builder this process started is waited for, that many
@@ -99,11 +126,11 @@ def ensure(base: str, env: dict[str, str], wait: float = 0.0) -> Path | None:
     model process would otherwise build beside it); a model process started before it is done
     builds its own, as before. A directory that is not Zoo's user's alone (a link, or writable by
     another) is never shared."""
-    k = key()
+    k = key(python)
     target = Path(base) / k
     if (target / "done").is_file():
         return _if_zoos(target)
-    _start(base, k, env)
+    _start(base, k, env, python)
     builder = _BUILDERS.get(str(target))
     if wait > 0 and builder is not None:  # from the builder's start: a slow build is not waited for by each run
         deadline = _STARTED.get(str(target), 0.0) + wait
@@ -114,9 +141,9 @@ def ensure(base: str, env: dict[str, str], wait: float = 0.0) -> Path | None:
     return None
 
 
-def building(base: str) -> bool:
-    """Whether a builder this process started for this interpreter under ``base`` still runs."""
-    builder = _BUILDERS.get(str(Path(base) / key()))
+def building(base: str, python: str | None = None) -> bool:
+    """Whether a builder this process started for interpreter ``python`` under ``base`` still runs."""
+    builder = _BUILDERS.get(str(Path(base) / key(python)))
     return builder is not None and builder.poll() is None
 
 
@@ -129,9 +156,10 @@ def _if_zoos(target: Path) -> Path | None:
     return None
 
 
-def _start(base: str, k: str, env: dict[str, str]) -> None:
-    """A builder of ``base/k`` in the background, unless this process started one within the hour
-    or one failed within the hour."""
+def _start(base: str, k: str, env: dict[str, str], python: str | None = None) -> None:
+    """A builder of ``base/k`` in the background, run by ``python`` (Zoo's own interpreter by
+    default; an env's imports Zoo's engine through its fall-through to Zoo's site-packages),
+    unless this process started one within the hour or one failed within the hour."""
     target = Path(base) / k
     now = time.time()
     try:
@@ -144,7 +172,7 @@ def _start(base: str, k: str, env: dict[str, str]) -> None:
     try:
         Path(base).mkdir(mode=0o755, parents=True, exist_ok=True)
         _BUILDERS[str(target)] = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(base), k],
+            [python or sys.executable, "-m", __name__, str(base), k],
             env=env,
             cwd=base,  # not the parent's working directory first on sys.path
             stdin=subprocess.DEVNULL,
