@@ -62,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     header = machine()
     work = Path(tempfile.mkdtemp(prefix="zoo-versions-"))
     args.db = f"sqlite:///{work / 'zoo.db'}"
+    print(f"results database (kept, for the Releases page): {args.db}", flush=True)
     stop = standin(args, work)
     lines: list[str] = []
     try:

@@ -431,6 +431,11 @@ def _add_precision(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--precision", choices=CHOICES, default="auto", help=PRECISION_HELP)
 
 
+REMOTE_CODE_HELP = (
+    "custom-code repos: never (default; unsupported, reason remote_code) or sandboxed (their code files, "
+    "fetched and hashed by Zoo, run only in the model process under the full sandbox; default ZOO_REMOTE_CODE, "
+    "and with a broker the workers' own ZOO_REMOTE_CODE decides)"
+)
 ENV_HELP = (
     "run the model process in env NAME (`zoo env create`); the row records the env and its versions, "
     "and is kept apart from Zoo's own rows (compare them with `zoo compare --env A --env B`)"
@@ -488,6 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="models validated at once in-process (default: up to 2)",
     )
     r.add_argument("--detach", action="store_true", help="with ZOO_BROKER_URL: enqueue and return without waiting")
+    r.add_argument("--remote-code", choices=("never", "sandboxed"), help=REMOTE_CODE_HELP)
     r.add_argument("--env", metavar="NAME", help=ENV_HELP + "; with a broker, on the workers started with --env NAME")
     _add_precision(r)
 
@@ -511,6 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--json", action="store_true", help="print the SPEC result as JSON, alone on stdout")
     v.add_argument("--no-store", action="store_true", help="do not write the result to the database")
+    v.add_argument("--remote-code", choices=("never", "sandboxed"), help=REMOTE_CODE_HELP)
     v.add_argument("--env", metavar="NAME", help=ENV_HELP)
     _add_precision(v)
 
@@ -538,6 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--timeout", type=_positive_float, default=1200.0, help="seconds before the model process is killed (1200)"
     )
+    t.add_argument("--remote-code", choices=("never", "sandboxed"), help=REMOTE_CODE_HELP)
     t.add_argument("--env", metavar="NAME", help=ENV_HELP)
     _add_precision(t)
 
@@ -701,6 +709,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "fn", None):
         parser.print_help()
         return 2
+    if getattr(args, "remote_code", None):  # this process's policy (a broker's workers keep their own)
+        from zoo_runner import remote_code
+
+        remote_code.set_policy(args.remote_code)
     try:
         _check_inputs(args)
         return args.fn(args)

@@ -24,7 +24,10 @@ def main(argv: list[str]) -> int:
         with open(stage_path, "w") as f:
             f.write(name)
 
+    from . import remote_code
     from .engine import validate_here
+
+    remote_code.IN_MODEL_PROCESS = True  # a repo's custom code may be imported here, and only here
     from .exceptions import ZooError
     from .request import ValidationRequest
     from .result import failure_result

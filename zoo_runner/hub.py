@@ -111,7 +111,9 @@ def check_policy(facts: HubFacts, tier: str, allow_remote_code: bool = False) ->
     """Raise NotSupported with the SPEC's reason code, from metadata alone."""
     if "custom_code" in facts.tags and not allow_remote_code:
         raise NotSupported(
-            Reason.REMOTE_CODE, f"{facts.model_id} needs remote code (custom_code); Zoo never runs it by default"
+            Reason.REMOTE_CODE,
+            f"{facts.model_id} needs remote code (custom_code); Zoo runs it only under "
+            "ZOO_REMOTE_CODE=sandboxed (--remote-code sandboxed)",
         )
     if facts.gated:
         raise NotSupported(Reason.GATED, f"{facts.model_id} is gated")
@@ -273,7 +275,10 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     declared = req.library or facts.library
     req.library = declared or "transformers"
     req.task = req.task or facts.task
-    check_policy(facts, req.tier)
+    from . import remote_code
+
+    custom = "custom_code" in facts.tags and remote_code.enabled()
+    check_policy(facts, req.tier, allow_remote_code=custom)
     errors = _hub_errors()
     if _gguf_only(facts, req.tier):
         return _prepare_gguf(req, facts, errors)
@@ -303,6 +308,8 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
             builder.extra_repo_files(req.config) if hasattr(builder, "extra_repo_files") else []
         ):
             req.extras[f"{repo}/{name}"] = _other_repo_config(repo, revision, name, errors)
+        if custom:  # the repo's code files, fetched and hashed, never imported here
+            remote_code.prepare(req, facts.files, lambda patterns: fetch_files(req.model_id, req.revision, patterns))
     except (errors.EntryNotFoundError, FileNotFoundError) as exc:
         raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{req.model_id} has no {config_file}") from exc
     except ValueError as exc:  # JSON or YAML that does not parse to a mapping

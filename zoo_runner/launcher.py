@@ -431,6 +431,9 @@ def run_isolated(
         result["details"].pop("env", None)  # the parent's to say, never the model process's
         if req.env:
             result["details"]["env"] = env_details(req.env)
+        result["details"].pop("remote_code", None)  # which code ran: the hashes the parent took, never a claim
+        if req.remote_code:
+            result["details"]["remote_code"] = dict(req.remote_code)
         if trusted and not timed_out and watch.over is None:
             _publish_references(run, req, result)
             if req.triage:

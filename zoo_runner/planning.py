@@ -15,6 +15,10 @@ def plan_fingerprint(req: ValidationRequest) -> str | None:
 
     None when the plan itself fails: then the model process runs and reports why.
     """
+    if req.remote_code:  # from the config and the code's hashes: the parent never imports the code
+        from .remote_code import fingerprint
+
+        return fingerprint(req)
     try:
         builder = get_builder(req.library or "transformers")
         return builder.plan(req).fingerprint(builder.library, req.tier)

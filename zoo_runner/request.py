@@ -45,6 +45,8 @@ class ValidationRequest:
     triage: bool = False  # run the triage (attribution ladder, failing graph, minifier) after the validation
     triage_outbox: str | None = None  # where a triaging model process hands its graph back (set by the parent)
     env: str | None = None  # a named version set (``zoo env create``) whose interpreter runs the model process
+    # custom code the parent fetched (never imported) for the model process to run: {file: sha256}
+    remote_code: dict[str, str] | None = None
     threads: int | None = None  # torch's CPU threads in the model process (:func:`share_of_cores`); None: its default
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,6 +66,8 @@ class ValidationRequest:
             parts += ["--precision", self.precision]
         if self.env:
             parts += ["--env", self.env]
+        if self.remote_code:
+            parts += ["--remote-code", "sandboxed"]
         parts.append("--json")
         return shlex.join(parts)
 

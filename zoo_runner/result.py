@@ -126,6 +126,8 @@ class ValidationResult:
             result.details["precision_source"] = "flag"
         if req.env:  # even a row without a verdict is the env's, stored beside Zoo's own, never over it
             result.details["env"] = env_details(req.env)
+        if req.remote_code:  # the custom code's files and sha256, as the parent fetched them
+            result.details["remote_code"] = dict(req.remote_code)
         return result
 
     def fail(self, status: Status, exc: BaseException | None = None, reason: Reason | None = None) -> None:

@@ -199,6 +199,9 @@ def trusted_result(req: ValidationRequest, raw: Any) -> dict[str, Any]:
     details.update(seed=req.seed, harness_version=HARNESS_VERSION)
     details.pop("sandbox", None)
     details.pop("env", None)  # the parent's to say, never the model process's
+    details.pop("remote_code", None)  # likewise: the hashes the parent took
+    if req.remote_code:
+        details["remote_code"] = dict(req.remote_code)
     error = result.get("error")
     if isinstance(error, dict):  # the signature groups rows into clusters: the parent's, from the type and message
         result["error"] = error_info(

@@ -176,6 +176,12 @@ class Settings(BaseSettings):
         "model-process sandbox: off, best_effort or strict (refuse without the full sandbox)",
         "best_effort",
     )
+    remote_code: Literal["never", "sandboxed"] = _var(
+        "ZOO_REMOTE_CODE",
+        "custom-code repos (trust_remote_code): never (unsupported, reason remote_code) or sandboxed (the "
+        "repo's code files, fetched and hashed by Zoo, run only in the model process under the full sandbox)",
+        "never",
+    )
     sandbox_uid: int = _var("ZOO_SANDBOX_UID", "uid model processes run as when Zoo runs as root", DEFAULT_SANDBOX_UID)
     sandbox_gid: int | None = _var(
         "ZOO_SANDBOX_GID", "gid model processes run as when Zoo runs as root; unset: the uid"

@@ -35,7 +35,7 @@ class Status(_Code):
 
 
 class Reason(_Code):
-    """A result's ``reason``: why it is ``unsupported`` (the first seven), what kind of
+    """A result's ``reason``: why it is ``unsupported`` (the first eight), what kind of
     ``reference_error`` it is (the next two), or of ``compile_error`` (``backend_fell_back``)."""
 
     REMOTE_CODE = "remote_code"
@@ -45,6 +45,8 @@ class Reason(_Code):
     LIBRARY_UNSUPPORTED = "library_unsupported"
     TOO_LARGE = "too_large"
     NO_INPUTS = "no_inputs"
+    # custom code (ZOO_REMOTE_CODE=sandboxed) that imports a package Zoo's interpreter does not have
+    MISSING_DEPENDENCY = "missing_dependency"
     # A reference_error whose two CPU fp32 runs on the same inputs differ.
     NONDETERMINISTIC = "nondeterministic"
     # A reference_error whose model the parent could not prepare (its Hub metadata or config files

@@ -199,10 +199,13 @@ class Plan:
     quirk: Any
     shapes: list[dict]
     graph_extras: dict = None  # type: ignore[assignment]  # builder-specific graph facts (pooling ...)
+    fixed_fingerprint: str | None = None  # custom code's: what the parent computed without importing it
 
     def fingerprint(self, library: str, tier: str) -> str:
         from ..fingerprint import fingerprint
 
+        if self.fixed_fingerprint:
+            return self.fixed_fingerprint
         return fingerprint(
             library, self.architecture, {**self.config.to_dict(), **(self.graph_extras or {})}, tier, self.shapes
         )
@@ -234,6 +237,8 @@ class TransformersBuilder:
             cfg = dict(request.config)
             if "model_type" not in cfg:
                 raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{model_id}: config.json has no model_type")
+            if request.remote_code:  # the repo's own classes (model process only)
+                return self._remote_plan(request, cfg, base_model)
             try:
                 auto_config = transformers.AutoConfig.for_model(**cfg)
             except (ValueError, KeyError) as exc:
@@ -259,6 +264,37 @@ class TransformersBuilder:
                 cls = resolve_class(architecture)
             config = cls.config_class.from_dict(cfg)
             source = request.config_source or "hub"
+        return self._finish_plan(request, cls, cls.config_class, config, architecture, source)
+
+    def _remote_plan(self, request: Any, cfg: dict, base_model: bool) -> Plan:
+        """A custom-code repo's plan: the classes its config's ``auto_map`` names, loaded from the
+        code files the parent fetched and hashed (zoo_runner.remote_code), in the model process."""
+        import transformers
+
+        from .. import remote_code
+
+        auto_map = cfg.get("auto_map") or {}
+        auto = "AutoModel" if base_model else AUTO_BY_TASK.get(request.task or "", "AutoModel")
+        ref = auto_map.get(auto) or auto_map.get("AutoModel")
+        ref = ref or next((v for k, v in sorted(auto_map.items()) if k.startswith("AutoModel")), None)
+        if not isinstance(ref, str) or not request.files_dir:
+            raise NotSupported(Reason.REMOTE_CODE, f"{request.model_id}: its auto_map names no model class")
+        cls = remote_code.load_class(ref, request.files_dir)
+        if isinstance(auto_map.get("AutoConfig"), str):
+            config_class = remote_code.load_class(auto_map["AutoConfig"], request.files_dir)
+        elif isinstance(getattr(cls, "config_class", None), type):
+            config_class = cls.config_class
+        else:
+            config_class = type(transformers.AutoConfig.for_model(**cfg))
+        config = config_class.from_dict(cfg)
+        plan = self._finish_plan(request, cls, config_class, config, cls.__name__, request.config_source or "hub")
+        plan.fixed_fingerprint = remote_code.fingerprint(request)
+        return plan
+
+    def _finish_plan(
+        self, request: Any, cls: Any, config_class: Any, config: Any, architecture: str, source: str
+    ) -> Plan:
+        """The tier's config (tiny and census: shrunk), the quirk and the input shapes."""
         quirk = quirk_for(architecture, getattr(config, "model_type", None))
         if request.tier in ("tiny", "census"):
             cfg_dict = fill_mrope_sections(shrink_dict(copy.deepcopy(config.to_dict())), config)
@@ -270,7 +306,7 @@ class TransformersBuilder:
                 cfg_dict["is_decoder"] = True
             if quirk and quirk.config:
                 apply_overrides(cfg_dict, quirk.config)
-            config = cls.config_class.from_dict(cfg_dict)
+            config = config_class.from_dict(cfg_dict)
         for sub in [config] + [
             getattr(config, k) for k in getattr(config, "sub_configs", {}) or {} if getattr(config, k, None) is not None
         ]:

@@ -1,0 +1,259 @@
+"""Custom code, sandboxed (issue 30): a repo's own modeling files run only in the model process.
+
+Three custom-code repos, written here and served by the Hub stand-in through the real
+``huggingface_hub`` client: one that validates, one whose modeling file tries to read a parent
+secret, open a TCP connection to PostgreSQL's port and write outside its work directory (reporting
+each attempt in the exception it raises), and one that imports a package Zoo does not have.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import sys
+import uuid
+
+import pytest
+
+from tests.hub_standin import start_standin
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the full sandbox needs root (CI runs as root)")
+
+GOOD = "test-org/tiny-custom"
+HOSTILE = "test-org/hostile-custom"
+MISSING = "test-org/custom-needs-a-package"
+MARK = "zoo-remote-code-secret"
+
+CONFIGURATION = """
+from transformers import PretrainedConfig
+
+
+class ZooCustomConfig(PretrainedConfig):
+    model_type = "zoo_custom"
+
+    def __init__(self, vocab_size=100, hidden_size=32, num_hidden_layers=2, **kwargs):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        super().__init__(**kwargs)
+"""
+
+MODELING = """
+import os
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel
+from transformers.modeling_outputs import BaseModelOutput
+
+from .configuration_zoo_custom import ZooCustomConfig
+
+try:  # imported where it may write (any process but a sandboxed one): it leaves a mark
+    with open({marker!r}, "a") as f:
+        f.write(f"imported by pid {{os.getpid()}}\\n")
+except OSError:
+    pass
+
+
+class ZooCustomModel(PreTrainedModel):
+    config_class = ZooCustomConfig
+    base_model_prefix = "zoo"
+
+    def __init__(self, config):
+        super().__init__(config)
+        {hook}
+        self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+        size = config.hidden_size
+        self.layers = nn.ModuleList(nn.Linear(size, size) for _ in range(config.num_hidden_layers))
+        self.post_init()
+
+    def forward(self, input_ids, attention_mask=None):
+        h = self.embed(input_ids)
+        for layer in self.layers:
+            h = torch.tanh(layer(h))
+        if attention_mask is not None:
+            h = h * attention_mask[..., None].to(h.dtype)
+        return BaseModelOutput(last_hidden_state=h)
+"""
+
+# What the hostile modeling file does when the model is built: each attempt is "blocked: ..." or
+# "ESCAPED: ...", all raised in one exception (the row's error shows them).
+HOSTILE_HOOK = """
+        import json, socket
+
+        def write_each(paths):  # every target tried: an escape through any one counts
+            wrote, last = [], None
+            for path in paths:
+                try:
+                    with open(path, "x") as f:
+                        f.write("planted")
+                    wrote.append(path)
+                except OSError as exc:
+                    last = exc
+            if wrote or last is None:
+                return f"wrote {{wrote}}"
+            raise last
+
+        found = {{}}
+        secrets = sorted(k for k, v in os.environ.items() if {mark!r} in v)
+        found["secret_env"] = f"ESCAPED: {{secrets}}" if secrets else "blocked: not in its environment"
+        for key, attempt in (
+            ("secret_file", lambda: open({secret!r}).read()),
+            ("postgres_tcp", lambda: socket.create_connection(("127.0.0.1", 5432), timeout=3) and "connected"),
+            ("write_outside", lambda: write_each({targets!r})),
+        ):
+            try:
+                found[key] = f"ESCAPED: {{attempt()}}"
+            except OSError as exc:
+                found[key] = f"blocked: {{type(exc).__name__}}: {{exc}}"
+        raise RuntimeError("ZOO-REMOTE<<" + json.dumps(found) + ">>")
+"""
+
+
+def _repo(folder, modeling: str, task: str = "feature-extraction") -> None:
+    folder.mkdir(parents=True)
+    config = {
+        "model_type": "zoo_custom",
+        "architectures": ["ZooCustomModel"],
+        "auto_map": {
+            "AutoConfig": "configuration_zoo_custom.ZooCustomConfig",
+            "AutoModel": "modeling_zoo_custom.ZooCustomModel",
+        },
+        "vocab_size": 100,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "configuration_zoo_custom.py").write_text(CONFIGURATION)
+    (folder / "modeling_zoo_custom.py").write_text(modeling)
+    (folder / "README.md").write_text(f"a custom-code repo written by {__name__} ({task})\n")
+
+
+@pytest.fixture(scope="module")
+def custom_hub(tmp_path_factory):
+    root = tmp_path_factory.mktemp("custom-hub")
+    os.chmod(root, 0o755)
+    marker = root / "imported-by"
+    open_dir = root / "open"  # writable by anyone: only the sandbox keeps a model process out
+    open_dir.mkdir(mode=0o777)
+    os.chmod(open_dir, 0o777)
+    secret = root / "secret.txt"
+    secret.write_text(f"{MARK}-file")
+    os.chmod(secret, 0o600)
+    tag = uuid.uuid4().hex[:8]
+    targets = [str(open_dir / f"planted-{tag}"), f"/tmp/zoo-remote-{tag}", str(root / f"planted-{tag}")]
+    repos = root / "repos"
+    _repo(repos / GOOD, MODELING.format(marker=str(marker), hook="pass"))
+    hook = HOSTILE_HOOK.format(mark=MARK, secret=str(secret), targets=targets).strip()
+    _repo(repos / HOSTILE, MODELING.format(marker=str(marker), hook=hook))
+    _repo(
+        repos / MISSING,
+        MODELING.format(marker=str(marker), hook="pass").replace(
+            "import torch\n", "import torch\nimport zoo_no_such_package_at_all\n", 1
+        ),
+    )
+    catalog = root / "catalog.csv"
+    tags = "['transformers', 'safetensors', 'zoo_custom', 'feature-extraction', 'custom_code']"
+    with catalog.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model_id", "downloads", "tasks", "parameters", "tags"])
+        for i, repo in enumerate((GOOD, HOSTILE, MISSING)):
+            w.writerow([repo, 1000 - i, "feature-extraction", "", tags])
+    base, stop = start_standin(str(catalog), {r: str(repos / r) for r in (GOOD, HOSTILE, MISSING)})
+    yield {"base": base, "repos": repos, "marker": marker, "targets": targets, "root": root}
+    stop()
+
+
+def _validate(zoo, hub, tmp_path, model_id: str, *extra: str, tier: str = "tiny", **env: str):
+    out = zoo(
+        ["validate", model_id, "--backend", "cpu", "--tier", tier, "--json", *extra],
+        HF_ENDPOINT=hub["base"],
+        HF_HUB_OFFLINE="0",
+        HF_HUB_CACHE=str(tmp_path / "hf"),
+        **env,
+    )
+    assert out.stdout.strip(), out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def test_custom_code_is_refused_by_default_and_says_how(zoo, custom_hub, tmp_path):
+    row = _validate(zoo, custom_hub, tmp_path, GOOD)
+    assert (row["status"], row["reason"]) == ("unsupported", "remote_code")
+    assert "ZOO_REMOTE_CODE=sandboxed" in row["error"]["message"]
+    assert not (tmp_path / "hf").exists() or not list((tmp_path / "hf").rglob("*.py"))  # its code never fetched
+    assert not custom_hub["marker"].exists()
+
+
+@needs_root
+@pytest.mark.parametrize("tier", ["tiny", "census"])
+def test_custom_code_validates_in_the_sandbox_with_its_hashes(zoo, custom_hub, tmp_path, tier):
+    row = _validate(zoo, custom_hub, tmp_path, GOOD, "--remote-code", "sandboxed", tier=tier)
+    assert row["status"] == "pass", (row["status"], row["error"])
+    assert row["architecture"] == "ZooCustomModel"
+    folder = custom_hub["repos"] / GOOD
+    assert row["details"]["remote_code"] == {
+        name: hashlib.sha256((folder / name).read_bytes()).hexdigest()
+        for name in ("configuration_zoo_custom.py", "modeling_zoo_custom.py")
+    }
+    assert row["details"]["sandbox"]["missing"] == [] and row["details"]["sandbox"]["netns"]
+    assert "--remote-code sandboxed" in row["repro"]
+    # the code ran in the model process only, which could not leave its mark; the parent never imported it
+    assert not custom_hub["marker"].exists()
+    # the environment variable says the same as the flag
+    again = _validate(zoo, custom_hub, tmp_path, GOOD, tier=tier, ZOO_REMOTE_CODE="sandboxed")
+    assert again["status"] == "pass" and again["fingerprint"] == row["fingerprint"]
+
+
+@needs_root
+def test_hostile_custom_code_achieves_nothing_and_is_still_a_row(zoo, custom_hub, tmp_path):
+    row = _validate(
+        zoo, custom_hub, tmp_path, HOSTILE, "--remote-code", "sandboxed", HF_TOKEN=f"hf_{MARK}", ZOO_API_KEYS=MARK
+    )
+    assert row["model_id"] == HOSTILE and row["status"] == "reference_error", (row["status"], row["error"])
+    m = re.search(r"ZOO-REMOTE<<(.*?)>>", row["error"]["message"], re.S)
+    assert m, row["error"]["message"][:2000]
+    found = json.loads(m.group(1))
+    assert set(found) == {"secret_env", "secret_file", "postgres_tcp", "write_outside"}
+    escaped = {k: v for k, v in found.items() if not v.startswith("blocked")}
+    assert not escaped, escaped
+    assert not [p for p in custom_hub["targets"] if os.path.exists(p)]
+    assert MARK not in json.dumps({k: v for k, v in row.items() if k != "error"})
+    assert not custom_hub["marker"].exists()
+
+
+@needs_root
+def test_code_that_imports_a_missing_package_is_unsupported_naming_it(zoo, custom_hub, tmp_path):
+    row = _validate(zoo, custom_hub, tmp_path, MISSING, "--remote-code", "sandboxed")
+    assert (row["status"], row["reason"]) == ("unsupported", "missing_dependency"), row["error"]
+    assert "zoo_no_such_package_at_all" in row["error"]["message"]
+
+
+def test_the_parent_fetches_and_hashes_but_never_imports(custom_hub, tmp_path, monkeypatch):
+    """hub.prepare and the parent's fingerprint read the code as bytes and text only."""
+    from zoo_runner import hub, planning, remote_code
+    from zoo_runner.request import ValidationRequest
+
+    monkeypatch.setenv("HF_ENDPOINT", custom_hub["base"])
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setenv("ZOO_REMOTE_CODE", "sandboxed")
+    monkeypatch.setattr(remote_code, "sandbox_gaps", lambda: None)  # the policy is tested above, as root
+    import huggingface_hub.constants as hc
+
+    base = custom_hub["base"]
+    monkeypatch.setattr(hc, "ENDPOINT", base)  # read when huggingface_hub was first imported
+    monkeypatch.setattr(hc, "HUGGINGFACE_CO_URL_TEMPLATE", base + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setattr(hc, "HF_HUB_OFFLINE", False)
+    before = set(sys.modules)
+    req = hub.prepare(ValidationRequest(GOOD, backend="cpu"))
+    assert set(req.remote_code) == {"configuration_zoo_custom.py", "modeling_zoo_custom.py"}
+    assert req.files_dir and os.path.isfile(os.path.join(req.files_dir, "modeling_zoo_custom.py"))
+    assert planning.plan_fingerprint(req) == remote_code.fingerprint(req)
+    assert not [m for m in set(sys.modules) - before if "zoo_custom" in m or m.startswith("transformers_modules")]
+    assert not custom_hub["marker"].exists()
+    with pytest.raises(RuntimeError, match="only in a model process"):
+        remote_code.load_class("modeling_zoo_custom.ZooCustomModel", req.files_dir)
