@@ -5,7 +5,7 @@ FROM python:3.11-slim
 # torch-neuronx.
 ARG TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 # Zoo's extras (pyproject.toml), comma-separated: the compose workers take every library and CPU backend
-# (timm, open_clip, pyannote, openvino, onnxruntime), so no popular model is `unsupported` for want of one;
+# (timm, open_clip, pyannote, ultralytics, openvino, onnxruntime), so no popular model is `unsupported` for want of one;
 # the api, beat and migrate services, which never build a model, take none.
 ARG ZOO_EXTRAS=""
 WORKDIR /app

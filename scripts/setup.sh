@@ -27,23 +27,23 @@ extras=()
 torch_spec="${ZOO_TORCH:-torch==2.13.0}"
 args=()
 for arg in "$@"; do  # `all`: the extras every model kind needs (README, "Libraries")
-  if [ "$arg" = all ]; then args+=(timm open_clip pyannote openvino onnxruntime); else args+=("$arg"); fi
+  if [ "$arg" = all ]; then args+=(timm open_clip pyannote ultralytics openvino onnxruntime); else args+=("$arg"); fi
 done
 set -- "${args[@]+"${args[@]}"}"
 for arg in "$@"; do
   case "$arg" in
-    dev|timm|open_clip|pyannote|diffusers|chronos|neuron|openvino|onnxruntime|xla) extras+=("$arg") ;;
-    *) echo "setup.sh: unknown extra '$arg' (all, dev, timm, open_clip, pyannote, diffusers, chronos, neuron, openvino, onnxruntime, xla)" >&2; exit 2 ;;
+    dev|timm|open_clip|pyannote|ultralytics|diffusers|chronos|neuron|openvino|onnxruntime|xla) extras+=("$arg") ;;
+    *) echo "setup.sh: unknown extra '$arg' (all, dev, timm, open_clip, pyannote, ultralytics, diffusers, chronos, neuron, openvino, onnxruntime, xla)" >&2; exit 2 ;;
   esac
-  if { [ "$arg" = timm ] || [ "$arg" = open_clip ] || [ "$arg" = pyannote ]; } && [ -z "${ZOO_TORCH:-}" ]; then
+  if { [ "$arg" = timm ] || [ "$arg" = open_clip ] || [ "$arg" = pyannote ] || [ "$arg" = ultralytics ]; } && [ -z "${ZOO_TORCH:-}" ]; then
     torch_spec="torch==2.14.1 torchvision==0.29.1"
   fi
   if [ "$arg" = xla ] && [ -z "${ZOO_TORCH:-}" ]; then
     torch_spec="torch==2.9.0"  # torch-xla 2.9.0 requires exactly this torch
   fi
 done
-if [[ " ${extras[*]} " == *" xla "* ]] && [[ " ${extras[*]} " =~ " "(timm|open_clip|pyannote)" " ]]; then
-  echo "setup.sh: xla needs torch==2.9.0, timm/open_clip/pyannote torch==2.14.1: install them in separate venvs (ZOO_VENV=...)" >&2
+if [[ " ${extras[*]} " == *" xla "* ]] && [[ " ${extras[*]} " =~ " "(timm|open_clip|pyannote|ultralytics)" " ]]; then
+  echo "setup.sh: xla needs torch==2.9.0, timm/open_clip/pyannote/ultralytics torch==2.14.1: install them in separate venvs (ZOO_VENV=...)" >&2
   exit 2
 fi
 log="$VENV/setup.log"  # pip's own output: shown only when a step fails

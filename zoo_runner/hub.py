@@ -28,7 +28,15 @@ WEIGHT_FORMATS = {
     ".onnx": "onnx",
     ".npz": "mlx",
 }
-LIBRARY_TAGS = ("sentence-transformers", "timm", "diffusers", "open_clip", "pyannote-audio", "transformers")
+LIBRARY_TAGS = (
+    "sentence-transformers",
+    "timm",
+    "diffusers",
+    "open_clip",
+    "pyannote-audio",
+    "ultralytics",
+    "transformers",
+)
 
 
 @dataclass
@@ -290,6 +298,10 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         sniffed, sniffed_config = _library_from_config(req, errors)
         req.library = sniffed or req.library
     builder = get_builder(req.library)  # library_unsupported, naming the library or the missing extra
+    if hasattr(builder, "config_from_files"):  # no config file: what the repo's file listing says (ultralytics)
+        req.config = builder.config_from_files(req.model_id, facts.files)
+        req.config_source = f"file name: {req.model_id}/{req.config.get('checkpoint')}@{(req.revision or '')[:12]}"
+        return req
     # the first config file the repo has, of those the builder reads (diffusers: model_index.json,
     # else a single component's config.json)
     candidates = getattr(builder, "config_files", ("config.json",))

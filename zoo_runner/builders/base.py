@@ -93,6 +93,7 @@ _REGISTRY: dict[str, str] = {
     "chronos-forecasting": "zoo_runner.builders.chronos_builder:ChronosBuilder",
     "open_clip": "zoo_runner.builders.open_clip_builder:OpenClipBuilder",
     "pyannote-audio": "zoo_runner.builders.pyannote_builder:PyannoteBuilder",
+    "ultralytics": "zoo_runner.builders.ultralytics_builder:UltralyticsBuilder",
 }
 # For repos whose Hub metadata names no library Zoo has a builder for: which library a
 # ``config.json`` belongs to, asked in this order ("module:function" taking the config dict).
