@@ -25,6 +25,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the full sandbox need
 GOOD = "test-org/tiny-custom"
 HOSTILE = "test-org/hostile-custom"
 MISSING = "test-org/custom-needs-a-package"
+HUGE = "test-org/custom-huge"
 MARK = "zoo-remote-code-secret"
 
 CONFIGURATION = """
@@ -155,15 +156,16 @@ def custom_hub(tmp_path_factory):
             "import torch\n", "import torch\nimport zoo_no_such_package_at_all\n", 1
         ),
     )
+    _repo(repos / HUGE, MODELING.format(marker=str(marker), hook="pass") + "#" * (5 << 20) + "\n")
     catalog = root / "catalog.csv"
     tags = "['transformers', 'safetensors', 'zoo_custom', 'feature-extraction', 'custom_code']"
     with catalog.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["model_id", "downloads", "tasks", "parameters", "tags"])
-        for i, repo in enumerate((GOOD, HOSTILE, MISSING)):
+        for i, repo in enumerate((GOOD, HOSTILE, MISSING, HUGE)):
             w.writerow([repo, 1000 - i, "feature-extraction", "", tags])
-    base, stop = start_standin(str(catalog), {r: str(repos / r) for r in (GOOD, HOSTILE, MISSING)})
-    yield {"base": base, "repos": repos, "marker": marker, "targets": targets, "root": root}
+    base, stop = start_standin(str(catalog), {r: str(repos / r) for r in (GOOD, HOSTILE, MISSING, HUGE)})
+    yield {"base": base, "repos": repos, "marker": marker, "targets": targets, "root": root, "hub": stop.hub}
     stop()
 
 
@@ -251,9 +253,55 @@ def test_the_parent_fetches_and_hashes_but_never_imports(custom_hub, tmp_path, m
     before = set(sys.modules)
     req = hub.prepare(ValidationRequest(GOOD, backend="cpu"))
     assert set(req.remote_code) == {"configuration_zoo_custom.py", "modeling_zoo_custom.py"}
-    assert req.files_dir and os.path.isfile(os.path.join(req.files_dir, "modeling_zoo_custom.py"))
+    # the model process is shown exactly the hashed files and config.json, read-only, nothing else of the repo
+    assert sorted(os.listdir(req.files_dir)) == ["config.json", "configuration_zoo_custom.py", "modeling_zoo_custom.py"]
+    assert all(not os.stat(os.path.join(req.files_dir, n)).st_mode & 0o222 for n in os.listdir(req.files_dir))
     assert planning.plan_fingerprint(req) == remote_code.fingerprint(req)
     assert not [m for m in set(sys.modules) - before if "zoo_custom" in m or m.startswith("transformers_modules")]
     assert not custom_hub["marker"].exists()
     with pytest.raises(RuntimeError, match="only in a model process"):
         remote_code.load_class("modeling_zoo_custom.ZooCustomModel", req.files_dir)
+
+
+@needs_root
+def test_code_over_the_limit_is_refused_before_a_byte_of_it_is_fetched(zoo, custom_hub, tmp_path):
+    row = _validate(zoo, custom_hub, tmp_path, HUGE, "--remote-code", "sandboxed")
+    assert (row["status"], row["reason"]) == ("unsupported", "remote_code") and "MiB of code" in row["error"]["message"]
+    assert not custom_hub["hub"].sent.get((HUGE, "modeling_zoo_custom.py"))
+
+
+def test_code_files_are_names_inside_the_repo():
+    from zoo_runner.remote_code import code_files
+
+    listed = ["modeling_x.py", "sub/configuration_x.py", "../evil.py", "/etc/evil.py", "a/../b.py", ".hidden/x.py",
+              "x/.y.py", "README.md", "a\\b.py"]  # fmt: skip
+    assert code_files(listed) == ["modeling_x.py", "sub/configuration_x.py"]
+
+
+def test_custom_code_runs_as_under_strict_whatever_the_mode(monkeypatch):
+    """The parent refuses custom code where the sandbox lacks a protection; should the run find one
+    missing anyway, it refuses there too, under best_effort as under strict, and never runs it off."""
+    from zoo_runner import remote_code, sandbox
+    from zoo_runner.exceptions import SandboxUnavailable
+    from zoo_runner.launcher import run_isolated
+    from zoo_runner.request import ValidationRequest
+
+    lacking = {"root": True, "missing": ["netns"], "errors": {"namespaces": "unshare: Operation not permitted"}}
+    monkeypatch.setattr(sandbox, "capabilities", lambda *a: lacking)
+    monkeypatch.setenv("ZOO_SANDBOX", "best_effort")
+    assert "netns" in remote_code.sandbox_gaps()
+    req = ValidationRequest("arch:BertModel", backend="cpu", timeout_s=60, remote_code={"m.py": "0" * 64})
+    with pytest.raises(SandboxUnavailable, match="custom code: this machine cannot give model processes netns"):
+        run_isolated(req)
+    monkeypatch.setenv("ZOO_SANDBOX", "off")
+    assert remote_code.sandbox_gaps() == "ZOO_SANDBOX=off"
+    with pytest.raises(SandboxUnavailable, match="never runs with ZOO_SANDBOX=off"):
+        run_isolated(req)
+
+
+def test_remote_code_with_a_broker_is_the_workers_to_decide(zoo):
+    out = zoo(
+        ["run", "--top", "1", "--backend", "cpu", "--remote-code", "sandboxed"], ZOO_BROKER_URL="redis://127.0.0.1:1/0"
+    )
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "workers" in out.stderr and "ZOO_REMOTE_CODE" in out.stderr

@@ -698,6 +698,20 @@ def _check_inputs(args: argparse.Namespace) -> None:
             raise UnknownBackend(problem)
 
 
+def _set_remote_code(args: argparse.Namespace) -> None:
+    from zoo_runner import remote_code
+    from zoo_runner.exceptions import BadInput
+    from zoo_runner.settings import settings
+
+    here = args.fn is cmd_validate or getattr(args, "here", False) or (args.fn is cmd_triage and not args.clusters)
+    if settings().broker_url and not here:
+        raise BadInput(
+            "--remote-code: with ZOO_BROKER_URL set the workers validate, each under its own ZOO_REMOTE_CODE: "
+            "set it where they run (the compose fleet runs sandboxed)"
+        )
+    remote_code.set_policy(args.remote_code)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -709,11 +723,9 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "fn", None):
         parser.print_help()
         return 2
-    if getattr(args, "remote_code", None):  # this process's policy (a broker's workers keep their own)
-        from zoo_runner import remote_code
-
-        remote_code.set_policy(args.remote_code)
     try:
+        if getattr(args, "remote_code", None):  # this process's policy (a broker's workers keep their own)
+            _set_remote_code(args)
         _check_inputs(args)
         return args.fn(args)
     except ZooError as exc:

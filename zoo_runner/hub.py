@@ -279,6 +279,7 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     if "/" not in req.model_id and ":" in req.model_id:
         raise UnknownModel(f"unknown model id {req.model_id!r}: expected org/name or arch:ClassName")
     facts = model_facts(req.model_id, req.revision)
+    req.remote_code = None  # only what this parent fetches and hashes below, never a request's claim
     req.revision = req.revision or facts.sha
     declared = req.library or facts.library
     req.library = declared or "transformers"
@@ -288,6 +289,8 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     custom = "custom_code" in facts.tags and remote_code.enabled()
     check_policy(facts, req.tier, allow_remote_code=custom)
     errors = _hub_errors()
+    if custom and _gguf_only(facts, req.tier):
+        raise NotSupported(Reason.REMOTE_CODE, f"{req.model_id}: custom code of a GGUF-only repo is never run")
     if _gguf_only(facts, req.tier):
         return _prepare_gguf(req, facts, errors)
     from .builders import get_builder, registered_libraries
@@ -320,8 +323,6 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
             builder.extra_repo_files(req.config) if hasattr(builder, "extra_repo_files") else []
         ):
             req.extras[f"{repo}/{name}"] = _other_repo_config(repo, revision, name, errors)
-        if custom:  # the repo's code files, fetched and hashed, never imported here
-            remote_code.prepare(req, facts.files, lambda patterns: fetch_files(req.model_id, req.revision, patterns))
     except (errors.EntryNotFoundError, FileNotFoundError) as exc:
         raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{req.model_id} has no {config_file}") from exc
     except ValueError as exc:  # JSON or YAML that does not parse to a mapping
@@ -333,4 +334,28 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
             f"could not fetch files of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}"
         ) from exc
     req.config_source = f"hub:{req.model_id}@{(req.revision or '')[:12]}"
+    if custom:  # the repo's code files, sized, fetched and hashed, never imported here
+        _prepare_remote_code(req, facts, errors)
     return req
+
+
+def _prepare_remote_code(req: ValidationRequest, facts: HubFacts, errors: Any) -> None:
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+
+    from . import remote_code
+
+    try:
+        remote_code.prepare(
+            req,
+            facts.files,
+            download=lambda name: hf_hub_download(req.model_id, name, revision=req.revision),
+            size_of=lambda name: get_hf_file_metadata(hf_hub_url(req.model_id, name, revision=req.revision)).size,
+        )
+    except errors.EntryNotFoundError as exc:
+        raise NotSupported(
+            Reason.REMOTE_CODE, f"{req.model_id}: a code file it lists is not served ({str(exc).splitlines()[0]})"
+        ) from exc
+    except (OSError, errors.HfHubHTTPError) as exc:
+        raise HubUnreachable(
+            f"could not fetch the code files of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}"
+        ) from exc

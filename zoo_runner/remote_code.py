@@ -7,12 +7,18 @@ no longer refused by policy. The parent, in :func:`prepare`:
   sandbox (``ZOO_SANDBOX=off``, or a protection this machine cannot give);
 - fetches the repo's code files at the pinned revision with ``huggingface_hub`` into Zoo's Hub
   cache, never importing them, and records each file's sha256 (``details.remote_code``);
-- reads their imports as text (transformers' own ``get_imports``, what its ``check_imports``
-  reads) and answers ``unsupported`` / ``missing_dependency``, naming the packages, where the
+- parses their imports (transformers' own ``get_imports``, with ``ast``, as its ``check_imports``
+  does: nothing runs) and answers ``unsupported`` / ``missing_dependency``, naming the packages, where the
   model's interpreter (Zoo's, or the env's) has none of that name.
 
-The model process gets the files read-only (the repo's Hub cache directory, as for the full
-tier) and loads the classes the config's ``auto_map`` names (:func:`load_class`): transformers
+- refuses code in another repo (an ``auto_map`` entry ``repo--module.Class``), a module the
+  ``auto_map`` names that the repo lacks, more than ``MAX_FILES`` files or ``MAX_BYTES`` of code
+  (sized before anything is fetched), a library whose builder does not load ``auto_map``
+  classes, and code that does not parse.
+
+The model process gets exactly the hashed files and ``config.json``, read-only, in a directory of
+Zoo's named by their hashes (the full tier: the weights' snapshot, where they were fetched too)
+and loads the classes the config's ``auto_map`` names (:func:`load_class`): transformers
 copies them into its modules cache under the model process's own ``HF_HOME`` (its work directory),
 so nothing it imports or writes outlives the run. The fingerprint of such a model comes from its
 config and the code's hashes (:func:`fingerprint`), computed alike in the parent and the model
@@ -25,8 +31,12 @@ import hashlib
 import importlib.util
 import json
 import os
+import posixpath
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from .exceptions import NotSupported
@@ -35,6 +45,7 @@ from .statuses import Reason
 CODE_SUFFIXES = (".py",)
 MAX_FILES = 64  # a repo with more code files than this is not a model's code: refused
 MAX_BYTES = 4 << 20  # nor is more code than this
+LIBRARIES = ("transformers", "sentence-transformers")  # whose builders load auto_map classes
 IN_MODEL_PROCESS = False  # set by zoo_runner.child.main: only a model process imports a repo's code
 
 
@@ -55,7 +66,16 @@ def enabled() -> bool:
 
 
 def code_files(files: list[str]) -> list[str]:
-    return sorted(f for f in files if f.endswith(CODE_SUFFIXES) and not f.startswith(".") and ".." not in f)
+    """The repo's code files, by names that stay inside it (normalised, relative, no dot-directory)."""
+    return sorted(
+        f
+        for f in files
+        if f.endswith(CODE_SUFFIXES)
+        and posixpath.normpath(f) == f
+        and not f.startswith(("/", "\\", "."))
+        and "\\" not in f
+        and not any(part.startswith(".") for part in f.split("/"))
+    )
 
 
 def sandbox_gaps() -> str | None:
@@ -75,58 +95,97 @@ def _auto_map_refs(config: dict[str, Any]) -> list[str]:
     return refs
 
 
+def _interpreter_env() -> dict[str, str]:
+    from .sandbox import base_env
+
+    return base_env()  # the allowlist: no secret reaches an env's startup hooks
+
+
 def missing_modules(names: list[str], python: str | None = None) -> list[str]:
     """The top-level module names of ``names`` that interpreter ``python`` (Zoo's own by default)
     cannot find; nothing is imported (``find_spec`` of a top-level name only looks)."""
     names = sorted({n.split(".")[0] for n in names if n and n.replace("_", "a").replace(".", "a").isalnum()})
+    names = [n for n in names if n != "__main__"]
     if not names:
         return []
     if python is None or os.path.abspath(python) == os.path.abspath(sys.executable):
-        return [n for n in names if importlib.util.find_spec(n) is None]
+        out = []
+        for n in names:
+            try:
+                if importlib.util.find_spec(n) is None:
+                    out.append(n)
+            except (ImportError, ValueError):
+                out.append(n)
+        return out
     code = (
         "import importlib.util, json, sys\n"
-        "print(json.dumps([n for n in sys.argv[1:] if importlib.util.find_spec(n) is None]))"
+        "def absent(n):\n"
+        "    try:\n"
+        "        return importlib.util.find_spec(n) is None\n"
+        "    except (ImportError, ValueError):\n"
+        "        return True\n"
+        "print(json.dumps([n for n in sys.argv[1:] if absent(n)]))"
     )
-    out = subprocess.run([python, "-c", code, *names], capture_output=True, text=True, timeout=60)
-    return list(json.loads(out.stdout.strip().splitlines()[-1])) if out.returncode == 0 else []
+    out = subprocess.run(
+        [python, "-I", "-c", code, *names], capture_output=True, text=True, timeout=60, env=_interpreter_env()
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"could not ask {python} which packages it has: {out.stderr.strip()[-300:]}")
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def prepare(req: Any, files: list[str], fetch: Any) -> None:
+def _refuse(req: Any, why: str) -> NotSupported:
+    return NotSupported(Reason.REMOTE_CODE, f"{req.model_id}: {why}")
+
+
+def prepare(req: Any, files: list[str], download: Any, size_of: Any) -> None:
     """Fill ``req.remote_code`` and ``req.files_dir`` for a custom-code repo (see the module's
     docstring); NotSupported where it cannot run here. ``files``: the repo's file list;
-    ``fetch(patterns)``: the repo's local directory with those files (``huggingface_hub``)."""
+    ``size_of(name)``: a file's size as the Hub says it (asked before anything is fetched);
+    ``download(name)``: its local path in Zoo's Hub cache (``huggingface_hub``)."""
     gaps = sandbox_gaps()
     if gaps:
-        raise NotSupported(
-            Reason.REMOTE_CODE,
-            f"{req.model_id} needs remote code: ZOO_REMOTE_CODE=sandboxed runs it only under the full "
-            f"sandbox, and model processes here would run without {gaps}",
+        raise _refuse(
+            req,
+            "needs remote code: ZOO_REMOTE_CODE=sandboxed runs it only under the full sandbox, and model "
+            f"processes here would run without {gaps}",
         )
+    if (req.library or "transformers") not in LIBRARIES:
+        raise _refuse(req, f"custom code of a {req.library} repo: Zoo runs custom code only through transformers")
     refs = _auto_map_refs(req.config or {})
+    if not refs:
+        raise _refuse(req, "tagged custom_code, but its config.json has no auto_map naming its classes")
     if any("--" in ref for ref in refs):
-        raise NotSupported(
-            Reason.REMOTE_CODE, f"{req.model_id}: its auto_map names code in another repo ({refs[0]}): not fetched"
+        raise _refuse(
+            req, f"its auto_map names code in another repo ({next(r for r in refs if '--' in r)}): not fetched"
         )
     names = code_files(files)
-    if not names or not refs:
-        raise NotSupported(Reason.REMOTE_CODE, f"{req.model_id} is tagged custom_code but has no auto_map code to run")
+    missing = sorted({ref.rsplit(".", 1)[0].replace(".", "/") + ".py" for ref in refs} - set(names))
+    if missing:
+        raise _refuse(req, f"its auto_map names code the repo does not have: {', '.join(missing)}")
     if len(names) > MAX_FILES:
-        raise NotSupported(Reason.REMOTE_CODE, f"{req.model_id} has {len(names)} code files (at most {MAX_FILES})")
-    folder = fetch([*names, "config.json"])
-    hashes: dict[str, str] = {}
+        raise _refuse(req, f"{len(names)} code files (at most {MAX_FILES})")
     total = 0
-    for name in names:
-        path = os.path.join(folder, name)
-        with open(path, "rb") as f:  # Zoo's Hub cache: read as bytes, never imported here
-            data = f.read(MAX_BYTES + 1)
-        total += len(data)
+    for name in names:  # sizes first: nothing is fetched from a repo over the limit
+        total += int(size_of(name) or 0)
         if total > MAX_BYTES:
-            raise NotSupported(Reason.REMOTE_CODE, f"{req.model_id}: over {MAX_BYTES >> 20} MiB of code files")
+            raise _refuse(req, f"over {MAX_BYTES >> 20} MiB of code files")
+    hashes: dict[str, str] = {}
+    paths: dict[str, str] = {}
+    for name in names:
+        paths[name] = download(name)
+        with open(paths[name], "rb") as f:  # Zoo's Hub cache: read as bytes, never imported here
+            data = f.read(MAX_BYTES + 1)
+        if len(data) > MAX_BYTES:
+            raise _refuse(req, f"{name} is over {MAX_BYTES >> 20} MiB")
         hashes[name] = hashlib.sha256(data).hexdigest()
-    from transformers.dynamic_module_utils import get_imports  # reads the file as text
+    from transformers.dynamic_module_utils import get_imports  # parses the file (ast): never runs it
 
-    imported = sorted({m for name in names for m in get_imports(os.path.join(folder, name))})
-    local = {os.path.splitext(os.path.basename(n))[0] for n in names}
+    try:
+        imported = sorted({m for name in names for m in get_imports(paths[name])})
+    except (SyntaxError, ValueError, RecursionError, UnicodeDecodeError) as exc:
+        raise _refuse(req, f"its code does not parse ({type(exc).__name__}: {str(exc)[:200]})") from exc
+    local = {posixpath.splitext(posixpath.basename(n))[0] for n in names}
     python = None
     if req.env:
         from .envs import python_for
@@ -140,23 +199,63 @@ def prepare(req: Any, files: list[str], fetch: Any) -> None:
             f"{'in env ' + req.env if req.env else 'here'} (pip install {' '.join(lacking)})",
         )
     req.remote_code = hashes
-    req.files_dir = req.files_dir or folder
+    if req.tier == "full" and req.files_dir:
+        return  # the weights' snapshot, where the code files were fetched too
+    req.files_dir = str(_code_dir(hashes, paths, download("config.json")))
+
+
+def _code_dir(hashes: dict[str, str], paths: dict[str, str], config: str) -> Path:
+    """A directory of exactly the hashed code files and config.json, Zoo's and read-only, named
+    by their hashes (``~/.cache/zoo/remote-code/<digest>``): the model process sees nothing else of
+    the repo (no other revision, no earlier download) at tiers tiny and census."""
+    from . import cache_trust
+    from .sandbox import _cache_base
+
+    with open(config, "rb") as f:
+        config_bytes = f.read(1 << 20)
+    digest = hashlib.sha256(
+        json.dumps([sorted(hashes.items()), hashlib.sha256(config_bytes).hexdigest()]).encode()
+    ).hexdigest()[:24]
+    base = _cache_base() / "remote-code"
+    os.close(cache_trust.own_root(base, 0o755))  # Zoo's own, never a link
+    target = base / digest
+    if (target / "config.json").is_file():
+        return target
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=base))
+    try:
+        for name, path in [*paths.items(), ("config.json", config)]:
+            dest = tmp / name
+            dest.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+            shutil.copyfile(path, dest)
+            os.chmod(dest, 0o444)
+        os.chmod(tmp, 0o755)
+        try:
+            os.rename(tmp, target)
+        except OSError:  # another process made it meanwhile: the same bytes
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
 
 
 def fingerprint(req: Any) -> str:
     """What a custom-code model is, from what the parent read itself: the config, the code's
-    hashes, the tier and the input shapes (the model process records the same)."""
+    hashes, the task, the small JSON files a builder reads (pooling), the tier and the input
+    shapes (the model process records the same)."""
     from . import inputs
     from .fingerprint import fingerprint as fp
 
     config = dict(req.config or {})
     arch = ",".join(config.get("architectures") or []) or str(config.get("model_type"))
+    graph = {
+        "config": config,
+        "code": dict(sorted((req.remote_code or {}).items())),
+        "task": req.task,  # picks the auto_map class
+        "extras": req.extras or {},  # a sentence-transformers repo's pooling and modules
+    }
     return fp(
-        req.library or "transformers",
-        f"remote:{arch}",
-        {"config": config, "code": dict(sorted((req.remote_code or {}).items()))},
-        req.tier,
-        [dict(s) for s in inputs.DEFAULT_SHAPES],
+        req.library or "transformers", f"remote:{arch}", graph, req.tier, [dict(s) for s in inputs.DEFAULT_SHAPES]
     )
 
 

@@ -424,8 +424,14 @@ def memory_rlimits(req: Any, memory_bytes: int) -> dict[str, int]:
 
 def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None) -> tuple[Run, Any]:
     """Lay out the run directory for ``req`` and write the plan; returns the run and the request
-    the model process reads (paths as it sees them). Raises SandboxUnavailable under strict."""
+    the model process reads (paths as it sees them). Raises SandboxUnavailable under strict, and
+    for custom code (``req.remote_code``), which runs as under strict whatever the mode: with every
+    protection, or not at all (the model process refuses too, should one fail as it enters)."""
     m = mode()
+    if getattr(req, "remote_code", None):
+        if m == "off":
+            raise SandboxUnavailable("custom code (ZOO_REMOTE_CODE=sandboxed) never runs with ZOO_SANDBOX=off")
+        m = "strict"
     caps: dict[str, Any] = {}
     uid = gid = None
     if m != "off":
@@ -434,7 +440,10 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         gaps = missing(caps)
         if gaps:
             if m == "strict":
-                check_strict()
+                raise SandboxUnavailable(
+                    f"{'custom code' if m != mode() else 'ZOO_SANDBOX=strict'}: this machine cannot give model "
+                    f"processes {why_missing(caps)}; `zoo doctor` shows what it allows"
+                )
             warn_once(
                 f"missing:{','.join(gaps)}",
                 f"sandbox (ZOO_SANDBOX=best_effort): model processes run without {why_missing(caps)}; "
@@ -548,9 +557,9 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         # interpreter and torch (an env's own): read-only here.
         # Never under off: a model process of Zoo's own uid could rewrite them for every later one
         t_wait = time.monotonic()
-        headers = shared_headers.ensure(
-            str(shared_headers_dir()), base_env(), wait=shared_headers.WAIT_S, python=python
-        )
+        # a compiler that only may hand graphs to inductor does not wait for the build, inductor does
+        wait = shared_headers.WAIT_S if BackendSpec.parse(str(req.backend)).compiler == "inductor" else 0.0
+        headers = shared_headers.ensure(str(shared_headers_dir()), base_env(), wait=wait, python=python)
         waited = time.monotonic() - t_wait
         if waited >= 0.5:  # the build this process started, waited for (part of the row's duration)
             setup["inductor_headers_waited_s"] = round(waited, 1)

@@ -89,8 +89,9 @@ def _torch_id(python: str | None = None) -> str:
         "s = u.find_spec('torch')\n"
         "print(m.version('torch'), os.path.realpath(s.origin or '?') if s else '?')"
     )
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}  # no secret reaches its hooks
     try:
-        out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60)
+        out = subprocess.run([str(python), "-I", "-c", code], capture_output=True, text=True, timeout=60, env=env)
     except (OSError, subprocess.SubprocessError):
         return "?"
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "?"
@@ -99,9 +100,12 @@ def _torch_id(python: str | None = None) -> str:
 @functools.lru_cache(maxsize=8)
 def key(python: str | None = None) -> str:
     """Which interpreter, torch and compiler the headers are for: another's never match. An env's
-    interpreter is often the same binary as Zoo's; its torch (its own, or Zoo's it falls through
-    to) tells them apart."""
+    interpreter is often the same binary as Zoo's, and may fall through to Zoo's torch: the env's
+    own path is in its key, so each env has a build of its own, made under its own interpreter,
+    never Zoo's nor another env's."""
     exe = os.path.realpath(python or sys.executable)
+    if not _zoo_python(python):
+        exe += f" (env {os.path.abspath(str(python))})"
     torch_id = _torch_id(None if _zoo_python(python) else python)
     ident = f"{exe}\n{torch_id}\n{os.uname().machine}\n{_compiler_id()}\nformat {FORMAT}"
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
@@ -126,6 +130,8 @@ def ensure(base: str, env: dict[str, str], wait: float = 0.0, python: str | None
     model process would otherwise build beside it); a model process started before it is done
     builds its own, as before. A directory that is not Zoo's user's alone (a link, or writable by
     another) is never shared."""
+    if not _zoo_python(python) and _torch_id(python) == "?":
+        return None  # an interpreter whose torch could not be told: nothing shared, it builds its own
     k = key(python)
     target = Path(base) / k
     if (target / "done").is_file():

@@ -45,7 +45,7 @@ class Reason(_Code):
     LIBRARY_UNSUPPORTED = "library_unsupported"
     TOO_LARGE = "too_large"
     NO_INPUTS = "no_inputs"
-    # custom code (ZOO_REMOTE_CODE=sandboxed) that imports a package Zoo's interpreter does not have
+    # custom code (ZOO_REMOTE_CODE=sandboxed) that imports a package the model's interpreter (Zoo's, or an env's) lacks
     MISSING_DEPENDENCY = "missing_dependency"
     # A reference_error whose two CPU fp32 runs on the same inputs differ.
     NONDETERMINISTIC = "nondeterministic"
