@@ -44,6 +44,92 @@ def ensure_env(openvino: str, torch: str) -> str:
     return name
 
 
+Row = tuple  # (openvino, torch, env, coverage dict, wall s, median backend_share or None, env build s or None)
+
+
+def _cell(s, ov: str, torch: str, env: str, run_id: int, wall: float, built: float | None) -> Row:
+    """One cell of the matrix from its stored rows."""
+    from sqlalchemy import select
+
+    from db import queries
+    from db.models import Result
+
+    cov = queries.coverage(s, backend=BACKEND, tier="tiny", env=env)
+    shares = [
+        float(d["backend_share"])
+        for d in s.scalars(select(Result.details).where(Result.run_id == run_id))
+        if (d or {}).get("backend_share") is not None
+    ]
+    return (ov, torch, env, cov.to_dict(), wall, statistics.median(shares) if shares else None, built)
+
+
+def _table(rows: list[Row], top: int, models: int, csv: str, header: str, note: str = "") -> list[str]:
+    """The matrix and the release-to-release comparison of ``rows`` (consecutive cells)."""
+    from db import queries
+    from db.session import session_scope
+
+    lines = [
+        "# OpenVINO releases x torch on the snapshot's top models (cpu+openvino, tier tiny)",
+        "",
+        f"Written by `python -m benchmarks.versions --top {top}` · {header}",
+        f"models: the top {models} of {Path(csv).name} through the Hub stand-in; one env per cell "
+        "(only its pins installed; env build time in the last column, 0 when reused)" + note,
+        "",
+        "| openvino | torch | pass | pass_with_fallback | compile_error | runtime_error | mismatch | other "
+        "| functional, by downloads | passing under half on OpenVINO | median backend_share | wall s | env s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for ov, torch, _env, cov, wall, share, built in rows:
+        sc = cov["status_counts"]
+        main_keys = ("pass", "pass_with_fallback", "compile_error", "runtime_error", "mismatch")
+        other = sum(v for k, v in sc.items() if k not in main_keys)
+        fw = cov["functional_weighted"]
+        env_s = "n/a" if built is None else f"{built:.0f}"
+        lines.append(
+            f"| {ov} | {torch} | {sc.get('pass', 0)} | {sc.get('pass_with_fallback', 0)} | "
+            f"{sc.get('compile_error', 0)} | {sc.get('runtime_error', 0)} | {sc.get('mismatch', 0)} | {other} | "
+            f"{'n/a' if fw is None else f'{100 * fw:.1f} %'} | {cov['below_half_on_backend']} | "
+            f"{'n/a' if share is None else f'{share:.2f}'} | {wall:.0f} | {env_s} |"
+        )
+    lines += ["", "## Release to release (the same models; `zoo compare --env A --env B`)", ""]
+    lines += ["| from | to | fixed | broken | still failing, same | another signature | numerics moved |",
+              "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    with session_scope() as s:
+        for (ova, ta, ea, *_), (ovb, tb, eb, *_) in zip(rows, rows[1:]):
+            c = queries.compare_envs(s, ea, eb, backend=BACKEND)["counts"]
+            lines.append(
+                f"| {ova} / torch {ta} | {ovb} / torch {tb} | {c['fixed']['models']} | {c['broken']['models']} | "
+                f"{c['still_failing_same']['models']} | {c['still_failing_other']['models']} | "
+                f"{c['numerics_moved']['models']} |"
+            )
+    return lines
+
+
+def _from_db(url: str) -> tuple[list[Row], int, str]:
+    """The finished cells of a kept database (``--from-db``): rows, models per cell, when they ran."""
+    import re
+
+    from sqlalchemy import select
+
+    from db.models import Run
+    from db.session import session_scope
+
+    os.environ["ZOO_DATABASE_URL"] = url
+    rows: list[Row] = []
+    requested, spans = 0, []
+    with session_scope() as s:
+        for run in s.scalars(select(Run).where(Run.env.like("bench-ov%")).order_by(Run.id)):
+            m = re.fullmatch(r"bench-ov(.+)-t(.+)", run.env)
+            if run.finished_at is None or not m:
+                continue  # a cell cut short: not shown
+            wall = (run.finished_at - run.started_at).total_seconds()
+            rows.append(_cell(s, m[1], m[2], run.env, run.id, wall, None))
+            requested = max(requested, run.requested)
+            spans.append((run.started_at, run.finished_at))
+    when = f"{spans[0][0]:%Y-%m-%d %H:%M}-{spans[-1][1]:%H:%M} UTC" if spans else "no finished cell"
+    return rows, requested, when
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--csv", default=str(SNAPSHOT_CSV))
@@ -57,19 +143,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--timeout", type=float, default=300)
     p.add_argument("--out", help="also write the report here")
+    p.add_argument(
+        "--from-db",
+        metavar="URL",
+        help="validate nothing: write the report of the finished cells in the database a run kept (it prints its "
+        "URL first), e.g. of a run stopped before its last cells",
+    )
     args = p.parse_args(argv)
 
+    if args.from_db:
+        rows, models, when = _from_db(args.from_db)
+        note = f"; re-rendered from the database the run kept ({len(rows)} finished cells, run {when})"
+        lines = _table(rows, args.top, models, args.csv, machine() + " (now, not when it ran)", note)
+        return _write(lines, args.out)
     header = machine()
     work = Path(tempfile.mkdtemp(prefix="zoo-versions-"))
     args.db = f"sqlite:///{work / 'zoo.db'}"
-    print(f"results database (kept, for the Releases page): {args.db}", flush=True)
+    print(f"results database (kept, for the Releases page and --from-db): {args.db}", flush=True)
     stop = standin(args, work)
     lines: list[str] = []
     try:
-        from sqlalchemy import select
-
-        from db import queries, repository
-        from db.models import Result
+        from db import repository
         from db.session import session_scope
         from services import catalog
         from zoo import bisect as zbisect
@@ -80,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         ovs = [v.strip() for v in args.openvino.split(",") if v.strip()]
         cells = [(ov, t.strip()) for t in args.torch.split(",") if t.strip() for ov in ovs]
         cells += [tuple(c.split("@", 1)) for c in args.extra.split(",") if "@" in c]  # type: ignore[misc]
-        rows: list[tuple[str, str, str, dict, float, float | None, float]] = []
+        rows: list[Row] = []
         for ov, torch in cells:
             t0 = time.perf_counter()
             env = ensure_env(ov, torch)
@@ -92,47 +186,10 @@ def main(argv: list[str] | None = None) -> int:
             wall = time.perf_counter() - t0
             with session_scope() as s:
                 repository.finish_run(s, run_id)
-                cov = queries.coverage(s, backend=BACKEND, tier="tiny", env=env)
-                shares = [
-                    float(d["backend_share"])
-                    for d in s.scalars(select(Result.details).where(Result.run_id == run_id))
-                    if (d or {}).get("backend_share") is not None
-                ]
-            rows.append((ov, torch, env, cov.to_dict(), wall, statistics.median(shares) if shares else None, built))
-            print(f"openvino {ov} torch {torch}: {wall:.0f} s, {cov.status_counts}", flush=True)
-        lines += [
-            "# OpenVINO releases x torch on the snapshot's top models (cpu+openvino, tier tiny)",
-            "",
-            f"Written by `python -m benchmarks.versions --top {args.top}` · {header}",
-            f"models: the top {len(ids)} of {Path(args.csv).name} through the Hub stand-in; one env per cell "
-            "(only its pins installed; env build time in the last column, 0 when reused)",
-            "",
-            "| openvino | torch | pass | pass_with_fallback | compile_error | runtime_error | mismatch | other "
-            "| functional, by downloads | passing under half on OpenVINO | median backend_share | wall s | env s |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for ov, torch, _env, cov, wall, share, built in rows:
-            sc = cov["status_counts"]
-            main_keys = ("pass", "pass_with_fallback", "compile_error", "runtime_error", "mismatch")
-            other = sum(v for k, v in sc.items() if k not in main_keys)
-            fw = cov["functional_weighted"]
-            lines.append(
-                f"| {ov} | {torch} | {sc.get('pass', 0)} | {sc.get('pass_with_fallback', 0)} | "
-                f"{sc.get('compile_error', 0)} | {sc.get('runtime_error', 0)} | {sc.get('mismatch', 0)} | {other} | "
-                f"{'n/a' if fw is None else f'{100 * fw:.1f} %'} | {cov['below_half_on_backend']} | "
-                f"{'n/a' if share is None else f'{share:.2f}'} | {wall:.0f} | {built:.0f} |"
-            )
-        lines += ["", "## Release to release (the same models; `zoo compare --env A --env B`)", ""]
-        lines += ["| from | to | fixed | broken | still failing, same | another signature | numerics moved |",
-                  "|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
-        with session_scope() as s:
-            for (ova, ta, ea, *_), (ovb, tb, eb, *_) in zip(rows, rows[1:]):
-                c = queries.compare_envs(s, ea, eb, backend=BACKEND)["counts"]
-                lines.append(
-                    f"| {ova} / torch {ta} | {ovb} / torch {tb} | {c['fixed']['models']} | {c['broken']['models']} | "
-                    f"{c['still_failing_same']['models']} | {c['still_failing_other']['models']} | "
-                    f"{c['numerics_moved']['models']} |"
-                )
+            with session_scope() as s:
+                rows.append(_cell(s, ov, torch, env, run_id, wall, built))
+            print(f"openvino {ov} torch {torch}: {wall:.0f} s, {rows[-1][3]['status_counts']}", flush=True)
+        lines = _table(rows, args.top, len(ids), args.csv, header)
         models = [m.strip() for m in args.bisect.split(",") if m.strip()]
         if models:
             lines += ["", f"## First bad OpenVINO release (`zoo bisect ... --good {ovs[0]} --bad {ovs[-1]}`)", ""]
@@ -152,11 +209,15 @@ def main(argv: list[str] | None = None) -> int:
             )
     finally:
         stop()
+    os.environ.pop("HF_ENDPOINT", None)
+    return _write(lines, args.out)
+
+
+def _write(lines: list[str], out: str | None) -> int:
     text = "\n".join(lines) + "\n"
     print(text)
-    if args.out:
-        Path(args.out).write_text(text)
-    os.environ.pop("HF_ENDPOINT", None)
+    if out:
+        Path(out).write_text(text)
     return 0
 
 

@@ -34,17 +34,19 @@ def _collect_errors(page) -> list[str]:
     return errors
 
 
-def shoot(base: str, out: Path, full_page: bool = True) -> list[Path]:
+def shoot(base: str, out: Path, full_page: bool = True, only: list[tuple[str, str]] | None = None) -> list[Path]:
+    """Every page (or ``only`` these (name, path) pairs) of the dashboard at ``base``, as PNGs in ``out``."""
     import httpx
     from playwright.sync_api import sync_playwright
 
-    first = httpx.get(f"{base}/api/v1/models", params={"limit": 1}).json()["items"][0]["model_id"]
-    week = httpx.get(f"{base}/api/v1/coverage").json()["week"]
+    if only is None:
+        first = httpx.get(f"{base}/api/v1/models", params={"limit": 1}).json()["items"][0]["model_id"]
+        week = httpx.get(f"{base}/api/v1/coverage").json()["week"]
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for name, path in pages(first, week):
+        for name, path in only if only is not None else pages(first, week):
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             errors = _collect_errors(page)
             resp = page.goto(base + path)
@@ -67,8 +69,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dashboards.screenshots", description=__doc__.split("\n\n")[1])
     ap.add_argument("base_url", help="where `zoo serve` listens, e.g. http://127.0.0.1:8000")
     ap.add_argument("out_dir", type=Path, help="folder for the dashboard-*.png files (docs/ for the README's)")
+    ap.add_argument(
+        "--page",
+        action="append",
+        metavar="NAME=PATH",
+        help="only this page, as dashboard-NAME.png (repeatable), e.g. releases=/releases?env_a=A&env_b=B",
+    )
     args = ap.parse_args(argv)
-    for p in shoot(args.base_url.rstrip("/"), args.out_dir):
+    only = [tuple(p.split("=", 1)) for p in args.page] if args.page else None
+    if only and any(len(p) != 2 or not p[1].startswith("/") for p in only):
+        ap.error("--page takes NAME=/path")
+    for p in shoot(args.base_url.rstrip("/"), args.out_dir, only=only):  # type: ignore[arg-type]
         sys.stdout.write(f"{p}\n")
     return 0
 
