@@ -42,10 +42,51 @@ def _write_gguf(path, arch: str = "llama", weights_mb: int = 48, vocab: int = 32
     w.close()
 
 
-def _validate(zoo, base: str, tmp_path, model_id: str, tier: str):
+def _write_complete_gguf(path) -> int:
+    """A whole tiny llama (2 layers, 64 wide, a 256-token vocabulary) with its matrices quantised to
+    Q8_0, as GGUF repos ship them; returns how many weights it holds."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import quantize
+
+    vocab, hidden, layers, heads, kv, ffn = 256, 64, 2, 4, 2, 128
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_context_length(128)
+    w.add_embedding_length(hidden)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("llama")
+    w.add_token_list([f"tok{i}" for i in range(vocab)])
+    w.add_token_scores([0.0] * vocab)
+    w.add_token_types([1] * vocab)
+    rng = np.random.default_rng(0)
+    shapes = {"token_embd.weight": (vocab, hidden), "output_norm.weight": (hidden,), "output.weight": (vocab, hidden)}
+    kv_width = kv * hidden // heads
+    for i in range(layers):
+        block = {"attn_norm": (hidden,), "attn_q": (hidden, hidden), "attn_k": (kv_width, hidden),
+                 "attn_v": (kv_width, hidden), "attn_output": (hidden, hidden), "ffn_norm": (hidden,),
+                 "ffn_gate": (ffn, hidden), "ffn_up": (ffn, hidden), "ffn_down": (hidden, ffn)}  # fmt: skip
+        shapes.update({f"blk.{i}.{name}.weight": shape for name, shape in block.items()})
+    for name, shape in shapes.items():
+        a = (rng.standard_normal(shape) * 0.02).astype(np.float32)
+        if a.ndim == 2:
+            w.add_tensor(name, quantize(a, GGMLQuantizationType.Q8_0), raw_dtype=GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor(name, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return sum(int(np.prod(shape)) for shape in shapes.values())
+
+
+def _validate(zoo, base: str, tmp_path, model_id: str, tier: str, *extra: str):
     """`zoo validate MODEL --backend cpu --tier TIER --json` through the stand-in at ``base``."""
     return zoo(
-        ["validate", model_id, "--backend", "cpu", "--tier", tier, "--json"],
+        ["validate", model_id, "--backend", "cpu", "--tier", tier, "--json", *extra],
         HF_ENDPOINT=base,
         HF_HUB_OFFLINE="0",
         HF_HUB_CACHE=str(tmp_path / "hf"),
@@ -62,6 +103,9 @@ def gguf_hub(tmp_path_factory):
     big = root / "repos" / "test-org/big-vocab-GGUF"  # a header over the first 1 MiB read: read on, 4x more
     big.mkdir(parents=True)
     _write_gguf(big / "big.gguf", weights_mb=16, vocab=150_000)
+    whole = root / "repos" / "test-org/whole-tiny-llama-GGUF"  # every tensor: the full tier loads it
+    whole.mkdir(parents=True)
+    _write_complete_gguf(whole / "whole-tiny-llama.Q8_0.gguf")
     other = root / "repos" / "test-org/tiny-unmappable-GGUF"
     other.mkdir(parents=True)
     _write_gguf(other / "x.gguf", arch="zoo-no-such-arch", weights_mb=1)
@@ -72,7 +116,9 @@ def gguf_hub(tmp_path_factory):
         w.writerow([REPO, 1000, "text-generation", "", "['gguf', 'text-generation', 'llama']"])
         w.writerow(["test-org/tiny-unmappable-GGUF", 10, "text-generation", "", "['gguf', 'text-generation']"])
         w.writerow(["test-org/big-vocab-GGUF", 5, "text-generation", "", "['gguf', 'text-generation']"])
-    repos = {REPO: str(folder), "test-org/tiny-unmappable-GGUF": str(other), "test-org/big-vocab-GGUF": str(big)}
+        w.writerow(["test-org/whole-tiny-llama-GGUF", 4, "text-generation", "", "['gguf', 'text-generation']"])
+    repos = {REPO: str(folder), "test-org/tiny-unmappable-GGUF": str(other), "test-org/big-vocab-GGUF": str(big),
+             "test-org/whole-tiny-llama-GGUF": str(whole)}  # fmt: skip
     base, stop = start_standin(str(catalog), repos)
     yield base, stop.hub, (folder / FILE).stat().st_size
     stop()
@@ -120,8 +166,18 @@ def test_an_architecture_transformers_cannot_map_is_unsupported(zoo, gguf_hub, t
     assert "zoo-no-such-arch" in row["error"]["message"]
 
 
-def test_the_full_tier_of_a_gguf_repo_is_still_unsupported(zoo, gguf_hub, tmp_path):
-    base, _, _ = gguf_hub
-    proc = _validate(zoo, base, tmp_path, REPO, "full")
+def test_the_full_tier_dequantises_a_gguf_file_that_fits_the_budget(zoo, gguf_hub, tmp_path):
+    base, served, _ = gguf_hub
+    repo, name = "test-org/whole-tiny-llama-GGUF", "whole-tiny-llama.Q8_0.gguf"
+    proc = _validate(zoo, base, tmp_path, repo, "full")
     row = json.loads(proc.stdout)
-    assert (row["status"], row["reason"]) == ("unsupported", "no_pytorch_weights"), row
+    assert row["status"] == "pass" and row["architecture"] == "LlamaForCausalLM", (row["status"], row["error"])
+    assert row["details"]["parameters"] == _write_complete_gguf(tmp_path / "again.gguf")  # every weight, loaded
+    assert row["details"]["config_source"].startswith(f"gguf:{repo}/{name}@")
+    # a file whose weights, in float32, would not fit: too_large, from the header alone (nothing else fetched)
+    before = served.sent.get((REPO, FILE), 0)
+    proc = _validate(zoo, base, tmp_path, REPO, "full", "--memory-gb", "0.1")
+    row = json.loads(proc.stdout)
+    assert (row["status"], row["reason"]) == ("unsupported", "too_large"), row["error"]
+    assert "dequantised to float32" in row["error"]["message"] and "0.1 GiB memory budget" in row["error"]["message"]
+    assert served.sent[(REPO, FILE)] - before <= 1 << 20  # its header: 1 MiB of 48

@@ -37,6 +37,7 @@ class Header:
     size: int  # the whole file's, from the Hub
     bytes_read: int  # what was fetched
     config: dict[str, Any]
+    elements: int = 0  # the tensors' elements, from their infos in the header: 4 bytes each in float32
 
 
 def header_length(buf: bytes) -> int:
@@ -91,8 +92,9 @@ def header_length(buf: bytes) -> int:
     return pos
 
 
-def _mapped_config(head: bytes, size: int) -> dict[str, Any]:
-    """transformers' config for the header ``head`` of a GGUF file of ``size`` bytes."""
+def _mapped_config(head: bytes, size: int) -> tuple[dict[str, Any], int]:
+    """transformers' config for the header ``head`` of a GGUF file of ``size`` bytes, and how many
+    elements its tensors hold (their infos are in the header; the gguf package reads them)."""
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     with tempfile.TemporaryDirectory(prefix="zoo-gguf-") as tmp:
@@ -104,10 +106,16 @@ def _mapped_config(head: bytes, size: int) -> dict[str, Any]:
             parsed = load_gguf_checkpoint(path, return_tensors=False)
         except ValueError as exc:  # "GGUF model with architecture X is not supported yet."
             raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"transformers cannot map this GGUF file: {exc}") from exc
+        try:
+            from gguf import GGUFReader
+
+            elements = sum(int(t.n_elements) for t in GGUFReader(path).tensors)
+        except Exception:  # the infos unreadable: no estimate (the full tier then refuses, saying so)
+            elements = 0
     config = parsed.get("config") if isinstance(parsed, dict) else None
     if not isinstance(config, dict) or not config.get("model_type"):
         raise NotSupported(Reason.LIBRARY_UNSUPPORTED, "transformers maps no config from this GGUF file")
-    return dict(config)
+    return dict(config), elements
 
 
 def pick_file(files: list[str]) -> str | None:
@@ -152,4 +160,5 @@ def read_header(model_id: str, revision: str | None, filename: str) -> Header:
             continue
         except ValueError as exc:
             raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{filename}: {exc}") from exc
-        return Header(file=filename, size=size, bytes_read=fetched, config=_mapped_config(head[:end], size))
+        config, elements = _mapped_config(head[:end], size)
+        return Header(file=filename, size=size, bytes_read=fetched, config=config, elements=elements)

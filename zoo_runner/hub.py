@@ -131,8 +131,8 @@ def check_policy(facts: HubFacts, tier: str, allow_remote_code: bool = False) ->
             raise NotSupported(
                 Reason.PICKLE_ONLY, f"{facts.model_id} has only pickle weights (.bin/.pt); Zoo loads safetensors only"
             )
-        if "gguf" in formats and tier != "full" and "pickle" not in formats:
-            return  # tiny and census build from the GGUF file's header (zoo_runner/gguf_header.py)
+        if "gguf" in formats and "pickle" not in formats:
+            return  # tiny and census build from the GGUF file's header, full dequantises it (zoo_runner/gguf_header.py)
         if formats and formats <= {"gguf", "onnx", "mlx"}:
             raise NotSupported(
                 Reason.NO_PYTORCH_WEIGHTS,
@@ -229,15 +229,13 @@ def _library_from_config(req: ValidationRequest, errors: Any) -> tuple[str | Non
     return library_for_config(config), config
 
 
+GGUF_FULL_ROOM = 3  # a dequantised GGUF model in float32, times this, must fit the memory budget (load, copy, run)
+
+
 def _gguf_only(facts: HubFacts, tier: str) -> bool:
     """A repo whose only PyTorch-loadable description is a GGUF file (no safetensors, no pickle, no config.json)."""
     formats = weight_formats(facts.files)
-    return (
-        tier != "full"
-        and "gguf" in formats
-        and not formats & {"safetensors", "pickle"}
-        and ("config.json" not in facts.files)
-    )
+    return "gguf" in formats and not formats & {"safetensors", "pickle"} and ("config.json" not in facts.files)
 
 
 def _prepare_gguf(req: ValidationRequest, facts: HubFacts, errors: Any) -> ValidationRequest:
@@ -258,6 +256,26 @@ def _prepare_gguf(req: ValidationRequest, facts: HubFacts, errors: Any) -> Valid
     req.extras = {}
     read = f"header: {header.bytes_read:,} of {header.size:,} bytes"
     req.config_source = f"gguf:{req.model_id}/{name}@{(req.revision or '')[:12]} ({read})"
+    if req.tier == "full":  # transformers dequantises the whole file to float32, in the model process
+        need = header.elements * 4
+        budget = int(req.memory_gb * (1 << 30))
+        if not need or need * GGUF_FULL_ROOM > budget:
+            raise NotSupported(
+                Reason.TOO_LARGE,
+                f"{req.model_id}/{name} dequantised to float32 is {need / (1 << 30):.1f} GiB "
+                f"({header.elements:,} weights; {GGUF_FULL_ROOM}x that is room to load and run it), over the "
+                f"{req.memory_gb:g} GiB memory budget"
+                if need
+                else f"{req.model_id}/{name}: its tensors' sizes could not be read from the header",
+            )
+        from huggingface_hub import hf_hub_download
+
+        try:
+            path = hf_hub_download(req.model_id, name, revision=req.revision)
+        except (OSError, errors.HfHubHTTPError) as exc:
+            raise HubUnreachable(f"could not fetch {req.model_id}/{name}: {exc.__class__.__name__}") from exc
+        req.files_dir = path[: -len(name)].rstrip("/")  # the snapshot's root: its links into the blobs hold
+        req.extras = {"gguf_file": name}
     return req
 
 

@@ -322,7 +322,10 @@ class TransformersBuilder:
         plan = plan or self.plan(request, base_model=base_model)
         cls, config, architecture, quirk = plan.cls, plan.config, plan.architecture, plan.quirk
         torch.manual_seed(request.seed)
-        if request.tier == "full":
+        gguf_file = (request.extras or {}).get("gguf_file") if request.tier == "full" else None
+        if gguf_file:  # a GGUF-only repo: transformers dequantises the file to float32 (gguf package)
+            model = cls.from_pretrained(request.files_dir, config=config, gguf_file=gguf_file, local_files_only=True)
+        elif request.tier == "full":
             model = cls.from_pretrained(request.files_dir, config=config, use_safetensors=True, local_files_only=True)
         else:
             model = cls._from_config(config, dtype=torch.float32)
