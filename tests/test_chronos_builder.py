@@ -68,6 +68,10 @@ def test_an_untagged_transformers_repo_is_recognised_by_its_config(zoo, snapshot
 
 
 def test_a_library_without_a_builder_is_unsupported_and_named(zoo, snapshot_hub, tmp_path):
-    r = validate_through(zoo, snapshot_hub, tmp_path, "Bingsu/adetailer")  # ultralytics: no builder
+    r = validate_through(zoo, snapshot_hub, tmp_path, "speechbrain/spkrec-ecapa-voxceleb")  # no builder
     assert r["status"] == "unsupported" and r["reason"] == "library_unsupported"
-    assert "ultralytics" in r["error"]["message"]
+    assert "speechbrain" in r["error"]["message"]
+    # ultralytics has one, and says why the stand-in's synthetic repo (a pytorch_model.bin) gives it nothing to build
+    r = validate_through(zoo, snapshot_hub, tmp_path, "Bingsu/adetailer")
+    assert r["status"] == "unsupported" and r["reason"] == "library_unsupported"
+    assert "no ultralytics checkpoint named after a YOLO architecture" in r["error"]["message"]

@@ -64,7 +64,7 @@ def config_from_files(model_id: str, files: list[str]) -> dict[str, Any]:
     said = ", ".join(checkpoints[:5]) or "none"
     raise NotSupported(
         Reason.LIBRARY_UNSUPPORTED,
-        f"{model_id}: no checkpoint named after a YOLO architecture Zoo builds (checkpoints: {said})",
+        f"{model_id}: no ultralytics checkpoint named after a YOLO architecture Zoo builds (checkpoints: {said})",
     )
 
 
