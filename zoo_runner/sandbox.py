@@ -557,9 +557,11 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         # interpreter and torch (an env's own): read-only here.
         # Never under off: a model process of Zoo's own uid could rewrite them for every later one
         t_wait = time.monotonic()
-        # a compiler that only may hand graphs to inductor does not wait for the build, inductor does
-        wait = shared_headers.WAIT_S if BackendSpec.parse(str(req.backend)).compiler == "inductor" else 0.0
-        headers = shared_headers.ensure(str(shared_headers_dir()), base_env(), wait=wait, python=python)
+        # a compiler that may hand graphs to inductor waits too: at most the build's ~20 s, once per
+        # machine and interpreter, against the header and probes each of its model processes would build
+        headers = shared_headers.ensure(
+            str(shared_headers_dir()), base_env(), wait=shared_headers.WAIT_S, python=python
+        )
         waited = time.monotonic() - t_wait
         if waited >= 0.5:  # the build this process started, waited for (part of the row's duration)
             setup["inductor_headers_waited_s"] = round(waited, 1)
