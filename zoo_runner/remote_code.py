@@ -209,14 +209,14 @@ def _code_dir(hashes: dict[str, str], paths: dict[str, str], config: str) -> Pat
     by their hashes (``~/.cache/zoo/remote-code/<digest>``): the model process sees nothing else of
     the repo (no other revision, no earlier download) at tiers tiny and census."""
     from . import cache_trust
-    from .sandbox import _cache_base
+    from .sandbox import remote_code_dir
 
     with open(config, "rb") as f:
         config_bytes = f.read(1 << 20)
     digest = hashlib.sha256(
         json.dumps([sorted(hashes.items()), hashlib.sha256(config_bytes).hexdigest()]).encode()
     ).hexdigest()[:24]
-    base = _cache_base() / "remote-code"
+    base = remote_code_dir()
     os.close(cache_trust.own_root(base, 0o755))  # Zoo's own, never a link
     target = base / digest
     if (target / "config.json").is_file():

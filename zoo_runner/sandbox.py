@@ -175,6 +175,11 @@ def _cache_base() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")) / "zoo"
 
 
+def remote_code_dir() -> Path:
+    """Where Zoo keeps the custom code it fetched and hashed for model processes (zoo_runner.remote_code)."""
+    return _cache_base() / "remote-code"
+
+
 def shared_headers_dir() -> Path:
     """Where Zoo keeps inductor's precompiled headers for its model processes (zoo_runner.shared_headers)."""
     return _cache_base() / "inductor-headers"
