@@ -26,11 +26,11 @@ def main(argv: list[str]) -> int:
 
     from . import remote_code
     from .engine import validate_here
-
-    remote_code.IN_MODEL_PROCESS = True  # a repo's custom code may be imported here, and only here
     from .exceptions import ZooError
     from .request import ValidationRequest
     from .result import failure_result
+
+    remote_code.IN_MODEL_PROCESS = True  # a repo's custom code may be imported here, and only here
 
     req = ValidationRequest.from_dict(json.loads(open(req_path).read()))
 

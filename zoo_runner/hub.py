@@ -307,9 +307,9 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     custom = "custom_code" in facts.tags and remote_code.enabled()
     check_policy(facts, req.tier, allow_remote_code=custom)
     errors = _hub_errors()
-    if custom and _gguf_only(facts, req.tier):
-        raise NotSupported(Reason.REMOTE_CODE, f"{req.model_id}: custom code of a GGUF-only repo is never run")
     if _gguf_only(facts, req.tier):
+        if custom:
+            raise NotSupported(Reason.REMOTE_CODE, f"{req.model_id}: custom code of a GGUF-only repo is never run")
         return _prepare_gguf(req, facts, errors)
     from .builders import get_builder, registered_libraries
 

@@ -9,8 +9,7 @@ no longer refused by policy. The parent, in :func:`prepare`:
   cache, never importing them, and records each file's sha256 (``details.remote_code``);
 - parses their imports (transformers' own ``get_imports``, with ``ast``, as its ``check_imports``
   does: nothing runs) and answers ``unsupported`` / ``missing_dependency``, naming the packages, where the
-  model's interpreter (Zoo's, or the env's) has none of that name.
-
+  model's interpreter (Zoo's, or the env's) has none of that name;
 - refuses code in another repo (an ``auto_map`` entry ``repo--module.Class``), a module the
   ``auto_map`` names that the repo lacks, more than ``MAX_FILES`` files or ``MAX_BYTES`` of code
   (sized before anything is fetched), a library whose builder does not load ``auto_map``
@@ -47,22 +46,21 @@ MAX_FILES = 64  # a repo with more code files than this is not a model's code: r
 MAX_BYTES = 4 << 20  # nor is more code than this
 LIBRARIES = ("transformers", "sentence-transformers")  # whose builders load auto_map classes
 IN_MODEL_PROCESS = False  # set by zoo_runner.child.main: only a model process imports a repo's code
-
-
-_POLICY: list[str] = []  # --remote-code, over ZOO_REMOTE_CODE, for this process
+_policy: str | None = None  # --remote-code, over ZOO_REMOTE_CODE, for this process
 
 
 def set_policy(policy: str) -> None:
     """``never`` or ``sandboxed`` for this process, over ``ZOO_REMOTE_CODE`` (the CLI's flag)."""
+    global _policy
     if policy not in ("never", "sandboxed"):
         raise ValueError(f"remote-code policy {policy!r}: never or sandboxed")
-    _POLICY[:] = [policy]
+    _policy = policy
 
 
 def enabled() -> bool:
     from .settings import settings
 
-    return (_POLICY[0] if _POLICY else settings().remote_code) == "sandboxed"
+    return (_policy or settings().remote_code) == "sandboxed"
 
 
 def code_files(files: list[str]) -> list[str]:

@@ -312,10 +312,20 @@ def check_strict() -> None:
         return
     caps = capabilities(*sandbox_ids())
     if missing(caps):
-        raise SandboxUnavailable(
-            f"ZOO_SANDBOX=strict, but this machine cannot give model processes {why_missing(caps)}; "
-            "`zoo doctor` shows what it allows (ZOO_SANDBOX=best_effort runs them anyway)"
+        raise _refusal(caps)
+
+
+def _refusal(caps: dict[str, Any], custom_code: bool = False) -> SandboxUnavailable:
+    """Why a model process is not started where a protection is missing: strict, or custom code."""
+    if custom_code:
+        return SandboxUnavailable(
+            f"custom code: this machine cannot give model processes {why_missing(caps)}; "
+            "`zoo doctor` shows what it allows (custom code runs only with every protection, whatever ZOO_SANDBOX)"
         )
+    return SandboxUnavailable(
+        f"ZOO_SANDBOX=strict, but this machine cannot give model processes {why_missing(caps)}; "
+        "`zoo doctor` shows what it allows (ZOO_SANDBOX=best_effort runs them anyway)"
+    )
 
 
 # ------------------------------------------------------------------ one run
@@ -433,7 +443,8 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
     for custom code (``req.remote_code``), which runs as under strict whatever the mode: with every
     protection, or not at all (the model process refuses too, should one fail as it enters)."""
     m = mode()
-    if getattr(req, "remote_code", None):
+    custom_code = bool(getattr(req, "remote_code", None))
+    if custom_code:
         if m == "off":
             raise SandboxUnavailable("custom code (ZOO_REMOTE_CODE=sandboxed) never runs with ZOO_SANDBOX=off")
         m = "strict"
@@ -445,10 +456,7 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         gaps = missing(caps)
         if gaps:
             if m == "strict":
-                raise SandboxUnavailable(
-                    f"{'custom code' if m != mode() else 'ZOO_SANDBOX=strict'}: this machine cannot give model "
-                    f"processes {why_missing(caps)}; `zoo doctor` shows what it allows"
-                )
+                raise _refusal(caps, custom_code)
             warn_once(
                 f"missing:{','.join(gaps)}",
                 f"sandbox (ZOO_SANDBOX=best_effort): model processes run without {why_missing(caps)}; "
