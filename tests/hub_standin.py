@@ -240,6 +240,14 @@ EMPTY_SAFETENSORS = len(_ST_HEADER).to_bytes(8, "little") + _ST_HEADER
 GGUF_ARCH_TAGS = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen": "qwen2", "qwen3": "qwen3",
                   "phi3": "phi3", "gemma2": "gemma2", "gemma3": "gemma3", "falcon": "falcon", "gpt2": "gpt2",
                   "starcoder2": "starcoder2", "stablelm": "stablelm", "t5": "t5", "bloom": "bloom"}  # fmt: skip
+# Where a GGUF repo's tags (and its base model's row) name no model type: the family its base model's
+# or its own name gives, as llama.cpp's converter writes ``general.architecture`` for it (Qwen 1.5,
+# Qwen 2, QwQ and the DeepSeek-R1 Qwen distills are `qwen2`; Mistral, Vicuna and Llama are `llama`).
+# First match wins; a name with none (a FLUX or video model, a control-vector repo) keeps a file with
+# no header.
+GGUF_NAME_FAMILIES = (("qwen3", "qwen3"), ("qwq", "qwen2"), ("qwen", "qwen2"), ("gemma-3", "gemma3"),
+                      ("gemma-2", "gemma2"), ("phi-3", "phi3"), ("llama", "llama"), ("vicuna", "llama"),
+                      ("mistral", "llama"))  # fmt: skip
 _GGUF_CACHE: dict[str | None, bytes] = {}
 
 
@@ -602,16 +610,35 @@ class HubData:
                 out.update(self._walk(self.recorded[model_id]))
             if "safetensors" in tags:
                 out["model.safetensors"] = EMPTY_SAFETENSORS
-            elif "pytorch" in tags:
+            elif "pytorch" in tags and "gguf" not in tags:  # a quantisation repo's `pytorch` tag is its card's
                 out["pytorch_model.bin"] = b""
             else:
                 if "gguf" in tags:
-                    out[f"{model_id.split('/')[-1]}.gguf"] = synthetic_gguf(tags)
+                    out[f"{model_id.split('/')[-1]}.gguf"] = synthetic_gguf(self._gguf_tags(model_id, tags))
                 if "onnx" in tags:
                     out["onnx/model.onnx"] = b""
         with self._lock:
             self._files[model_id] = out
         return out
+
+    def _gguf_tags(self, model_id: str, tags: list[str]) -> list[str]:
+        """A GGUF repo's tags, and where they name no architecture, its base model's: the tags of the
+        base model's row in the snapshot when it has one (``base_model:quantized:<id>``), else
+        the family its name gives (:data:`GGUF_NAME_FAMILIES`). Quantisation repos
+        rarely carry a model-type tag, but the file's header always names one (``general.architecture``)."""
+        if any(t in GGUF_ARCH_TAGS for t in tags):
+            return tags
+        bases = [t.rsplit(":", 1)[1] for t in tags if t.startswith("base_model:")]
+        for base in bases:
+            row = self.by_id.get(base)
+            if row and any(t in GGUF_ARCH_TAGS for t in row["tags"]):
+                return tags + [t for t in row["tags"] if t in GGUF_ARCH_TAGS]
+        for name in [*bases, model_id]:
+            low = name.split("/")[-1].lower()
+            for needle, arch in GGUF_NAME_FAMILIES:
+                if needle in low:
+                    return tags + [arch]
+        return tags
 
     @staticmethod
     def read(content: bytes | str) -> bytes:

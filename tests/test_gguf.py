@@ -181,3 +181,46 @@ def test_the_full_tier_dequantises_a_gguf_file_that_fits_the_budget(zoo, gguf_hu
     assert (row["status"], row["reason"]) == ("unsupported", "too_large"), row["error"]
     assert "dequantised to float32" in row["error"]["message"] and "0.1 GiB memory budget" in row["error"]["message"]
     assert served.sent[(REPO, FILE)] - before <= 1 << 20  # its header: 1 MiB of 48
+
+
+def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model(tmp_path):
+    """Quantisation repos rarely carry a model-type tag; the stand-in's synthetic header then takes the
+    architecture from the base model's row, else from the family its name gives, else writes none (and
+    a repo tagged `pytorch` by its card still serves its GGUF file, not a pickle)."""
+    from huggingface_hub import HfApi, hf_hub_download
+
+    catalog = tmp_path / "catalog.csv"
+    rows = [
+        ("org/base-model", "['transformers', 'safetensors', 'qwen2', 'text-generation']"),
+        ("q/base-model-GGUF", "['gguf', 'text-generation', 'base_model:quantized:org/base-model']"),
+        ("q/Meta-Llama-3.1-8B-Instruct-GGUF", "['gguf', 'pytorch', 'base_model:quantized:meta-llama/not-in-it']"),
+        ("q/gemma-3-27b-it-GGUF", "['gguf', 'text-generation']"),
+        ("q/FLUX.1-dev-gguf", "['gguf', 'text-to-image', 'base_model:quantized:black-forest-labs/FLUX.1-dev']"),
+    ]
+    with catalog.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model_id", "downloads", "tasks", "parameters", "tags"])
+        for i, (repo, tags) in enumerate(rows):
+            w.writerow([repo, 100 - i, "text-generation", "", tags])
+    base, stop = start_standin(str(catalog))
+    try:
+        api = HfApi(endpoint=base)
+        got = {}
+        for repo, _ in rows[1:]:
+            files = [f for f in api.list_repo_files(repo) if f.endswith((".gguf", ".bin"))]
+            assert len(files) == 1 and files[0].endswith(".gguf"), (repo, files)
+            path = hf_hub_download(repo, files[0], cache_dir=tmp_path / "hf", endpoint=base)
+            data = open(path, "rb").read()
+            if len(data) <= 4:
+                got[repo] = None
+                continue
+            field = gguf.GGUFReader(path).fields["general.architecture"]
+            got[repo] = bytes(field.parts[field.data[0]]).decode()
+    finally:
+        stop()
+    assert got == {
+        "q/base-model-GGUF": "qwen2",  # the base model's row
+        "q/Meta-Llama-3.1-8B-Instruct-GGUF": "llama",  # the base model's name
+        "q/gemma-3-27b-it-GGUF": "gemma3",  # its own name
+        "q/FLUX.1-dev-gguf": None,  # not a language model: no header, as before
+    }

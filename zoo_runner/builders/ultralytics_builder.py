@@ -62,6 +62,12 @@ def config_from_files(model_id: str, files: list[str]) -> dict[str, Any]:
         if arch:
             return arch
     said = ", ".join(checkpoints[:5]) or "none"
+    if any("world" in os.path.basename(n).lower() for n in checkpoints):
+        raise NotSupported(
+            Reason.LIBRARY_UNSUPPORTED,
+            f"{model_id}: YOLO-World checkpoints ({said}): its open-vocabulary head needs a CLIP text"
+            " model, which Zoo's ultralytics builder does not build",
+        )
     raise NotSupported(
         Reason.LIBRARY_UNSUPPORTED,
         f"{model_id}: no ultralytics checkpoint named after a YOLO architecture Zoo builds (checkpoints: {said})",
