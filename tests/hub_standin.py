@@ -238,16 +238,17 @@ EMPTY_SAFETENSORS = len(_ST_HEADER).to_bytes(8, "little") + _ST_HEADER
 # llama.cpp writes them); a repo whose tags name none gets a file with no header, as the real one
 # cannot be guessed: Zoo reads it and says so.
 GGUF_ARCH_TAGS = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen": "qwen2", "qwen3": "qwen3",
-                  "phi3": "phi3", "gemma2": "gemma2", "gemma3": "gemma3", "falcon": "falcon", "gpt2": "gpt2",
-                  "starcoder2": "starcoder2", "stablelm": "stablelm", "t5": "t5", "bloom": "bloom"}  # fmt: skip
+                  "phi3": "phi3", "phi2": "phi2", "gemma2": "gemma2", "gemma3": "gemma3", "falcon": "falcon",
+                  "gpt2": "gpt2", "starcoder2": "starcoder2", "stablelm": "stablelm", "t5": "t5",
+                  "bloom": "bloom"}  # fmt: skip
 # Where a GGUF repo's tags (and its base model's row) name no model type: the family its base model's
 # or its own name gives, as llama.cpp's converter writes ``general.architecture`` for it (Qwen 1.5,
 # Qwen 2, QwQ and the DeepSeek-R1 Qwen distills are `qwen2`; Mistral, Vicuna and Llama are `llama`).
 # First match wins; a name with none (a FLUX or video model, a control-vector repo) keeps a file with
 # no header.
 GGUF_NAME_FAMILIES = (("qwen3", "qwen3"), ("qwq", "qwen2"), ("qwen", "qwen2"), ("gemma-3", "gemma3"),
-                      ("gemma-2", "gemma2"), ("phi-3", "phi3"), ("llama", "llama"), ("vicuna", "llama"),
-                      ("mistral", "llama"))  # fmt: skip
+                      ("gemma-2", "gemma2"), ("phi-3", "phi3"), ("phi-2", "phi2"), ("llama", "llama"),
+                      ("vicuna", "llama"), ("mistral", "llama"))  # fmt: skip
 _GGUF_CACHE: dict[str | None, bytes] = {}
 
 
@@ -560,7 +561,8 @@ class HubData:
             if not (model_type and "safetensors" in tags):
                 return None
         if model_type is None:
-            return {}
+            # a quantisation repo whose card says `transformers` ships its GGUF files and no config.json
+            return None if "gguf" in tags else {}
         cfg: dict[str, Any] = {"model_type": model_type}
         task = "feature-extraction" if "sentence-transformers" in tags else row["task"]
         arch = NAMES.architecture(model_type, task)
@@ -608,9 +610,12 @@ class HubData:
                 ).encode()
             if model_id in self.recorded:
                 out.update(self._walk(self.recorded[model_id]))
-            if "safetensors" in tags:
+            # a GGUF repo naming no model type is a quantisation repo: its `safetensors` or `pytorch`
+            # tag is its card's (or its base model's), and it ships GGUF files only
+            quantised = "gguf" in tags and NAMES.model_type(tags) is None
+            if "safetensors" in tags and not quantised:
                 out["model.safetensors"] = EMPTY_SAFETENSORS
-            elif "pytorch" in tags and "gguf" not in tags:  # a quantisation repo's `pytorch` tag is its card's
+            elif "pytorch" in tags and "gguf" not in tags:
                 out["pytorch_model.bin"] = b""
             else:
                 if "gguf" in tags:

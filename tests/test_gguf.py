@@ -185,8 +185,9 @@ def test_the_full_tier_dequantises_a_gguf_file_that_fits_the_budget(zoo, gguf_hu
 
 def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model(tmp_path):
     """Quantisation repos rarely carry a model-type tag; the stand-in's synthetic header then takes the
-    architecture from the base model's row, else from the family its name gives, else writes none (and
-    a repo tagged `pytorch` by its card still serves its GGUF file, not a pickle)."""
+    architecture from the base model's row, else from the family its name gives, else writes none; and
+    a repo tagged `pytorch`, `safetensors` or `transformers` by its card still serves its GGUF file
+    only, with no config.json."""
     from huggingface_hub import HfApi, hf_hub_download
 
     catalog = tmp_path / "catalog.csv"
@@ -195,6 +196,7 @@ def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model
         ("q/base-model-GGUF", "['gguf', 'text-generation', 'base_model:quantized:org/base-model']"),
         ("q/Meta-Llama-3.1-8B-Instruct-GGUF", "['gguf', 'pytorch', 'base_model:quantized:meta-llama/not-in-it']"),
         ("q/gemma-3-27b-it-GGUF", "['gguf', 'text-generation']"),
+        ("q/firefunction-v2-GGUF", "['transformers', 'gguf', 'safetensors', 'base_model:quantized:f/llama-3-ff-v2']"),
         ("q/FLUX.1-dev-gguf", "['gguf', 'text-to-image', 'base_model:quantized:black-forest-labs/FLUX.1-dev']"),
     ]
     with catalog.open("w", newline="") as f:
@@ -207,8 +209,9 @@ def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model
         api = HfApi(endpoint=base)
         got = {}
         for repo, _ in rows[1:]:
-            files = [f for f in api.list_repo_files(repo) if f.endswith((".gguf", ".bin"))]
-            assert len(files) == 1 and files[0].endswith(".gguf"), (repo, files)
+            listing = api.list_repo_files(repo)
+            files = [f for f in listing if f.endswith((".gguf", ".bin", ".safetensors"))]
+            assert len(files) == 1 and files[0].endswith(".gguf") and "config.json" not in listing, (repo, listing)
             path = hf_hub_download(repo, files[0], cache_dir=tmp_path / "hf", endpoint=base)
             data = open(path, "rb").read()
             if len(data) <= 4:
@@ -222,5 +225,6 @@ def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model
         "q/base-model-GGUF": "qwen2",  # the base model's row
         "q/Meta-Llama-3.1-8B-Instruct-GGUF": "llama",  # the base model's name
         "q/gemma-3-27b-it-GGUF": "gemma3",  # its own name
+        "q/firefunction-v2-GGUF": "llama",  # a card's transformers/safetensors tags: still GGUF files only
         "q/FLUX.1-dev-gguf": None,  # not a language model: no header, as before
     }
