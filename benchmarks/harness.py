@@ -27,6 +27,9 @@ from zoo_runner.statuses import NO_VALID_REFERENCE, Reason, Status
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_CSV = ROOT / "data" / "hub-top1000-2025-03.csv"  # the Hub snapshot kept in the repository (data/README.md)
 NO_PYTORCH = {"gguf", "onnx", "mlx"}
+# repos with no PyTorch model at all: ONNX/MLX-only files, or a library whose models are not PyTorch
+# (ctranslate2, Core ML, ...): counted in every row's denominator, grouped under this name
+NOT_PYTORCH = "not PyTorch"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _lib(e, r) -> str:
     if r.get("reason") == Reason.NO_PYTORCH_WEIGHTS:  # decided from the repo's files, whatever its tags
-        return "gguf/onnx/mlx-only"
+        return NOT_PYTORCH
     if e.library:  # the library the snapshot's tags name
         return e.library
     # no library tag: the library Zoo recognised from the repo's config, where it has a builder for it
@@ -134,14 +137,14 @@ def render(rows, wall: float, args) -> str:
             errors[((r.get("error") or {}).get("message") or "")[:90]] += 1
         lib = _lib(e, r)
         tagged_transformers = (
-            e.library in ("transformers", "sentence-transformers") and lib != "gguf/onnx/mlx-only" and not e.custom_code
+            e.library in ("transformers", "sentence-transformers") and lib != NOT_PYTORCH and not e.custom_code
         )
         if not valid:  # what is left, by library and why
             left[(lib, r.get("reason") or r["status"])][0] += 1
             left[(lib, r.get("reason") or r["status"])][1] += e.downloads
         for key in (
             ["(every row)", lib]
-            + (["(all but gguf/onnx/mlx-only)"] if lib != "gguf/onnx/mlx-only" else [])
+            + ([f"(all but {NOT_PYTORCH})"] if lib != NOT_PYTORCH else [])
             + (["transformers+ST, no custom_code"] if tagged_transformers else [])
         ):
             b = by_lib[key]

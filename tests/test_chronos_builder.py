@@ -72,6 +72,15 @@ def test_a_library_without_a_builder_is_unsupported_and_named(zoo, snapshot_hub,
     assert r["status"] == "unsupported" and r["reason"] == "library_unsupported"
     assert "speechbrain" in r["error"]["message"]
     # ultralytics has one, and says why the stand-in's synthetic repo (a pytorch_model.bin) gives it nothing to build
-    r = validate_through(zoo, snapshot_hub, tmp_path, "Bingsu/adetailer")
+    r = validate_through(zoo, snapshot_hub, tmp_path, "lewiswatson/yolov8x-tuned-hand-gestures")
     assert r["status"] == "unsupported" and r["reason"] == "library_unsupported"
     assert "no ultralytics checkpoint named after a YOLO architecture" in r["error"]["message"]
+
+
+def test_a_library_that_is_not_pytorch_says_so(zoo, snapshot_hub, tmp_path):
+    r = validate_through(zoo, snapshot_hub, tmp_path, "Systran/faster-whisper-base")  # tagged ctranslate2
+    assert (r["status"], r["reason"]) == ("unsupported", "no_pytorch_weights"), r
+    assert "'ctranslate2': not PyTorch" in r["error"]["message"]
+    r = validate_through(zoo, snapshot_hub, tmp_path, "flair/ner-english-fast")  # a library that cannot share the venv
+    assert (r["status"], r["reason"]) == ("unsupported", "library_unsupported"), r
+    assert "transformers 4" in r["error"]["message"]

@@ -95,6 +95,28 @@ _REGISTRY: dict[str, str] = {
     "pyannote-audio": "zoo_runner.builders.pyannote_builder:PyannoteBuilder",
     "ultralytics": "zoo_runner.builders.ultralytics_builder:UltralyticsBuilder",
 }
+# Libraries the Hub names that Zoo has no builder for, and why (data, not a branch per library): a
+# format that is not a PyTorch module is ``no_pytorch_weights`` (no torch.compile backend can run it);
+# a library that cannot share Zoo's venv is ``library_unsupported``, saying what blocks it. Any other
+# library without a builder is ``library_unsupported`` with the list of those Zoo has.
+LIBRARIES_WITHOUT_BUILDER: dict[str, tuple[Reason, str]] = {
+    "ctranslate2": (Reason.NO_PYTORCH_WEIGHTS, "CTranslate2 models are converted for CTranslate2's own C++ runtime"),
+    "mlc-llm": (Reason.NO_PYTORCH_WEIGHTS, "MLC LLM weights are compiled for MLC's TVM runtime"),
+    "whisperkit": (Reason.NO_PYTORCH_WEIGHTS, "WhisperKit models are Core ML packages for Apple devices"),
+    "transformers.js": (Reason.NO_PYTORCH_WEIGHTS, "transformers.js models are ONNX files for its JavaScript runtime"),
+    "keras": (Reason.NO_PYTORCH_WEIGHTS, "a Keras model (TensorFlow or JAX), not a PyTorch one"),
+    "fasttext": (Reason.NO_PYTORCH_WEIGHTS, "fastText models are its own binary format for its C++ runtime"),
+    "flair": (
+        Reason.LIBRARY_UNSUPPORTED,
+        "flair's releases need transformers 4 (uv resolves transformers 4.57.6 for flair beside Zoo's), and Zoo"
+        " runs transformers 5: no builder until flair supports it",
+    ),
+    "granite-tsfm": (
+        Reason.LIBRARY_UNSUPPORTED,
+        "granite-tsfm's releases pin an older torch (uv resolves torch 2.11.0 for it beside Zoo's 2.14.1):"
+        " no builder until it can share Zoo's venv",
+    ),
+}
 # For repos whose Hub metadata names no library Zoo has a builder for: which library a
 # ``config.json`` belongs to, asked in this order ("module:function" taking the config dict).
 _CONFIG_CLAIMS: list[tuple[str, str]] = [
@@ -146,6 +168,10 @@ def get_builder(library: str) -> Builder:
     if library in _INSTANCES:
         return _INSTANCES[library]
     target = _REGISTRY.get(library)
+    if target is None and library in LIBRARIES_WITHOUT_BUILDER:
+        reason, why = LIBRARIES_WITHOUT_BUILDER[library]
+        what = "not PyTorch" if reason == Reason.NO_PYTORCH_WEIGHTS else "no builder"
+        raise NotSupported(reason, f"library {library!r}: {what}: {why}")
     if target is None:
         raise NotSupported(
             Reason.LIBRARY_UNSUPPORTED,
