@@ -55,6 +55,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -241,15 +242,28 @@ GGUF_ARCH_TAGS = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen"
                   "phi3": "phi3", "phi2": "phi2", "gemma2": "gemma2", "gemma3": "gemma3", "falcon": "falcon",
                   "gpt2": "gpt2", "starcoder2": "starcoder2", "stablelm": "stablelm", "t5": "t5",
                   "bloom": "bloom"}  # fmt: skip
-# Where a GGUF repo's tags (and its base model's row) name no model type: the family its base model's
-# or its own name gives, as llama.cpp's converter writes ``general.architecture`` for it (Qwen 1.5,
-# Qwen 2, QwQ and the DeepSeek-R1 Qwen distills are `qwen2`; Mistral, Vicuna and Llama are `llama`).
-# First match wins; a name with none (a FLUX or video model, a control-vector repo) keeps a file with
-# no header.
-GGUF_NAME_FAMILIES = (("qwen3", "qwen3"), ("qwq", "qwen2"), ("qwen", "qwen2"), ("gemma-3", "gemma3"),
-                      ("gemma-2", "gemma2"), ("phi-3", "phi3"), ("phi-2", "phi2"), ("llama", "llama"),
-                      ("vicuna", "llama"), ("mistral", "llama"))  # fmt: skip
+# A GGUF repo's architecture from its base model's name or its own, where no row in the snapshot says
+# it, as llama.cpp's converter writes ``general.architecture`` (Qwen 1.5, Qwen 2, QwQ and the
+# DeepSeek-R1 Qwen distills are `qwen2`; Mistral, Vicuna and Llama 1-3 are `llama`). First match wins;
+# a name with none, or one of another architecture of the family (vision, MoE, audio), keeps a file
+# with no header, as does a FLUX or video model.
+GGUF_NAME_SKIP = re.compile(r"-vl\b|vl-|moe|vision|audio|omni|llama-?4|gemma-?3n")
+GGUF_NAME_FAMILIES = ((r"qwen-?3(?![0-9])", "qwen3"), (r"qwq|qwen", "qwen2"), (r"gemma-?3(?![0-9a-z])", "gemma3"),
+                      (r"gemma-?2(?![0-9a-z])", "gemma2"), (r"phi-?3(?![0-9])", "phi3"),
+                      (r"phi-?2(?![0-9a-z])", "phi2"), (r"llama|vicuna|mistral", "llama"))  # fmt: skip
 _GGUF_CACHE: dict[str | None, bytes] = {}
+
+
+def quantisation_repo(model_id: str, tags: list[str]) -> bool:
+    """A repo of GGUF quantisations (GGUF files only, no config.json), whatever `safetensors`,
+    `pytorch` or `transformers` tags its card gives: tagged gguf, naming no model type, and a
+    quantisation of a base model or named so; never a custom-code repo that also publishes a GGUF file."""
+    return (
+        "gguf" in tags
+        and NAMES.model_type(tags) is None
+        and "custom_code" not in tags
+        and (any(t.startswith("base_model:quantized:") for t in tags) or "gguf" in model_id.lower())
+    )
 
 
 def synthetic_gguf(tags: list[str]) -> bytes:
@@ -562,7 +576,7 @@ class HubData:
                 return None
         if model_type is None:
             # a quantisation repo whose card says `transformers` ships its GGUF files and no config.json
-            return None if "gguf" in tags else {}
+            return None if quantisation_repo(row["id"], tags) else {}
         cfg: dict[str, Any] = {"model_type": model_type}
         task = "feature-extraction" if "sentence-transformers" in tags else row["task"]
         arch = NAMES.architecture(model_type, task)
@@ -612,7 +626,7 @@ class HubData:
                 out.update(self._walk(self.recorded[model_id]))
             # a GGUF repo naming no model type is a quantisation repo: its `safetensors` or `pytorch`
             # tag is its card's (or its base model's), and it ships GGUF files only
-            quantised = "gguf" in tags and NAMES.model_type(tags) is None
+            quantised = quantisation_repo(model_id, tags)
             if "safetensors" in tags and not quantised:
                 out["model.safetensors"] = EMPTY_SAFETENSORS
             elif "pytorch" in tags and "gguf" not in tags:
@@ -627,23 +641,32 @@ class HubData:
         return out
 
     def _gguf_tags(self, model_id: str, tags: list[str]) -> list[str]:
-        """A GGUF repo's tags, and where they name no architecture, its base model's: the tags of the
-        base model's row in the snapshot when it has one (``base_model:quantized:<id>``), else
-        the family its name gives (:data:`GGUF_NAME_FAMILIES`). Quantisation repos
-        rarely carry a model-type tag, but the file's header always names one (``general.architecture``)."""
-        if any(t in GGUF_ARCH_TAGS for t in tags):
-            return tags
-        bases = [t.rsplit(":", 1)[1] for t in tags if t.startswith("base_model:")]
+        """A GGUF repo's tags with the architecture its file's header names first, as the real
+        file's ``general.architecture`` would: its base model's (``base_model:quantized:<id>``) as the
+        base's row in the snapshot gives it, else as the base's name gives it
+        (:data:`GGUF_NAME_FAMILIES`), else its own model-type tag (some quantisers' cards carry a
+        wrong one), else its own name's family; else nothing, and the file has no header."""
+
+        def family(name: str) -> str | None:
+            low = name.split("/")[-1].lower()
+            if GGUF_NAME_SKIP.search(low):
+                return None
+            return next((arch for pattern, arch in GGUF_NAME_FAMILIES if re.search(pattern, low)), None)
+
+        bases = [t.split(":")[-1] for t in tags if t.startswith(("base_model:quantized:", "base_model:")) and
+                 t.count(":") == (2 if t.startswith("base_model:quantized:") else 1)]  # fmt: skip
         for base in bases:
             row = self.by_id.get(base)
-            if row and any(t in GGUF_ARCH_TAGS for t in row["tags"]):
-                return tags + [t for t in row["tags"] if t in GGUF_ARCH_TAGS]
-        for name in [*bases, model_id]:
-            low = name.split("/")[-1].lower()
-            for needle, arch in GGUF_NAME_FAMILIES:
-                if needle in low:
-                    return tags + [arch]
-        return tags
+            arch = next((GGUF_ARCH_TAGS[t] for t in (row or {}).get("tags", []) if t in GGUF_ARCH_TAGS), None)
+            if arch:
+                return [arch, *tags]
+        for base in bases:
+            if arch := family(base):
+                return [arch, *tags]
+        if any(t in GGUF_ARCH_TAGS for t in tags):
+            return tags
+        arch = family(model_id)
+        return [arch, *tags] if arch else tags
 
     @staticmethod
     def read(content: bytes | str) -> bytes:

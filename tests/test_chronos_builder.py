@@ -84,3 +84,37 @@ def test_a_library_that_is_not_pytorch_says_so(zoo, snapshot_hub, tmp_path):
     r = validate_through(zoo, snapshot_hub, tmp_path, "flair/ner-english-fast")  # a library that cannot share the venv
     assert (r["status"], r["reason"]) == ("unsupported", "library_unsupported"), r
     assert "transformers 4" in r["error"]["message"]
+
+
+def test_a_non_pytorch_library_is_decided_before_its_files_or_a_copied_config(zoo, tmp_path):
+    """A CTranslate2 conversion ships a `model.bin` (no pickle) and often the original's config.json:
+    neither makes it `pickle_only` at full or a transformers model at tiny."""
+    import csv
+
+    from tests.hub_standin import start_standin
+
+    repo = tmp_path / "repos" / "test-org" / "ct2-whisper"
+    repo.mkdir(parents=True)
+    (repo / "model.bin").write_bytes(b"\x00" * 64)
+    (repo / "config.json").write_text(
+        json.dumps({"model_type": "whisper", "architectures": ["WhisperForConditionalGeneration"]})
+    )
+    catalog = tmp_path / "catalog.csv"
+    with catalog.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model_id", "downloads", "tasks", "parameters", "tags"])
+        w.writerow(["test-org/ct2-whisper", 10, "automatic-speech-recognition", "", "['ctranslate2', 'audio']"])
+    base, stop = start_standin(str(catalog), {"test-org/ct2-whisper": str(repo)})
+    try:
+        for tier in ("tiny", "full"):
+            proc = zoo(
+                ["validate", "test-org/ct2-whisper", "--backend", "cpu", "--tier", tier, "--json"],
+                HF_ENDPOINT=base,
+                HF_HUB_OFFLINE="0",
+                HF_HUB_CACHE=str(tmp_path / "hf"),
+            )
+            r = json.loads(proc.stdout)
+            assert (r["status"], r["reason"]) == ("unsupported", "no_pytorch_weights"), (tier, r)
+            assert "'ctranslate2': not PyTorch" in r["error"]["message"]
+    finally:
+        stop()

@@ -184,20 +184,25 @@ def test_the_full_tier_dequantises_a_gguf_file_that_fits_the_budget(zoo, gguf_hu
 
 
 def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model(tmp_path):
-    """Quantisation repos rarely carry a model-type tag; the stand-in's synthetic header then takes the
-    architecture from the base model's row, else from the family its name gives, else writes none; and
-    a repo tagged `pytorch`, `safetensors` or `transformers` by its card still serves its GGUF file
-    only, with no config.json."""
+    """Quantisation repos rarely carry a model-type tag (and some carry a wrong one); the stand-in's
+    synthetic header then takes the architecture from the base model's row, else from its base's name,
+    else from its own tag or name, else writes none. A repo tagged `pytorch`, `safetensors` or
+    `transformers` by its card still serves its GGUF file only, with no config.json; a custom-code repo
+    that also publishes a GGUF file keeps its config.json and safetensors."""
     from huggingface_hub import HfApi, hf_hub_download
 
     catalog = tmp_path / "catalog.csv"
     rows = [
         ("org/base-model", "['transformers', 'safetensors', 'qwen2', 'text-generation']"),
         ("q/base-model-GGUF", "['gguf', 'text-generation', 'base_model:quantized:org/base-model']"),
+        ("q/Qwen2.5-7B-GGUF", "['gguf', 'mistral', 'base_model:quantized:Qwen/Qwen2.5-7B-Instruct']"),
         ("q/Meta-Llama-3.1-8B-Instruct-GGUF", "['gguf', 'pytorch', 'base_model:quantized:meta-llama/not-in-it']"),
         ("q/gemma-3-27b-it-GGUF", "['gguf', 'text-generation']"),
+        ("q/gemma-2b-it-GGUF", "['gguf', 'text-generation']"),
+        ("q/Qwen2-VL-7B-GGUF", "['gguf', 'text-generation']"),
         ("q/firefunction-v2-GGUF", "['transformers', 'gguf', 'safetensors', 'base_model:quantized:f/llama-3-ff-v2']"),
         ("q/FLUX.1-dev-gguf", "['gguf', 'text-to-image', 'base_model:quantized:black-forest-labs/FLUX.1-dev']"),
+        ("c/custom-vlm", "['transformers', 'gguf', 'safetensors', 'custom_code']"),
     ]
     with catalog.open("w", newline="") as f:
         w = csv.writer(f)
@@ -207,8 +212,10 @@ def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model
     base, stop = start_standin(str(catalog))
     try:
         api = HfApi(endpoint=base)
+        custom = api.list_repo_files("c/custom-vlm")
+        assert "config.json" in custom and "model.safetensors" in custom, custom
         got = {}
-        for repo, _ in rows[1:]:
+        for repo, _ in rows[1:-1]:
             listing = api.list_repo_files(repo)
             files = [f for f in listing if f.endswith((".gguf", ".bin", ".safetensors"))]
             assert len(files) == 1 and files[0].endswith(".gguf") and "config.json" not in listing, (repo, listing)
@@ -223,8 +230,11 @@ def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model
         stop()
     assert got == {
         "q/base-model-GGUF": "qwen2",  # the base model's row
-        "q/Meta-Llama-3.1-8B-Instruct-GGUF": "llama",  # the base model's name
+        "q/Qwen2.5-7B-GGUF": "qwen2",  # the base's name, over the card's wrong `mistral` tag
+        "q/Meta-Llama-3.1-8B-Instruct-GGUF": "llama",  # its own name (the base's says nothing)
         "q/gemma-3-27b-it-GGUF": "gemma3",  # its own name
-        "q/firefunction-v2-GGUF": "llama",  # a card's transformers/safetensors tags: still GGUF files only
+        "q/gemma-2b-it-GGUF": None,  # Gemma 1 at 2B is not Gemma 2: no family, no header
+        "q/Qwen2-VL-7B-GGUF": None,  # a vision model of the family: another architecture
+        "q/firefunction-v2-GGUF": "llama",  # the base's name; a card's transformers/safetensors tags
         "q/FLUX.1-dev-gguf": None,  # not a language model: no header, as before
     }

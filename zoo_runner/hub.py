@@ -303,7 +303,12 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     req.library = declared or "transformers"
     req.task = req.task or facts.task
     from . import remote_code
+    from .builders import LIBRARIES_WITHOUT_BUILDER, get_builder, registered_libraries
 
+    if declared in LIBRARIES_WITHOUT_BUILDER:
+        # its reason (not PyTorch, or what blocks a builder) before its files' formats (a CTranslate2
+        # model.bin is no pickle) or a config.json copied from the original say otherwise
+        get_builder(declared)
     custom = "custom_code" in facts.tags and remote_code.enabled()
     check_policy(facts, req.tier, allow_remote_code=custom)
     errors = _hub_errors()
@@ -311,7 +316,6 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         if custom:
             raise NotSupported(Reason.REMOTE_CODE, f"{req.model_id}: custom code of a GGUF-only repo is never run")
         return _prepare_gguf(req, facts, errors)
-    from .builders import get_builder, registered_libraries
 
     sniffed_config = None
     if (declared is None or req.library not in registered_libraries()) and "config.json" in facts.files:

@@ -101,10 +101,10 @@ _REGISTRY: dict[str, str] = {
 # library without a builder is ``library_unsupported`` with the list of those Zoo has.
 LIBRARIES_WITHOUT_BUILDER: dict[str, tuple[Reason, str]] = {
     "ctranslate2": (Reason.NO_PYTORCH_WEIGHTS, "CTranslate2 models are converted for CTranslate2's own C++ runtime"),
-    "mlc-llm": (Reason.NO_PYTORCH_WEIGHTS, "MLC LLM weights are compiled for MLC's TVM runtime"),
+    "mlc-llm": (Reason.NO_PYTORCH_WEIGHTS, "MLC LLM weights are converted for MLC's compiled TVM runtime"),
     "whisperkit": (Reason.NO_PYTORCH_WEIGHTS, "WhisperKit models are Core ML packages for Apple devices"),
     "transformers.js": (Reason.NO_PYTORCH_WEIGHTS, "transformers.js models are ONNX files for its JavaScript runtime"),
-    "keras": (Reason.NO_PYTORCH_WEIGHTS, "a Keras model (TensorFlow or JAX), not a PyTorch one"),
+    "keras": (Reason.NO_PYTORCH_WEIGHTS, "Keras weights that only Keras loads; Zoo builds torch modules"),
     "fasttext": (Reason.NO_PYTORCH_WEIGHTS, "fastText models are its own binary format for its C++ runtime"),
     "flair": (
         Reason.LIBRARY_UNSUPPORTED,
@@ -113,8 +113,8 @@ LIBRARIES_WITHOUT_BUILDER: dict[str, tuple[Reason, str]] = {
     ),
     "granite-tsfm": (
         Reason.LIBRARY_UNSUPPORTED,
-        "granite-tsfm's releases pin an older torch (uv resolves torch 2.11.0 for it beside Zoo's 2.14.1):"
-        " no builder until it can share Zoo's venv",
+        "granite-tsfm's releases pin an older torch and transformers 4 (uv resolves torch 2.11.0 for it"
+        " beside Zoo's 2.14.1): no builder until it can share Zoo's venv",
     ),
 }
 # For repos whose Hub metadata names no library Zoo has a builder for: which library a
