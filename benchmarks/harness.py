@@ -26,7 +26,6 @@ from zoo_runner.statuses import NO_VALID_REFERENCE, Reason, Status
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_CSV = ROOT / "data" / "hub-top1000-2025-03.csv"  # the Hub snapshot kept in the repository (data/README.md)
-NO_PYTORCH = {"gguf", "onnx", "mlx"}
 # repos with no PyTorch model at all: ONNX/MLX-only files, or a library whose models are not PyTorch
 # (ctranslate2, Core ML, ...): counted in every row's denominator, grouped under this name
 NOT_PYTORCH = "not PyTorch"
