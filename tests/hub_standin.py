@@ -251,6 +251,11 @@ GGUF_NAME_SKIP = re.compile(r"-vl\b|vl-|moe|vision|audio|omni|llama-?4|gemma-?3n
 GGUF_NAME_FAMILIES = ((r"qwen-?3(?![0-9])", "qwen3"), (r"qwq|qwen", "qwen2"), (r"gemma-?3(?![0-9a-z])", "gemma3"),
                       (r"gemma-?2(?![0-9a-z])", "gemma2"), (r"phi-?3(?![0-9])", "phi3"),
                       (r"phi-?2(?![0-9a-z])", "phi2"), (r"llama|vicuna|mistral", "llama"))  # fmt: skip
+# The vocabulary and padding token of llama.cpp's files where they differ from Llama 2's 32000 tokens
+# and none: Phi-3's 32064 with <|endoftext|> (32000) as padding, which transformers' Phi3Config
+# takes for padding when the file names none (a 32000-token Phi-3 file cannot be built).
+GGUF_VOCAB = {"phi3": 32064}
+GGUF_PAD = {"phi3": 32000}
 _GGUF_CACHE: dict[str | None, bytes] = {}
 
 
@@ -296,10 +301,14 @@ def _write_gguf_header(arch: str) -> bytes:
         w.add_layer_norm_rms_eps(1e-5)
         w.add_layer_norm_eps(1e-5)
         w.add_tokenizer_model("llama")
-        tokens = [f"tok{i}" for i in range(32000)]
+        tokens = [f"tok{i}" for i in range(GGUF_VOCAB.get(arch, 32000))]
         w.add_token_list(tokens)
         w.add_token_scores([0.0] * len(tokens))
         w.add_token_types([1] * len(tokens))
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        if arch in GGUF_PAD:
+            w.add_pad_token_id(GGUF_PAD[arch])
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_tensors_to_file()

@@ -190,6 +190,7 @@ def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model
     `transformers` by its card still serves its GGUF file only, with no config.json; a custom-code repo
     that also publishes a GGUF file keeps its config.json and safetensors."""
     from huggingface_hub import HfApi, hf_hub_download
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     catalog = tmp_path / "catalog.csv"
     rows = [
@@ -202,6 +203,7 @@ def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model
         ("q/Qwen2-VL-7B-GGUF", "['gguf', 'text-generation']"),
         ("q/firefunction-v2-GGUF", "['transformers', 'gguf', 'safetensors', 'base_model:quantized:f/llama-3-ff-v2']"),
         ("q/FLUX.1-dev-gguf", "['gguf', 'text-to-image', 'base_model:quantized:black-forest-labs/FLUX.1-dev']"),
+        ("q/Phi-3.5-mini-instruct-GGUF", "['gguf', 'mistral', 'base_model:quantized:microsoft/Phi-3.5-mini-instruct']"),
         ("c/custom-vlm", "['transformers', 'gguf', 'safetensors', 'custom_code']"),
     ]
     with catalog.open("w", newline="") as f:
@@ -226,6 +228,8 @@ def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model
                 continue
             field = gguf.GGUFReader(path).fields["general.architecture"]
             got[repo] = bytes(field.parts[field.data[0]]).decode()
+            if got[repo] == "phi3":
+                phi3 = load_gguf_checkpoint(path, return_tensors=False)["config"]
     finally:
         stop()
     assert got == {
@@ -237,4 +241,8 @@ def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model
         "q/Qwen2-VL-7B-GGUF": None,  # a vision model of the family: another architecture
         "q/firefunction-v2-GGUF": "llama",  # the base's name; a card's transformers/safetensors tags
         "q/FLUX.1-dev-gguf": None,  # not a language model: no header, as before
+        "q/Phi-3.5-mini-instruct-GGUF": "phi3",  # the base's name, over the card's wrong `mistral` tag
     }
+    # as llama.cpp writes Phi-3: 32064 tokens, <|endoftext|> for padding; transformers maps both, and
+    # Phi3Config's default padding (32000) fits the vocabulary (a 32000-token file could not be built)
+    assert (phi3["vocab_size"], phi3["pad_token_id"]) == (32064, 32000), phi3

@@ -8,9 +8,12 @@ version, scale and task (``yolov8n``, ``yolov9c``, ``yolo11s-seg``). So the pare
 first checkpoint whose name says that (:func:`config_from_files`, recorded in ``config_source``),
 and the model process builds that architecture from the YAML ultralytics ships, with seeded
 weights and the default 80 classes (a checkpoint's own class count is inside the pickle), and
-runs it on 64 and 96 px images. A repo whose checkpoints name no such architecture (YOLO-World,
-whose text tower needs CLIP, or a name that is not ultralytics') is ``library_unsupported``,
-saying so. ultralytics is imported only in the model process.
+runs it on 64 and 96 px images. YOLO-World checkpoints (``yolov8s-worldv2.pt``) build the same way:
+their detector reads class embeddings that the checkpoint stores (``txt_feats``, written when classes
+were set); CLIP's text tower runs only to set new classes, never in inference, so the model process
+builds ``WorldModel`` with 80 seeded class embeddings of CLIP's width. A repo whose checkpoints name
+no such architecture (a name that is not ultralytics') is ``library_unsupported``, saying so.
+ultralytics is imported only in the model process.
 """
 
 from __future__ import annotations
@@ -23,14 +26,19 @@ from ..exceptions import NotSupported
 from ..statuses import Reason
 from .base import Built, ConfigPlan
 
-# yolov8n, yolov9c, yolo11s, yolov10x, with an optional task suffix; "world" and "rtdetr" are other families
-NAME = re.compile(r"(?<![a-z0-9])(yolo(?:v(?:3|5|6|8|9|10)|11|12))([ntsmlxce])(?:-(seg|pose|cls|obb))?(?![a-z0-9])")
+# yolov8n, yolov9c, yolo11s, yolov10x, yolov8s-worldv2, with an optional task suffix; "rtdetr" is another family
+NAME = re.compile(
+    r"(?<![a-z0-9])(yolo(?:v(?:3|5|6|8|9|10)|11|12))([ntsmlxce])(?:-(seg|pose|cls|obb|worldv2|world))?(?![a-z0-9])"
+)
 TASKS = {  # suffix -> (ultralytics.nn.tasks class, the Hub's task)
     None: ("DetectionModel", "object-detection"),
     "seg": ("SegmentationModel", "image-segmentation"),
     "pose": ("PoseModel", "keypoint-detection"),
     "cls": ("ClassificationModel", "image-classification"),
     "obb": ("OBBModel", "object-detection"),
+    # the detector over stored class embeddings (txt_feats); CLIP only sets new classes, outside inference
+    "world": ("WorldModel", "zero-shot-object-detection"),
+    "worldv2": ("WorldModel", "zero-shot-object-detection"),
 }
 TINY_SIZES = (64, 96)  # multiples of the largest stride (32)
 CHECKPOINT_SUFFIXES = (".pt", ".pth")
@@ -40,7 +48,7 @@ def architecture_of(filename: str) -> dict[str, Any] | None:
     """What a checkpoint's file name says it is: ``{"yaml", "task_class", "checkpoint"}``; None
     where it names no ultralytics architecture Zoo builds."""
     base = os.path.basename(filename).lower()
-    if not base.endswith(CHECKPOINT_SUFFIXES) or "world" in base:
+    if not base.endswith(CHECKPOINT_SUFFIXES):
         return None
     m = NAME.search(base.rsplit(".", 1)[0])
     if not m:
@@ -62,12 +70,6 @@ def config_from_files(model_id: str, files: list[str]) -> dict[str, Any]:
         if arch:
             return arch
     said = ", ".join(checkpoints[:5]) or "none"
-    if any("world" in os.path.basename(n).lower() for n in checkpoints):
-        raise NotSupported(
-            Reason.LIBRARY_UNSUPPORTED,
-            f"{model_id}: YOLO-World checkpoints ({said}): its open-vocabulary head needs a CLIP text"
-            " model, which Zoo's ultralytics builder does not build",
-        )
     raise NotSupported(
         Reason.LIBRARY_UNSUPPORTED,
         f"{model_id}: no ultralytics checkpoint named after a YOLO architecture Zoo builds (checkpoints: {said})",
