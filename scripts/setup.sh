@@ -8,8 +8,9 @@
 #   bash scripts/setup.sh dev open_clip  + OpenCLIP models (the same torchvision)
 #   bash scripts/setup.sh dev pyannote   + pyannote.audio models (torchaudio links torch's CUDA
 #                                          libraries, so the same 2.14.1 build)
+#   bash scripts/setup.sh dev speechbrain  + SpeechBrain models (torchaudio, as for pyannote)
 #   bash scripts/setup.sh all            every library and CPU backend Zoo builds and runs: timm, OpenCLIP,
-#                                          pyannote.audio, OpenVINO, ONNX Runtime (torch 2.14.1's CUDA build,
+#                                          pyannote.audio, ultralytics, SpeechBrain, OpenVINO, ONNX Runtime (torch 2.14.1's CUDA build,
 #                                          as for timm); the benchmarks and the compose workers use this set
 #   bash scripts/setup.sh openvino       + the cpu+openvino backend (OpenVINO; also in dev)
 #   bash scripts/setup.sh onnxruntime    + the cpu+onnxrt backend (ONNX Runtime, onnxscript; also in dev)
@@ -27,23 +28,23 @@ extras=()
 torch_spec="${ZOO_TORCH:-torch==2.13.0}"
 args=()
 for arg in "$@"; do  # `all`: the extras every model kind needs (README, "Libraries")
-  if [ "$arg" = all ]; then args+=(timm open_clip pyannote ultralytics openvino onnxruntime); else args+=("$arg"); fi
+  if [ "$arg" = all ]; then args+=(timm open_clip pyannote ultralytics speechbrain openvino onnxruntime); else args+=("$arg"); fi
 done
 set -- "${args[@]+"${args[@]}"}"
 for arg in "$@"; do
   case "$arg" in
-    dev|timm|open_clip|pyannote|ultralytics|diffusers|chronos|neuron|openvino|onnxruntime|xla) extras+=("$arg") ;;
-    *) echo "setup.sh: unknown extra '$arg' (all, dev, timm, open_clip, pyannote, ultralytics, diffusers, chronos, neuron, openvino, onnxruntime, xla)" >&2; exit 2 ;;
+    dev|timm|open_clip|pyannote|ultralytics|speechbrain|diffusers|chronos|neuron|openvino|onnxruntime|xla) extras+=("$arg") ;;
+    *) echo "setup.sh: unknown extra '$arg' (all, dev, timm, open_clip, pyannote, ultralytics, speechbrain, diffusers, chronos, neuron, openvino, onnxruntime, xla)" >&2; exit 2 ;;
   esac
-  if { [ "$arg" = timm ] || [ "$arg" = open_clip ] || [ "$arg" = pyannote ] || [ "$arg" = ultralytics ]; } && [ -z "${ZOO_TORCH:-}" ]; then
+  if { [ "$arg" = timm ] || [ "$arg" = open_clip ] || [ "$arg" = pyannote ] || [ "$arg" = ultralytics ] || [ "$arg" = speechbrain ]; } && [ -z "${ZOO_TORCH:-}" ]; then
     torch_spec="torch==2.14.1 torchvision==0.29.1"
   fi
   if [ "$arg" = xla ] && [ -z "${ZOO_TORCH:-}" ]; then
     torch_spec="torch==2.9.0"  # torch-xla 2.9.0 requires exactly this torch
   fi
 done
-if [[ " ${extras[*]} " == *" xla "* ]] && [[ " ${extras[*]} " =~ " "(timm|open_clip|pyannote|ultralytics)" " ]]; then
-  echo "setup.sh: xla needs torch==2.9.0, timm/open_clip/pyannote/ultralytics torch==2.14.1: install them in separate venvs (ZOO_VENV=...)" >&2
+if [[ " ${extras[*]} " == *" xla "* ]] && [[ " ${extras[*]} " =~ " "(timm|open_clip|pyannote|ultralytics|speechbrain)" " ]]; then
+  echo "setup.sh: xla needs torch==2.9.0, timm/open_clip/pyannote/ultralytics/speechbrain torch==2.14.1: install them in separate venvs (ZOO_VENV=...)" >&2
   exit 2
 fi
 log="$VENV/setup.log"  # pip's own output: shown only when a step fails

@@ -225,6 +225,10 @@ DIFFUSERS_PIPELINES: dict[str, dict[str, dict]] = {
     "StableDiffusion3Pipeline": {"transformer": _SD3, "vae": _LATENT16_VAE},
 }
 
+# Git tags of real repos that other repos pin (a pyannote pipeline names ``pyannote/segmentation@2022.07``);
+# each resolves to the repo's one revision here, as a branch or tag name does on the Hub.
+GIT_TAGS = {"pyannote/segmentation": ("2022.07", "Interspeech2021")}
+
 GITATTRIBUTES = (
     b"*.bin filter=lfs diff=lfs merge=lfs -text\n"
     b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n"
@@ -257,6 +261,75 @@ GGUF_NAME_FAMILIES = ((r"qwen-?3(?![0-9])", "qwen3"), (r"qwq|qwen", "qwen2"), (r
 GGUF_VOCAB = {"phi3": 32064}
 GGUF_PAD = {"phi3": 32000}
 _GGUF_CACHE: dict[str | None, bytes] = {}
+
+
+# A SpeechBrain repo's hyperparams.yaml (HyperPyYAML) from its tags, as its encoder-classifier repos
+# write it: features, their normalisation, the embedding model its architecture tag names, a classifier
+# over the embedding (speakers, or languages for `Language` repos). Widths are the published models'
+# kind (ECAPA-TDNN's 1024-channel blocks, ResNet-34's stages); a repo with no such tag gets none.
+SPEECHBRAIN_EMBEDDERS = {
+    "ECAPA": """embedding_model: !new:speechbrain.lobes.models.ECAPA_TDNN.ECAPA_TDNN
+    input_size: !ref <n_mels>
+    channels: [1024, 1024, 1024, 1024, 3072]
+    kernel_sizes: [5, 3, 3, 3, 1]
+    dilations: [1, 2, 3, 4, 1]
+    attention_channels: 128
+    lin_neurons: !ref <emb_dim>
+""",
+    "ResNet": """embedding_model: !new:speechbrain.lobes.models.ResNet.ResNet
+    input_size: !ref <n_mels>
+    channels: [128, 128, 256, 256]
+    strides: [1, 2, 2, 2]
+    block_sizes: [3, 4, 6, 3]
+    lin_neurons: !ref <emb_dim>
+""",
+}
+
+
+def speechbrain_hyperparams(tags: list[str]) -> str | None:
+    arch = next((a for a in SPEECHBRAIN_EMBEDDERS for t in tags if t.split("-")[0] == a), None)
+    if arch is None:
+        return None
+    language = "Language" in tags
+    return f"""# A synthetic hyperparams.yaml served by Zoo's Hub stand-in
+n_mels: {60 if language else 80}
+emb_dim: {256 if language or arch == "ResNet" else 192}
+out_n_neurons: {107 if language else 7205}
+pretrained_path: speechbrain/placeholder
+
+compute_features: !new:speechbrain.lobes.features.Fbank
+    n_mels: !ref <n_mels>
+
+mean_var_norm: !new:speechbrain.processing.features.InputNormalization
+    norm_type: sentence
+    std_norm: False
+
+{SPEECHBRAIN_EMBEDDERS[arch]}
+classifier: !new:speechbrain.lobes.models.ECAPA_TDNN.Classifier
+    input_size: !ref <emb_dim>
+    out_neurons: !ref <out_n_neurons>
+
+mean_var_norm_emb: !new:speechbrain.processing.features.InputNormalization
+    norm_type: global
+    std_norm: False
+
+modules:
+    compute_features: !ref <compute_features>
+    mean_var_norm: !ref <mean_var_norm>
+    embedding_model: !ref <embedding_model>
+    mean_var_norm_emb: !ref <mean_var_norm_emb>
+    classifier: !ref <classifier>
+
+label_encoder: !new:speechbrain.dataio.encoder.CategoricalEncoder
+
+pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
+    loadables:
+        embedding_model: !ref <embedding_model>
+        classifier: !ref <classifier>
+        label_encoder: !ref <label_encoder>
+    paths:
+        embedding_model: !ref <pretrained_path>/embedding_model.ckpt
+"""
 
 
 def quantisation_repo(model_id: str, tags: list[str]) -> bool:
@@ -631,6 +704,9 @@ class HubData:
                 out["modules.json"] = json.dumps(
                     [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}], indent=2
                 ).encode()
+            if lib == "speechbrain" and (hyperparams := speechbrain_hyperparams(tags)):
+                out["hyperparams.yaml"] = hyperparams.encode()
+                out["embedding_model.ckpt"] = b""
             if model_id in self.recorded:
                 out.update(self._walk(self.recorded[model_id]))
             # a GGUF repo naming no model type is a quantisation repo: its `safetensors` or `pytorch`
@@ -876,7 +952,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _check_revision(self, repo_id: str, rev: str) -> str:
         sha = fake_sha(repo_id)
-        if rev not in ("main", sha, "refs/heads/main"):
+        if rev not in ("main", sha, "refs/heads/main", *GIT_TAGS.get(repo_id, ())):
             raise HubError(404, f"Invalid rev id: {rev}", "RevisionNotFound")
         return sha
 

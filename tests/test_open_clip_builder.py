@@ -9,9 +9,10 @@ import json
 import pytest
 
 from tests.conftest import validate_through
-from tests.hub_standin import RECORDED_DIR
-from zoo_runner.builders.open_clip_builder import shrink_model_cfg
+from tests.hub_standin import RECORDED_DIR, fake_sha
+from zoo_runner.builders.open_clip_builder import OpenClipBuilder, shrink_model_cfg
 from zoo_runner.engine import validate_here
+from zoo_runner.exceptions import NotSupported
 from zoo_runner.request import ValidationRequest
 
 
@@ -111,3 +112,44 @@ def test_a_timm_tower_whose_shrunk_build_raises_is_built_whole(monkeypatch):
     r = validate_here(_req("timm/ViT-B-16-SigLIP-i18n-256", tier="census"))
     assert r["status"] == "pass", r["error"]
     assert r["details"]["timm_shrink"]["built"] == "whole" and "raised" in r["details"]["timm_shrink"]["why"]
+
+
+ROBERTA_TEXT = "laion/CLIP-ViT-B-32-roberta-base-laion2B-s12B-b32k"  # text_cfg.hf_model_name: "roberta-base"
+
+
+def test_a_transformers_text_tower_config_is_fetched_from_the_repo_it_moved_to_and_shrunk():  # pure Python
+    cfg = _config(ROBERTA_TEXT)
+    # the legacy id transformers moved: the parent fetches the repo's config.json where it lives now
+    assert OpenClipBuilder().extra_repo_files(cfg) == [("FacebookAI/roberta-base", None, "config.json")]
+    assert OpenClipBuilder().extra_repo_files(_config(VIT_B_32)) == []  # OpenCLIP's own text tower
+    extras = {"FacebookAI/roberta-base/config.json": {"model_type": "roberta", "architectures": ["RobertaForMaskedLM"]}}
+    plan = OpenClipBuilder().plan(ValidationRequest(ROBERTA_TEXT, tier="tiny", config=cfg, extras=extras))
+    text = plan.text_config  # transformers' defaults for roberta, shrunk as any transformers config is
+    assert text["model_type"] == "roberta" and text["hidden_size"] <= 64 and text["num_hidden_layers"] <= 2
+    assert text["hidden_size"] % text["num_attention_heads"] == 0 and plan.config["model_cfg"]["embed_dim"] <= 64
+    assert plan.config["model_cfg"]["text_cfg"]["hf_model_name"] == "roberta-base"  # the repo's own config
+    assert plan.architecture == "CLIP+roberta"
+    full = OpenClipBuilder().plan(ValidationRequest(ROBERTA_TEXT, tier="full", config=cfg, extras=extras))
+    assert full.text_config["hidden_size"] == 768  # the full tier: the tower as its repo publishes it
+    tiny = plan.fingerprint("open_clip", "tiny")
+    plan.text_config = {**plan.text_config, "num_hidden_layers": 1}
+    assert plan.fingerprint("open_clip", "tiny") != tiny  # the tower's config is in the fingerprint
+    with pytest.raises(NotSupported, match="no config.json of FacebookAI/roberta-base was fetched"):
+        OpenClipBuilder().plan(ValidationRequest(ROBERTA_TEXT, tier="tiny", config=cfg))
+
+
+@needs_open_clip
+def test_an_open_clip_repo_with_a_transformers_text_tower_through_the_stand_in(zoo, snapshot_hub, tmp_path):
+    """The parent fetches roberta-base's config.json (FacebookAI/roberta-base) with the real client;
+    the model process builds the shrunk tower from it, offline."""
+    r = validate_through(zoo, snapshot_hub, tmp_path, ROBERTA_TEXT)
+    assert r["status"] == "pass" and r["library"] == "open_clip", r["error"]
+    assert r["architecture"] == "CLIP+roberta"
+    sha = fake_sha("FacebookAI/roberta-base")  # the commit the stand-in serves the repo at
+    assert r["details"]["text_tower"] == {
+        "hf_model_name": "roberta-base",
+        "repo": "FacebookAI/roberta-base",
+        "revision": sha,
+        "config_source": f"hub:FacebookAI/roberta-base@{sha[:12]}/config.json",
+    }
+    assert r["details"]["parameters"] < 5_000_000  # roberta-base alone is 125M: the tower was shrunk

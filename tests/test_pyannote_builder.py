@@ -73,11 +73,12 @@ def test_a_pipeline_names_its_model_repos_and_needs_their_configs():
     assert PyannoteBuilder().extra_repo_files(cfg) == [
         (SEGMENTATION, None, "config.yaml"),
         (EMBEDDING, None, "config.yaml"),
+        (EMBEDDING, None, "hyperparams.yaml"),  # an embedding may be a SpeechBrain model
     ]
     assert pipeline_model_repos({"pipeline": {"params": {"segmentation": "pyannote/segmentation@2022.07"}}}) == {
         "segmentation": ("pyannote/segmentation", "2022.07")
     }
-    # an embedding from another library (speechbrain) has no pyannote config.yaml: named, not guessed
+    # an embedding with neither a pyannote config.yaml nor SpeechBrain's hyperparams.yaml: named, not guessed
     req = ValidationRequest(
         "org/p",
         backend="cpu",
@@ -139,9 +140,23 @@ def test_a_backend_bug_in_a_segmentation_model_is_a_mismatch_and_the_lstm_break_
     assert any("LSTM" in reason for reason in r["details"]["graph_break_reasons"])
 
 
+needs_speechbrain = pytest.mark.skipif(
+    importlib.util.find_spec("speechbrain") is None,
+    reason="the speechbrain extra is not installed (bash scripts/setup.sh dev speechbrain)",
+)
+
+
 @needs_pyannote
 @pytest.mark.parametrize(
-    ("repo", "architecture"), [(SEGMENTATION, "PyanNet"), (PIPELINE, "SpeakerDiarization[PyanNet+WeSpeakerResNet34]")]
+    ("repo", "architecture"),
+    [
+        (SEGMENTATION, "PyanNet"),
+        (PIPELINE, "SpeakerDiarization[PyanNet+WeSpeakerResNet34]"),
+        ("pyannote/embedding", "XVectorSincNet"),  # an embedding task: no task-dependent output layer
+        ("pyannote/voice-activity-detection", "VoiceActivityDetection[PyanNet]"),  # segmentation pinned to a git tag
+        # 2.1: its segmentation pinned to a tag, its embedding SpeechBrain's ECAPA-TDNN (hyperparams.yaml)
+        pytest.param("pyannote/speaker-diarization", "SpeakerDiarization[PyanNet+ECAPA_TDNN]", marks=needs_speechbrain),
+    ],
 )
 def test_pyannote_repos_through_the_stand_in(zoo, snapshot_hub, tmp_path, repo, architecture):
     r = validate_through(zoo, snapshot_hub, tmp_path, repo)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,18 +199,34 @@ FULL_TIER_PATTERNS = [
 ]
 
 
-def _other_repo_config(repo: str, revision: str | None, name: str, errors: Any) -> dict[str, Any] | None:
-    """A config file of another repo a plan reads (a pipeline's models); None where it has none
-    (the builder then says which model is missing)."""
+# ``req.extras[OTHER_REPO_COMMITS]``: {"<repo>/<file>": the commit it was fetched at} for each file of another repo
+OTHER_REPO_COMMITS = "other_repo_commits"
+
+
+def _snapshot_commit(path: str, name: str) -> str | None:
+    """The commit of a file ``hf_hub_download`` fetched: its cache path is ``.../snapshots/<commit>/<name>``."""
+    commit = os.path.basename(path[: -len(name)].rstrip("/")) if path.endswith(name) else ""
+    return commit if re.fullmatch(r"[0-9a-f]{40}", commit) else None
+
+
+def _other_repo_config(
+    repo: str, revision: str | None, name: str, errors: Any
+) -> tuple[dict[str, Any] | None, str | None]:
+    """A config file of another repo a plan reads (a pipeline's models, a transformers text tower)
+    and the commit it was fetched at; None where it has none (the builder then says which model is
+    missing)."""
+    from huggingface_hub import hf_hub_download
+
     try:
-        return fetch_config(repo, revision, name)
+        path = hf_hub_download(repo, name, revision=revision)
+        return load_config(path), _snapshot_commit(path, name)
     except (
         errors.EntryNotFoundError,
         errors.RepositoryNotFoundError,
         errors.RevisionNotFoundError,
         errors.GatedRepoError,
     ):
-        return None
+        return None, None
     except UntrustedFile as exc:  # the model's row says which repo's file was refused
         raise UntrustedFile(f"{repo}/{name}", exc.problem, exc.reason) from None
 
@@ -344,7 +361,9 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         for repo, revision, name in (
             builder.extra_repo_files(req.config) if hasattr(builder, "extra_repo_files") else []
         ):
-            req.extras[f"{repo}/{name}"] = _other_repo_config(repo, revision, name, errors)
+            req.extras[f"{repo}/{name}"], commit = _other_repo_config(repo, revision, name, errors)
+            if commit:
+                req.extras.setdefault(OTHER_REPO_COMMITS, {})[f"{repo}/{name}"] = commit
     except (errors.EntryNotFoundError, FileNotFoundError) as exc:
         raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{req.model_id} has no {config_file}") from exc
     except ValueError as exc:  # JSON or YAML that does not parse to a mapping

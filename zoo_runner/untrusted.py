@@ -103,10 +103,45 @@ _YAML_OPEN = ("BlockMappingStartToken", "BlockSequenceStartToken", "FlowMappingS
 _YAML_CLOSE = ("BlockEndToken", "FlowMappingEndToken", "FlowSequenceEndToken")
 
 
-def _yaml_loader() -> Any:
+# HyperPyYAML's tags (speechbrain's hyperparams.yaml) as plain data, never as objects: ``!new:a.B`` with
+# arguments becomes ``{"!new": "a.B", "kwargs": {...}}`` (or ``"args": [...]``), ``!ref <x>`` becomes
+# ``{"!ref": "<x>"}``; nothing is imported, called or included here (a builder decides what, if anything,
+# a model process may instantiate from them).
+HYPERPYYAML_OBJECT_TAGS = ("!new:", "!name:", "!apply:", "!include:")
+HYPERPYYAML_SCALAR_TAGS = ("!ref", "!copy", "!PLACEHOLDER", "!tuple")
+_LOADER: Any = None
+
+
+def _hyperpyyaml_node(loader: Any, tag: str, node: Any) -> dict[str, Any]:
     import yaml
 
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    kind, _, target = tag.partition(":")
+    out: dict[str, Any] = {kind: target} if target else {kind: True}
+    if isinstance(node, yaml.MappingNode):
+        out["kwargs"] = loader.construct_mapping(node, deep=True)
+    elif isinstance(node, yaml.SequenceNode):
+        out["args"] = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_scalar(node)
+        if value not in ("", None):
+            out["args" if target else kind] = [value] if target else value
+    return out
+
+
+def _yaml_loader() -> Any:
+    global _LOADER
+    if _LOADER is None:
+        import yaml
+
+        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        _LOADER = type("ZooSafeLoader", (base,), {})
+        for prefix in HYPERPYYAML_OBJECT_TAGS:
+            _LOADER.add_multi_constructor(
+                prefix, lambda ld, suffix, node, p=prefix: _hyperpyyaml_node(ld, p + suffix, node)
+            )
+        for tag in HYPERPYYAML_SCALAR_TAGS:
+            _LOADER.add_constructor(tag, lambda ld, node, t=tag: _hyperpyyaml_node(ld, t, node))
+    return _LOADER
 
 
 def yaml_depth(text: str, max_depth: int) -> int:

@@ -94,6 +94,7 @@ _REGISTRY: dict[str, str] = {
     "open_clip": "zoo_runner.builders.open_clip_builder:OpenClipBuilder",
     "pyannote-audio": "zoo_runner.builders.pyannote_builder:PyannoteBuilder",
     "ultralytics": "zoo_runner.builders.ultralytics_builder:UltralyticsBuilder",
+    "speechbrain": "zoo_runner.builders.speechbrain_builder:SpeechBrainBuilder",
 }
 # Libraries the Hub names that Zoo has no builder for, and why (data, not a branch per library): a
 # format that is not a PyTorch module is ``no_pytorch_weights`` (no torch.compile backend can run it);

@@ -9,9 +9,13 @@ the timm builder shrinks a timm model (:mod:`.timm_shrink`: smaller constructor 
 the ``timm.create_model`` call OpenCLIP makes, the whole tower where that build raises;
 ``details.timm_shrink`` says which), at its configured image size. OpenCLIP builds the model from
 the shrunk config written to a private folder (its ``local-dir:`` schema), so the choice of CLIP,
-CustomTextCLIP or CoCa is OpenCLIP's own. Text towers taken from transformers (``hf_model_name``)
-need that model's config from the Hub and are not built yet. The full tier loads the repo's
-safetensors weights. open_clip is imported only in the model process.
+CustomTextCLIP or CoCa is OpenCLIP's own. A text tower taken from transformers (``text_cfg.hf_model_name``,
+``roberta-base``) is built from that model's ``config.json``, which the parent fetches from its repo
+(:meth:`OpenClipBuilder.extra_repo_files`; legacy ids such as ``roberta-base`` under the id the model lives
+at now, ``FacebookAI/roberta-base``), with transformers' defaults filled in and, for the tiny and census
+tiers, shrunk as Zoo shrinks any transformers config (:func:`~zoo_runner.shrink.shrink_dict`); OpenCLIP's
+projection follows that tower's width. ``details.text_tower`` says which repo and commit the config came
+from. The full tier loads the repo's safetensors weights. open_clip is imported only in the model process.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,12 +31,38 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import NotSupported
+from ..hub import OTHER_REPO_COMMITS
+from ..shrink import shrink_dict
 from ..statuses import Reason
 from .base import Built, ConfigPlan
 from .timm_shrink import build_shrunk, plan_shrink
 
 CONFIG_FILE = "open_clip_config.json"
 TINY_WIDTH, TINY_HEAD_WIDTH, TINY_LAYERS, TINY_EMBED, TINY_VOCAB = 64, 32, 2, 64, 4096
+HF_CONFIG = "config.json"  # a transformers text tower's config, in its own repo
+# Legacy ids that OpenCLIP's own model configs name as ``hf_model_name``, and the repos transformers' models
+# moved to: the Hub redirects the old ids, Zoo asks for the repo where the model lives now.
+HF_TEXT_MOVED = {
+    "roberta-base": "FacebookAI/roberta-base",
+    "xlm-roberta-base": "FacebookAI/xlm-roberta-base",
+    "xlm-roberta-large": "FacebookAI/xlm-roberta-large",
+}
+HUB_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+
+
+def hf_text_model(config: dict[str, Any] | None) -> str | None:
+    """The transformers model an OpenCLIP config's text tower is (``text_cfg.hf_model_name``), or None."""
+    model_cfg = config.get("model_cfg") if isinstance(config, dict) else None
+    text = model_cfg.get("text_cfg") if isinstance(model_cfg, dict) else None
+    name = text.get("hf_model_name") if isinstance(text, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def hf_text_repo(name: str) -> str | None:
+    """The Hub repo of a text tower's transformers model (a legacy id under the id it moved to), or None
+    where ``name`` is no Hub repo id (a local path)."""
+    name = HF_TEXT_MOVED.get(name, name)
+    return name if HUB_REPO_ID.fullmatch(name) and ".." not in name else None
 
 
 def _shrink_transformer(cfg: dict[str, Any], width_key: str = "width") -> None:
@@ -85,11 +116,15 @@ def _image_size(model_cfg: dict[str, Any]) -> tuple[int, int]:
 @dataclass
 class OpenClipPlan(ConfigPlan):
     timm_shrink: dict[str, Any] | None = None  # tiny/census: the timm vision tower's overrides (timm_shrink)
+    text_config: dict[str, Any] | None = None  # a transformers text tower's config (tiny/census: shrunk)
+    text_source: dict[str, Any] | None = None  # where that config came from (details.text_tower)
 
     def fingerprint(self, library: str, tier: str) -> str:
         from ..fingerprint import fingerprint
 
         graph = self.config if self.timm_shrink is None else {**self.config, "timm_shrink": self.timm_shrink}
+        if self.text_config is not None:
+            graph = {**graph, "hf_text_config": self.text_config}
         return fingerprint(library, self.architecture, graph, tier, self.shapes)
 
 
@@ -119,18 +154,54 @@ class OpenClipBuilder:
     library = "open_clip"
     config_files = (CONFIG_FILE,)
 
+    def extra_repo_files(self, config: dict[str, Any]) -> list[tuple[str, str | None, str]]:
+        """Files of other repos a plan reads: a transformers text tower's config.json (fetched by the parent)."""
+        name = hf_text_model(config)
+        repo = hf_text_repo(name) if name else None
+        return [(repo, None, HF_CONFIG)] if repo else []
+
+    def _hf_text_config(self, request: Any, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A transformers text tower's config (transformers' defaults filled in; tiny and census: shrunk)
+        from the ``config.json`` the parent fetched, and where it came from."""
+        repo = hf_text_repo(name)
+        what = f"{request.model_id}: its text tower is the transformers model {name!r}"
+        if repo is None:
+            raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{what}, which is not a Hub repo id")
+        extras = request.extras or {}
+        raw = extras.get(f"{repo}/{HF_CONFIG}")
+        if not isinstance(raw, dict):
+            raise NotSupported(
+                Reason.LIBRARY_UNSUPPORTED,
+                f"{what}, and no {HF_CONFIG} of {repo} was fetched (not on the Hub, or not reachable)",
+            )
+        if not isinstance(raw.get("model_type"), str):
+            raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{what}, whose {repo}/{HF_CONFIG} names no model_type")
+        import transformers  # its config classes only: OpenCLIP builds the model, in the model process
+
+        try:
+            text_config = transformers.AutoConfig.for_model(**raw).to_dict()
+        except (ValueError, TypeError, KeyError) as exc:
+            raise NotSupported(
+                Reason.LIBRARY_UNSUPPORTED, f"{what}, whose {repo}/{HF_CONFIG} transformers cannot read ({exc})"
+            ) from exc
+        if request.tier in ("tiny", "census"):
+            text_config = shrink_dict(text_config)
+        commit = (extras.get(OTHER_REPO_COMMITS) or {}).get(f"{repo}/{HF_CONFIG}")
+        source = {
+            "hf_model_name": name,
+            "repo": repo,
+            "revision": commit,
+            "config_source": f"hub:{repo}@{(commit or 'main')[:12]}/{HF_CONFIG}",
+        }
+        return text_config, source
+
     def plan(self, request: Any) -> OpenClipPlan:
         cfg = copy.deepcopy(dict(request.config or {}))
         model_cfg = cfg.get("model_cfg")
         if not isinstance(model_cfg, dict):
             raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{request.model_id}: {CONFIG_FILE} has no model_cfg")
-        hf_text = model_cfg.get("text_cfg", {}).get("hf_model_name")
-        if hf_text:
-            raise NotSupported(
-                Reason.LIBRARY_UNSUPPORTED,
-                f"{request.model_id}: its text tower is the transformers "
-                f"model {hf_text!r}, whose config Zoo does not fetch yet",
-            )
+        hf_text = hf_text_model(cfg)
+        text_config, text_source = self._hf_text_config(request, hf_text) if hf_text else (None, None)
         if request.tier in ("tiny", "census"):
             model_cfg = shrink_model_cfg(model_cfg)
         cfg["model_cfg"] = model_cfg
@@ -140,6 +211,7 @@ class OpenClipBuilder:
         vision = model_cfg.get("vision_cfg", {})
         arch = "CoCa" if "multimodal_cfg" in model_cfg else "CLIP"
         arch += f"[{vision['timm_model_name']}]" if vision.get("timm_model_name") else ""
+        arch += f"+{text_config['model_type']}" if text_config else ""  # a transformers text tower
         tower = vision.get("timm_model_name") if request.tier in ("tiny", "census") else None
         return OpenClipPlan(
             architecture=arch,
@@ -147,6 +219,8 @@ class OpenClipBuilder:
             config_source=request.config_source or f"hub:{request.model_id}",
             shapes=shapes,
             timm_shrink=plan_shrink(tower) if isinstance(tower, str) and tower else None,
+            text_config=text_config,
+            text_source=text_source,
         )
 
     def build(self, request: Any, plan: OpenClipPlan | None = None) -> Built:
@@ -163,24 +237,39 @@ class OpenClipBuilder:
         model_cfg = plan.config["model_cfg"]
         torch.manual_seed(request.seed)
         details: dict[str, Any] = {}
-        if request.tier == "full":
-            model = open_clip.create_model(
-                f"local-dir:{request.files_dir}",
-                load_weights=True,
-                pretrained_text=False,
-                weights_only=True,
-                output_dict=True,
-            )
-        else:
-            from ..weights import init_weights
+        with tempfile.TemporaryDirectory(prefix="zoo-open-clip-") as folder:
+            text_tower: dict[str, Any] = {}  # create_model's text_cfg: the transformers tower from its config
+            if plan.text_config is not None:
+                text_dir = os.path.join(folder, "hf_text_tower")
+                os.makedirs(text_dir)
+                with open(os.path.join(text_dir, HF_CONFIG), "w") as f:
+                    json.dump(plan.text_config, f)
+                # OpenCLIP reads the config from this folder (AutoConfig.from_pretrained, offline) and builds
+                # the tower from it (AutoModel.from_config); its weights are the repo's (full) or seeded
+                text_tower["text_cfg"] = {
+                    **model_cfg["text_cfg"],
+                    "hf_model_name": text_dir,
+                    "hf_model_pretrained": False,
+                }
+                details["text_tower"] = plan.text_source
+            if request.tier == "full":
+                model = open_clip.create_model(
+                    f"local-dir:{request.files_dir}",
+                    load_weights=True,
+                    pretrained_text=False,
+                    weights_only=True,
+                    output_dict=True,
+                    **text_tower,
+                )
+            else:
+                from ..weights import init_weights
 
-            h, w = _image_size(model_cfg)
+                h, w = _image_size(model_cfg)
 
-            def probe(model: torch.nn.Module) -> None:  # the timm tower runs at its image size
-                with torch.no_grad():
-                    model.eval().visual(torch.zeros(1, 3, h, w))
+                def probe(model: torch.nn.Module) -> None:  # the timm tower runs at its image size
+                    with torch.no_grad():
+                        model.eval().visual(torch.zeros(1, 3, h, w))
 
-            with tempfile.TemporaryDirectory(prefix="zoo-open-clip-") as folder:
                 with open(os.path.join(folder, CONFIG_FILE), "w") as f:
                     json.dump(plan.config, f)
 
@@ -192,21 +281,29 @@ class OpenClipBuilder:
                             pretrained_image=False,
                             pretrained_text=False,
                             output_dict=True,
+                            **text_tower,
                         )
 
                 if plan.timm_shrink is None:
                     model = create({})
                 else:
                     model, details["timm_shrink"] = build_shrunk(create, plan.timm_shrink, probe)
-            init_weights(model, request.seed)
+                init_weights(model, request.seed)
         model.eval()
-        text_cfg = model_cfg.get("text_cfg", {})
-        vocab = int(text_cfg.get("vocab_size", 49408))
+        if plan.text_config is not None:  # token ids of the transformers tower's vocabulary, none of them padding
+            vocab = int(plan.text_config.get("vocab_size") or TINY_VOCAB)
+            pad = plan.text_config.get("pad_token_id")
+        else:
+            vocab, pad = int(model_cfg.get("text_cfg", {}).get("vocab_size", 49408)), None
 
         def make(shape: dict, seed: int) -> dict[str, torch.Tensor]:
             gen = torch.Generator().manual_seed(seed)
             image = torch.randn(shape["batch"], 3, shape["height"], shape["width"], generator=gen)
-            text = torch.randint(1, vocab, (shape["batch"], shape["seq"]), generator=gen)
+            if isinstance(pad, int) and 1 <= pad < vocab:  # ids 1..vocab-1 less the padding id
+                text = torch.randint(1, vocab - 1, (shape["batch"], shape["seq"]), generator=gen)
+                text = text + (text >= pad).long()
+            else:
+                text = torch.randint(1, vocab, (shape["batch"], shape["seq"]), generator=gen)
             return {"image": image, "text": text}
 
         return Built(

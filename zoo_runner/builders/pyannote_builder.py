@@ -11,7 +11,10 @@ names elsewhere. Inputs are seeded waveforms, (batch, channels, samples), of two
 
 A pipeline repo's ``config.yaml`` names its models' repos (``segmentation``, ``embedding``); the
 parent fetches their ``config.yaml`` and Zoo validates those models together on the same
-waveforms, as the pipeline runs them on the accelerator (clustering runs on CPU anyway).
+waveforms, as the pipeline runs them on the accelerator (clustering runs on CPU anyway). An
+embedding that is a SpeechBrain model (``speechbrain/spkrec-ecapa-voxceleb``, as
+``pyannote/speaker-diarization`` 2.1 names it) is read from its ``hyperparams.yaml`` and built by
+:mod:`.speechbrain_builder`, as pyannote's ``SpeechBrainPretrainedSpeakerEmbedding`` runs it.
 pyannote.audio itself is imported only in the model process.
 """
 
@@ -26,12 +29,14 @@ import torch
 
 from ..exceptions import NotSupported
 from ..statuses import Reason
+from . import speechbrain_builder as speechbrain
 from .base import Built, ConfigPlan
 
 CONFIG_FILE = "config.yaml"
 ALLOWED_PREFIX = "pyannote.audio.models."
 DURATIONS_S = (1.0, 1.5)
 PIPELINE_MODELS = ("segmentation", "embedding")  # pipeline parameters that name model repos
+SPEECHBRAIN = "speechbrain"  # a part's target: a SpeechBrain embedder (its model_config is the inference graph)
 TINY_HIDDEN, TINY_LAYERS = 32, 2
 # Training task → the output its model is built for (data, not a branch per model):
 # problem, class names ({n} numbered up to the task's speaker count), powerset key, speaker count key.
@@ -51,6 +56,11 @@ TASKS: dict[str, dict[str, Any]] = {
     },
     "pyannote.audio.tasks.VoiceActivityDetection": {"problem": "BINARY_CLASSIFICATION", "classes": ["speech"]},
     "pyannote.audio.tasks.OverlappedSpeechDetection": {"problem": "BINARY_CLASSIFICATION", "classes": ["overlap"]},
+}
+# tasks that train an embedding model: its output is the embedding, whatever the task (no Specifications)
+EMBEDDING_TASKS = {
+    "pyannote.audio.tasks.SupervisedRepresentationLearningWithArcFace",
+    "pyannote.audio.tasks.SpeakerEmbedding",
 }
 DEFAULT_SPEAKERS = (
     3  # what pyannote's published segmentation models detect per chunk when the task leaves it to the data
@@ -82,6 +92,8 @@ def specifications_kwargs(task: dict[str, Any] | None) -> dict[str, Any] | None:
     """Keyword arguments of pyannote's ``Specifications`` for a config's ``task`` block, or None
     (an embedding model, whose output does not depend on a task)."""
     if not isinstance(task, dict) or not task.get("_target_"):
+        return None
+    if task["_target_"] in EMBEDDING_TASKS:
         return None
     row = TASKS.get(task["_target_"])
     if row is None:
@@ -117,6 +129,11 @@ def pipeline_model_repos(config: dict[str, Any]) -> dict[str, tuple[str, str | N
     return out
 
 
+def _class_name(part: Part) -> str:
+    target = part.model_config["embedding_model"]["!new"] if part.target == SPEECHBRAIN else part.target
+    return target.rpartition(".")[2]
+
+
 @dataclass
 class Part:
     """One pyannote model: its class, its (shrunk) hyper-parameters and its output specifications."""
@@ -137,8 +154,14 @@ class PyannoteBuilder:
     config_files = (CONFIG_FILE,)
 
     def extra_repo_files(self, config: dict[str, Any]) -> list[tuple[str, str | None, str]]:
-        """Files of other repos a plan reads: a pipeline's models' config.yaml (fetched by the parent)."""
-        return [(repo, revision, CONFIG_FILE) for repo, revision in pipeline_model_repos(config).values()]
+        """Files of other repos a plan reads: a pipeline's models' config.yaml, and an embedding's
+        SpeechBrain hyperparams.yaml where it is one (fetched by the parent; None where absent)."""
+        out = []
+        for role, (repo, revision) in pipeline_model_repos(config).items():
+            out.append((repo, revision, CONFIG_FILE))
+            if role == "embedding":
+                out.append((repo, revision, speechbrain.CONFIG_FILE))
+        return out
 
     def plan(self, request: Any) -> PyannotePlan:
         cfg = dict(request.config or {})
@@ -150,7 +173,7 @@ class PyannoteBuilder:
         if isinstance(cfg.get("pipeline"), dict):
             parts = self._pipeline_parts(request, cfg)
             name = str(cfg["pipeline"].get("name", "Pipeline")).rpartition(".")[2]
-            architecture = f"{name}[{'+'.join(p.target.rpartition('.')[2] for p in parts.values())}]"
+            architecture = f"{name}[{'+'.join(_class_name(p) for p in parts.values())}]"
         else:
             parts = {"model": self._part(request.model_id, cfg, request.tier)}
             architecture = parts["model"].target.rpartition(".")[2]
@@ -184,6 +207,11 @@ class PyannoteBuilder:
         parts: dict[str, Part] = {}
         for role, (repo, _) in repos.items():
             sub = extras.get(f"{repo}/{CONFIG_FILE}")
+            brain = extras.get(f"{repo}/{speechbrain.CONFIG_FILE}") if role == "embedding" else None
+            if not isinstance(sub, dict) and isinstance(brain, dict):  # SpeechBrain's embedder, features to embedding
+                graph = speechbrain.inference_graph(repo, brain, request.tier, embedding_only=True)
+                parts[role] = Part(target=SPEECHBRAIN, model_config=graph, specifications=None)
+                continue
             if not isinstance(sub, dict):
                 raise NotSupported(
                     Reason.LIBRARY_UNSUPPORTED,
@@ -225,6 +253,8 @@ class PyannoteBuilder:
         from ..weights import init_weights
 
         def instantiate(part: Part) -> torch.nn.Module:
+            if part.target == SPEECHBRAIN:
+                return speechbrain.build_module(part.model_config)
             module, _, name = part.target.rpartition(".")
             try:
                 cls = getattr(importlib.import_module(module), name)
