@@ -37,6 +37,8 @@ def test_hyperpyyaml_tags_are_data_and_the_plan_keeps_what_inference_runs():  # 
     assert max(emb["channels"]) <= 32 and emb["attention_channels"] <= 16  # shrunk for tier tiny
     assert plan.graph["classifier"]["kwargs"] == {"input_size": 192, "out_neurons": 7205}  # the output layer kept
     assert plan.architecture == "ECAPA_TDNN"
+    nested = parse_yaml("d:\n  n: 60\nembedding_model: !new:speechbrain.lobes.X\n  input_size: !ref <d[n]>\n")
+    assert SpeechBrainBuilder().plan(_req(nested)).graph["embedding_model"]["kwargs"] == {"input_size": 60}
     with pytest.raises(NotSupported) as info:
         SpeechBrainBuilder().plan(_req(cfg, tier="full"))
     assert info.value.reason == "pickle_only"
@@ -46,9 +48,22 @@ def test_hyperpyyaml_tags_are_data_and_the_plan_keeps_what_inference_runs():  # 
     ("yaml_text", "says"),
     [
         ("modules:\n  embedding_model: !new:os.system\n    command: touch /tmp/pwned\n", "outside speechbrain"),
-        ("embedding_model: !new:speechbrain.X\n  n: !apply:os.system [ls]\n", "!apply"),
-        ("n: 2\nembedding_model: !new:speechbrain.X\n  n: !ref <n> * 2\n", "does not evaluate"),
-        ("embedding_model: !new:speechbrain.X\n  n: !ref <missing>\n", "does not define"),
+        # a SpeechBrain callable that is no model: utilities are never reachable (run_shell would run a command)
+        ("embedding_model: !new:speechbrain.utils.superpowers.run_shell [touch /tmp/pwned]\n", "outside speechbrain"),
+        ("embedding_model: !new:speechbrain.lobes._private.X\n", "outside speechbrain"),
+        ("a: !ref <b>\nb: !ref <a>\nembedding_model: !new:speechbrain.lobes.X\n  n: !ref <a>\n", "loop"),
+        # each level ten references to the one before: 10^12 values unless the expansion is bounded
+        (
+            "a0: [1]\n"
+            + "".join(f"a{i}: [{', '.join([f'!ref <a{i - 1}>'] * 10)}]\n" for i in range(1, 13))
+            + "embedding_model: !new:speechbrain.lobes.X\n  n: !ref <a12>\n",
+            "expands to over",
+        ),
+        ("embedding_model: !new:speechbrain.lobes.X\n  lin_neurons: 100000000\n", "over Zoo's limit"),
+        ("embedding_model: !new:speechbrain.lobes.X\n  n: !apply:os.system [ls]\n", "!apply"),
+        ("n: 2\nembedding_model: !new:speechbrain.lobes.X\n  n: !ref <n> * 2\n", "does not evaluate"),
+        ("n: 2\nembedding_model: !new:speechbrain.lobes.X\n  n: !ref <n.real>\n", "does not evaluate"),
+        ("embedding_model: !new:speechbrain.lobes.X\n  n: !ref <missing>\n", "does not define"),
         ("compute_features: !new:speechbrain.lobes.features.Fbank\n", "no embedding_model"),
     ],
 )

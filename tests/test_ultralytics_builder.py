@@ -30,7 +30,9 @@ def test_a_checkpoints_name_says_its_architecture(name, yaml, task):
     assert arch is not None and (arch["yaml"], arch["task"], arch["checkpoint"]) == (yaml, task, name)
 
 
-@pytest.mark.parametrize("name", ["yolo-world.pt", "notyolov8n.pt", "yolov8n.safetensors", "model.pt", "yolov7.pt"])
+@pytest.mark.parametrize(
+    "name", ["yolo-world.pt", "yolo11s-worldv2.pt", "notyolov8n.pt", "yolov8n.safetensors", "model.pt", "yolov7.pt"]
+)
 def test_names_that_are_no_yolo_architecture_zoo_builds(name):
     assert architecture_of(name) is None
 

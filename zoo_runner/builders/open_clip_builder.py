@@ -47,7 +47,9 @@ HF_TEXT_MOVED = {
     "xlm-roberta-base": "FacebookAI/xlm-roberta-base",
     "xlm-roberta-large": "FacebookAI/xlm-roberta-large",
 }
-HUB_REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+HUB_REPO_ID = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9_]|[.-](?=[A-Za-z0-9_]))*(/[A-Za-z0-9](?:[A-Za-z0-9_]|[.-](?=[A-Za-z0-9_]))*)?"
+)
 
 
 def hf_text_model(config: dict[str, Any] | None) -> str | None:

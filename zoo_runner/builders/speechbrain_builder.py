@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,40 +31,64 @@ from ..statuses import Reason
 from .base import Built, ConfigPlan
 
 CONFIG_FILE = "hyperparams.yaml"
-ALLOWED_PREFIX = "speechbrain."
+# the packages whose torch.nn.Module classes a graph may name (features, models, layers); never
+# speechbrain.utils (superpowers.run_shell), speechbrain.inference (foreign_class) or a function
+ALLOWED_MODULES = ("speechbrain.lobes.", "speechbrain.nnet.", "speechbrain.processing.")
+MAX_RESOLVED = 100_000  # values references may expand to (a chain of lists of references grows exponentially)
+MAX_INT = 1 << 16  # a width, size or count over this is no published model's (and would exhaust memory)
 # what an EncoderClassifier runs, in order (speechbrain.inference.classifiers): embedding_model is required
 INFERENCE_MODULES = ("compute_features", "mean_var_norm", "embedding_model", "classifier")
 SAMPLE_RATE = 16000
 DURATIONS_S = (1.0, 1.5)
 # argument name -> the most a tiny build keeps (lists: each entry); the embedding and output widths stay
 TINY_ARGS = {"channels": 32, "attention_channels": 16, "se_channels": 16, "block_sizes": 1}
-_REF = re.compile(r"^<([A-Za-z_][A-Za-z0-9_.]*)>$")
+# HyperPyYAML's reference: <name>, <name[key]>...; <a.b> (attribute access) and expressions are not evaluated
+_REF = re.compile(r"^<([A-Za-z_][A-Za-z0-9_]*)((?:\[[A-Za-z0-9_]+\])*)>$")
 
 
 def _unsupported(model_id: str, why: str) -> NotSupported:
     return NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{model_id}: {CONFIG_FILE} {why}")
 
 
-def _resolve(value: Any, top: dict[str, Any], model_id: str, depth: int = 0) -> Any:
-    """``value`` with every ``!ref <name>`` replaced by the top-level value it names (resolved too)."""
-    if depth > 32:
-        raise _unsupported(model_id, "has references that loop")
-    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("!ref", "!copy"):
-        ref = str(next(iter(value.values())))
-        m = _REF.match(ref.strip())
-        if not m:
-            raise _unsupported(model_id, f"has a reference Zoo does not evaluate ({ref!r})")
-        node: Any = top
-        for part in m.group(1).split("."):
-            if not isinstance(node, dict) or part not in node:
-                raise _unsupported(model_id, f"refers to {ref}, which it does not define")
-            node = node[part]
-        return _resolve(node, top, model_id, depth + 1)
-    if isinstance(value, dict):
-        return {k: _resolve(v, top, model_id, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_resolve(v, top, model_id, depth + 1) for v in value]
-    return value
+def _resolve(value: Any, top: dict[str, Any], model_id: str) -> Any:
+    """``value`` with every ``!ref <name>`` replaced by the top-level value it names (resolved too),
+    within :data:`MAX_RESOLVED` values; a reference to itself is refused."""
+    budget = [MAX_RESOLVED]
+
+    def walk(node: Any, active: tuple[str, ...]) -> Any:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise _unsupported(model_id, f"expands to over {MAX_RESOLVED:,} values through its references")
+        if isinstance(node, dict) and len(node) == 1 and next(iter(node)) in ("!ref", "!copy"):
+            ref = str(next(iter(node.values()))).strip()
+            m = _REF.match(ref)
+            if not m:
+                raise _unsupported(model_id, f"has a reference Zoo does not evaluate ({ref!r})")
+            if ref in active:
+                raise _unsupported(model_id, f"has references that loop ({' -> '.join((*active, ref))})")
+            target: Any = top
+            for part in [m.group(1), *re.findall(r"\[([A-Za-z0-9_]+)\]", m.group(2))]:
+                if not isinstance(target, dict) or part not in target:
+                    raise _unsupported(model_id, f"refers to {ref}, which it does not define")
+                target = target[part]
+            return walk(target, (*active, ref))
+        if isinstance(node, dict):
+            return {k: walk(v, active) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v, active) for v in node]
+        if isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
+            raise _unsupported(model_id, f"has a value of {node:,}, over Zoo's limit of {MAX_INT:,} for a size")
+        return node
+
+    return walk(value, ())
+
+
+def _allowed(target: Any) -> bool:
+    return (
+        isinstance(target, str)
+        and target.startswith(ALLOWED_MODULES)
+        and all(p.isidentifier() and not p.startswith("_") for p in target.split("."))
+    )
 
 
 def _check(node: Any, model_id: str) -> None:
@@ -73,9 +98,11 @@ def _check(node: Any, model_id: str) -> None:
             if tag in node:
                 raise _unsupported(model_id, f"uses {tag} ({node[tag]}) in its inference modules")
         target = node.get("!new")
-        if target is not None and not (isinstance(target, str) and target.startswith(ALLOWED_PREFIX)):
+        if target is not None and not _allowed(target):
             raise _unsupported(
-                model_id, f"names {target}, outside {ALLOWED_PREFIX[:-1]}; Zoo builds only SpeechBrain's own modules"
+                model_id,
+                f"names {target}, outside {', '.join(m[:-1] for m in ALLOWED_MODULES)}; Zoo builds only "
+                "SpeechBrain's own feature and model modules",
             )
         for v in node.values():
             _check(v, model_id)
@@ -123,12 +150,14 @@ def inference_graph(model_id: str, config: dict[str, Any], tier: str, embedding_
 def _instantiate(node: Any) -> Any:
     if isinstance(node, dict) and isinstance(node.get("!new"), str):
         module, _, name = node["!new"].rpartition(".")
-        if not node["!new"].startswith(ALLOWED_PREFIX):  # checked in the plan; never import anything else
+        if not _allowed(node["!new"]):  # checked in the plan; never import anything else
             raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"not a SpeechBrain module: {node['!new']}")
         try:
             cls = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as exc:
             raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"this speechbrain has no {node['!new']}") from exc
+        if not (inspect.isclass(cls) and issubclass(cls, torch.nn.Module)):  # no function is ever called
+            raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{node['!new']} is not a torch module class")
         args = [_instantiate(a) for a in node.get("args", [])]
         kwargs = {k: _instantiate(v) for k, v in (node.get("kwargs") or {}).items()}
         return cls(*args, **kwargs)

@@ -40,6 +40,7 @@ TASKS = {  # suffix -> (ultralytics.nn.tasks class, the Hub's task)
     "world": ("WorldModel", "zero-shot-object-detection"),
     "worldv2": ("WorldModel", "zero-shot-object-detection"),
 }
+WORLD_TASKS = ("world", "worldv2")
 TINY_SIZES = (64, 96)  # multiples of the largest stride (32)
 CHECKPOINT_SUFFIXES = (".pt", ".pth")
 
@@ -54,6 +55,8 @@ def architecture_of(filename: str) -> dict[str, Any] | None:
     if not m:
         return None
     family, scale, task = m.group(1), m.group(2), m.group(3)
+    if task in WORLD_TASKS and family != "yolov8":
+        return None  # ultralytics ships YOLO-World's YAMLs for v8 only (yolov8-world.yaml, yolov8-worldv2.yaml)
     return {
         "yaml": f"{family}{scale}{'-' + task if task else ''}.yaml",
         "task_class": TASKS[task][0],
