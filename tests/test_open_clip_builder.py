@@ -153,3 +153,5 @@ def test_an_open_clip_repo_with_a_transformers_text_tower_through_the_stand_in(z
         "config_source": f"hub:FacebookAI/roberta-base@{sha[:12]}/config.json",
     }
     assert r["details"]["parameters"] < 5_000_000  # roberta-base alone is 125M: the tower was shrunk
+    # the parent's own record of what it fetched, whatever the model process says
+    assert r["details"]["other_repo_files"] == {"FacebookAI/roberta-base/config.json": sha}

@@ -200,6 +200,10 @@ def trusted_result(req: ValidationRequest, raw: Any) -> dict[str, Any]:
     details.pop("sandbox", None)
     details.pop("env", None)  # the parent's to say, never the model process's
     details.pop("remote_code", None)  # likewise: the hashes the parent took
+    details.pop("other_repo_files", None)  # likewise: the files of other repos the parent fetched, at their commits
+    other = (req.extras or {}).get("other_repo_commits") if isinstance(req.extras, dict) else None
+    if isinstance(other, dict) and other:
+        details["other_repo_files"] = dict(other)
     if req.remote_code:
         details["remote_code"] = dict(req.remote_code)
     error = result.get("error")
