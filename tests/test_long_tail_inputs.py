@@ -416,3 +416,16 @@ def test_inputs_named_for_their_role_get_generated(arch, names):
     r = _validate(arch)
     assert r["status"] == "pass", r["error"]
     assert names <= set(r["details"]["input_shapes"][0])
+
+
+def test_rag_without_its_retriever_reads_passages_and_scores_as_inputs(zoo, snapshot_hub, tmp_path):
+    """RAG's retriever is a passage index, not part of the model: without one, its forward takes the
+    retrieved passages (n_docs a question, in the generator's vocabulary) and their scores. Without the
+    quirk the reference fails ("Make sure that `context_input_ids` are passed")."""
+    from tests.conftest import validate_through
+
+    r = validate_through(zoo, snapshot_hub, tmp_path, "facebook/rag-token-nq")
+    assert r["status"] == "pass", r["error"]
+    shapes = r["details"]["input_shapes"][0]
+    n_docs = shapes["doc_scores"][1]
+    assert n_docs >= 1 and shapes["context_input_ids"][0] == shapes["doc_scores"][0] * n_docs

@@ -66,6 +66,8 @@ class ConfigView:
     draft_block: int = 16  # block-diffusion drafters (DFlash: Muse Glimmer's assistant): positions drafted at once
     target_layers: int = 1  # ... and the target model's layers whose hidden states they read, side by side
     high_res_size: int = 1024  # the image size of a hybrid model's high-resolution tower (DeepSeek-VL hybrid)
+    n_docs: int = 5  # passages a retrieval-augmented generator reads per question (RAG), retrieved beforehand
+    generator_vocab_size: int = 1000  # the vocabulary of those passages: the generator's (RAG's BART)
     latent_queries: int = 0  # learned image queries whose embeddings replace text positions (Kosmos-2)
     spatial_merge_size: int = 1  # patches merged per side into one language-model token (Qwen2-VL-style towers)
     audio_per_token: int = 8  # mel frames per text token, for streaming models that add audio to each token (Voxtral)
@@ -166,6 +168,8 @@ class ConfigView:
             spatial_merge_size=first([vision], ["spatial_merge_size"], 1),
             latent_queries=first([config], ["latent_query_num"], 0),
             high_res_size=first([getattr(config, "high_res_vision_config", None)], ["image_size"], 1024),
+            n_docs=first([config], ["n_docs"], 5),
+            generator_vocab_size=first([getattr(config, "generator", None), config], ["vocab_size"], vocab),
         )
 
 
@@ -490,6 +494,10 @@ GENERATORS: dict[str, Gen] = {
     "visual_pos": lambda v, s, g: _unit_boxes(s["batch"], VISUAL_BOXES, g),
     # which language each row is in, for models with per-language adapters (X-MOD)
     "lang_ids": lambda v, s, g: torch.randint(0, v.num_languages, (s["batch"],), generator=g),
+    # a retrieval-augmented generator without its retriever: the passages and their scores are inputs (RAG)
+    "context_input_ids": lambda v, s, g: _ids(v.generator_vocab_size, (s["batch"] * v.n_docs, s["seq"]), g),
+    "context_attention_mask": lambda v, s, g: torch.ones(s["batch"] * v.n_docs, s["seq"], dtype=torch.long),
+    "doc_scores": lambda v, s, g: torch.randn(s["batch"], v.n_docs, generator=g),
     # the instruction as the query transformer reads it (InstructBLIP), in its own vocabulary
     "qformer_input_ids": lambda v, s, g: _ids(v.qformer_vocab_size, (s["batch"], s["seq"]), g),
     "qformer_attention_mask": lambda v, s, g: torch.ones(s["batch"], s["seq"], dtype=torch.long),

@@ -215,6 +215,11 @@ QUIRKS: dict[str, Quirk] = {
     # Reformer-like chunking and BigBird block sparsity need lengths in whole blocks.
     # ESM's default config leaves the vocabulary unset (it comes with each checkpoint).
     "esm": Quirk("default config has no vocab_size", config={"vocab_size": 33, "pad_token_id": 1, "mask_token_id": 32}),
+    "rag": Quirk(
+        "its retriever (a passage index) is not part of the model: the retrieved passages and their scores are "
+        "inputs, as RAG's forward takes them without a retriever",
+        extra_inputs=("context_input_ids", "context_attention_mask", "doc_scores"),
+    ),
     # w2v-BERT's and the wav2vec 2.0 Conformer's default configs leave the CTC vocabulary unset (wav2vec 2.0's: 32)
     "wav2vec2-bert": Quirk("default config has no vocab_size for the CTC head", config={"vocab_size": 32}),
     "wav2vec2-conformer": Quirk("default config has no vocab_size for the CTC head", config={"vocab_size": 32}),
