@@ -146,12 +146,6 @@ def test_an_open_clip_repo_with_a_transformers_text_tower_through_the_stand_in(z
     assert r["status"] == "pass" and r["library"] == "open_clip", r["error"]
     assert r["architecture"] == "CLIP+roberta"
     sha = fake_sha("FacebookAI/roberta-base")  # the commit the stand-in serves the repo at
-    assert r["details"]["text_tower"] == {
-        "hf_model_name": "roberta-base",
-        "repo": "FacebookAI/roberta-base",
-        "revision": sha,
-        "config_source": f"hub:FacebookAI/roberta-base@{sha[:12]}/config.json",
-    }
     assert r["details"]["parameters"] < 5_000_000  # roberta-base alone is 125M: the tower was shrunk
-    # the parent's own record of what it fetched, whatever the model process says
+    # which repo and commit the tower's config came from: the parent's own record of what it fetched
     assert r["details"]["other_repo_files"] == {"FacebookAI/roberta-base/config.json": sha}

@@ -14,8 +14,9 @@ CustomTextCLIP or CoCa is OpenCLIP's own. A text tower taken from transformers (
 (:meth:`OpenClipBuilder.extra_repo_files`; legacy ids such as ``roberta-base`` under the id the model lives
 at now, ``FacebookAI/roberta-base``), with transformers' defaults filled in and, for the tiny and census
 tiers, shrunk as Zoo shrinks any transformers config (:func:`~zoo_runner.shrink.shrink_dict`); OpenCLIP's
-projection follows that tower's width. ``details.text_tower`` says which repo and commit the config came
-from. The full tier loads the repo's safetensors weights. open_clip is imported only in the model process.
+projection follows that tower's width. ``details.other_repo_files`` (the parent's record) says which
+repo and commit the config came from. The full tier loads the repo's safetensors weights. open_clip is
+imported only in the model process.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import NotSupported
-from ..hub import OTHER_REPO_COMMITS
 from ..shrink import shrink_dict
 from ..statuses import Reason
 from .base import Built, ConfigPlan
@@ -119,7 +119,6 @@ def _image_size(model_cfg: dict[str, Any]) -> tuple[int, int]:
 class OpenClipPlan(ConfigPlan):
     timm_shrink: dict[str, Any] | None = None  # tiny/census: the timm vision tower's overrides (timm_shrink)
     text_config: dict[str, Any] | None = None  # a transformers text tower's config (tiny/census: shrunk)
-    text_source: dict[str, Any] | None = None  # where that config came from (details.text_tower)
 
     def fingerprint(self, library: str, tier: str) -> str:
         from ..fingerprint import fingerprint
@@ -162,9 +161,9 @@ class OpenClipBuilder:
         repo = hf_text_repo(name) if name else None
         return [(repo, None, HF_CONFIG)] if repo else []
 
-    def _hf_text_config(self, request: Any, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _hf_text_config(self, request: Any, name: str) -> dict[str, Any]:
         """A transformers text tower's config (transformers' defaults filled in; tiny and census: shrunk)
-        from the ``config.json`` the parent fetched, and where it came from."""
+        from the ``config.json`` the parent fetched."""
         repo = hf_text_repo(name)
         what = f"{request.model_id}: its text tower is the transformers model {name!r}"
         if repo is None:
@@ -186,16 +185,7 @@ class OpenClipBuilder:
             raise NotSupported(
                 Reason.LIBRARY_UNSUPPORTED, f"{what}, whose {repo}/{HF_CONFIG} transformers cannot read ({exc})"
             ) from exc
-        if request.tier in ("tiny", "census"):
-            text_config = shrink_dict(text_config)
-        commit = (extras.get(OTHER_REPO_COMMITS) or {}).get(f"{repo}/{HF_CONFIG}")
-        source = {
-            "hf_model_name": name,
-            "repo": repo,
-            "revision": commit,
-            "config_source": f"hub:{repo}@{(commit or 'main')[:12]}/{HF_CONFIG}",
-        }
-        return text_config, source
+        return shrink_dict(text_config) if request.tier in ("tiny", "census") else text_config
 
     def plan(self, request: Any) -> OpenClipPlan:
         cfg = copy.deepcopy(dict(request.config or {}))
@@ -203,7 +193,7 @@ class OpenClipBuilder:
         if not isinstance(model_cfg, dict):
             raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{request.model_id}: {CONFIG_FILE} has no model_cfg")
         hf_text = hf_text_model(cfg)
-        text_config, text_source = self._hf_text_config(request, hf_text) if hf_text else (None, None)
+        text_config = self._hf_text_config(request, hf_text) if hf_text else None
         if request.tier in ("tiny", "census"):
             model_cfg = shrink_model_cfg(model_cfg)
         cfg["model_cfg"] = model_cfg
@@ -222,7 +212,6 @@ class OpenClipBuilder:
             shapes=shapes,
             timm_shrink=plan_shrink(tower) if isinstance(tower, str) and tower else None,
             text_config=text_config,
-            text_source=text_source,
         )
 
     def build(self, request: Any, plan: OpenClipPlan | None = None) -> Built:
@@ -253,7 +242,6 @@ class OpenClipBuilder:
                     "hf_model_name": text_dir,
                     "hf_model_pretrained": False,
                 }
-                details["text_tower"] = plan.text_source
             if request.tier == "full":
                 model = open_clip.create_model(
                     f"local-dir:{request.files_dir}",
