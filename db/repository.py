@@ -366,7 +366,14 @@ def shared_result(session: Session, fingerprint: str, req: Any, judged: str | No
         started_at=utcnow().isoformat(timespec="seconds"),
         duration_s=0.0,
     )
-    out["details"] = {**(row.details or {}), "deduplicated_from": row.model_id}
+    # what the parent found of this request's own repo is its own, never the other model's
+    own = ("remote_code", "custom_code_native")
+    out["details"] = {k: v for k, v in (row.details or {}).items() if k not in own}
+    out["details"]["deduplicated_from"] = row.model_id
+    if getattr(req, "remote_code", None):
+        out["details"]["remote_code"] = dict(req.remote_code)
+    if getattr(req, "custom_code_native", None):
+        out["details"]["custom_code_native"] = req.custom_code_native
     return out
 
 

@@ -124,4 +124,10 @@ pins="$VENV/torch-pins.txt"
 # editable, so a change to the source needs no reinstall; the build backend's output goes to the log
 step "installing Zoo and its dependencies ($([ -n "$uv" ] && echo "uv ")pip install -e '$spec': transformers, SQLAlchemy, Celery, FastAPI, ...)" \
   pkg_install -e "$spec"
+# every model's classes import through transformers' modeling layers: a package they import that is installed
+# but broken (soundfile 0.14.0 without libsndfile) fails every model, so say it here, not in each row
+if ! "$VENV/bin/python" -c "import transformers.modeling_layers" >>"$log" 2>&1; then
+  say "transformers' modeling code does not import in $VENV: $(tail -n 1 "$log")"
+  exit 1
+fi
 say "zoo installed in $VENV ($("$VENV/bin/zoo" --help >/dev/null && echo ok); the installers' output in $log)"

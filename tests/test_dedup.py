@@ -21,6 +21,9 @@ def twin_hub(tmp_path, monkeypatch):
         w.writerow(
             ["org-c/gpt-three", 80, "text-generation", "", "['transformers', 'safetensors', 'gpt2', 'text-generation']"]
         )
+        phi3 = "['transformers', 'safetensors', 'phi3', 'text-generation'"
+        w.writerow(["org-d/phi3-custom", 70, "text-generation", "", phi3 + ", 'custom_code']"])
+        w.writerow(["org-e/phi3-plain", 60, "text-generation", "", phi3 + "]"])
     base, stop = start_standin(str(path))
     monkeypatch.setenv("HF_ENDPOINT", base)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
@@ -48,6 +51,19 @@ def test_same_graph_runs_once_and_fans_out(twin_hub, sqlite_url):
     assert two["details"]["deduplicated_from"] == "org-a/bert-one" and two["model_id"] == "org-b/bert-two"
     assert two["duration_s"] == 0.0 and "org-b/bert-two" in two["repro"]
     assert "deduplicated_from" not in three["details"]
+
+
+def test_what_the_parent_found_of_a_repo_is_never_copied_to_its_twin(twin_hub, sqlite_url):
+    """A custom-code repo run on transformers' own classes shares its graph with a plain repo of the
+    same config; the plain twin's copied row does not say its code was left out, and the other way round."""
+    from services.validation import validate_and_store
+
+    custom = validate_and_store(ValidationRequest("org-d/phi3-custom", backend="cpu")).to_dict()
+    plain = validate_and_store(ValidationRequest("org-e/phi3-plain", backend="cpu")).to_dict()
+    assert custom["status"] == plain["status"] == "pass" and custom["fingerprint"] == plain["fingerprint"]
+    assert "custom_code_native" in custom["details"] and "deduplicated_from" not in custom["details"]
+    assert plain["details"]["deduplicated_from"] == "org-d/phi3-custom"
+    assert "custom_code_native" not in plain["details"]
 
 
 def test_parent_fingerprint_equals_the_engines():

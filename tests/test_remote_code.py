@@ -1,9 +1,11 @@
 """Custom code, sandboxed (issue 30): a repo's own modeling files run only in the model process.
 
-Three custom-code repos, written here and served by the Hub stand-in through the real
+Custom-code repos, written here and served by the Hub stand-in through the real
 ``huggingface_hub`` client: one that validates, one whose modeling file tries to read a parent
 secret, open a TCP connection to PostgreSQL's port and write outside its work directory (reporting
-each attempt in the exception it raises), and one that imports a package Zoo does not have.
+each attempt in the exception it raises), one that imports a package Zoo does not have, one over
+the size limit, and two of an architecture transformers ported from such repos (Phi-3): one whose
+config names transformers' own class, one naming its own.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ GOOD = "test-org/tiny-custom"
 HOSTILE = "test-org/hostile-custom"
 MISSING = "test-org/custom-needs-a-package"
 HUGE = "test-org/custom-huge"
+NATIVE = "test-org/custom-phi3"  # model_type phi3, architectures Phi3ForCausalLM, and its own code too
+NATIVE_OWN_CLASS = "test-org/custom-phi3-own-class"  # model_type phi3, but architectures names its own class
+PHI3 = {"model_type": "phi3", "vocab_size": 100, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
+        "num_key_value_heads": 4, "num_hidden_layers": 2, "pad_token_id": 0}  # fmt: skip
 MARK = "zoo-remote-code-secret"
 
 CONFIGURATION = """
@@ -114,7 +120,7 @@ HOSTILE_HOOK = """
 """
 
 
-def _repo(folder, modeling: str, task: str = "feature-extraction") -> None:
+def _repo(folder, modeling: str, task: str = "feature-extraction", **over) -> None:
     folder.mkdir(parents=True)
     config = {
         "model_type": "zoo_custom",
@@ -126,6 +132,7 @@ def _repo(folder, modeling: str, task: str = "feature-extraction") -> None:
         "vocab_size": 100,
         "hidden_size": 32,
         "num_hidden_layers": 2,
+        **over,
     }
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "configuration_zoo_custom.py").write_text(CONFIGURATION)
@@ -157,14 +164,22 @@ def custom_hub(tmp_path_factory):
         ),
     )
     _repo(repos / HUGE, MODELING.format(marker=str(marker), hook="pass") + "#" * (5 << 20) + "\n")
+    good = MODELING.format(marker=str(marker), hook="pass")
+    _repo(repos / NATIVE, good, architectures=["Phi3ForCausalLM"], **PHI3)
+    _repo(repos / NATIVE_OWN_CLASS, good, **PHI3)
     catalog = root / "catalog.csv"
     tags = "['transformers', 'safetensors', 'zoo_custom', 'feature-extraction', 'custom_code']"
+    phi3 = "['transformers', 'safetensors', 'phi3', 'text-generation', 'custom_code']"
+    everyone = (GOOD, HOSTILE, MISSING, HUGE, NATIVE, NATIVE_OWN_CLASS)
     with catalog.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["model_id", "downloads", "tasks", "parameters", "tags"])
-        for i, repo in enumerate((GOOD, HOSTILE, MISSING, HUGE)):
-            w.writerow([repo, 1000 - i, "feature-extraction", "", tags])
-    base, stop = start_standin(str(catalog), {r: str(repos / r) for r in (GOOD, HOSTILE, MISSING, HUGE)})
+        for i, repo in enumerate(everyone):
+            native = repo in (NATIVE, NATIVE_OWN_CLASS)
+            w.writerow(
+                [repo, 1000 - i, "text-generation" if native else "feature-extraction", "", phi3 if native else tags]
+            )
+    base, stop = start_standin(str(catalog), {r: str(repos / r) for r in everyone})
     yield {"base": base, "repos": repos, "marker": marker, "targets": targets, "root": root, "hub": stop.hub}
     stop()
 
@@ -207,6 +222,34 @@ def test_custom_code_validates_in_the_sandbox_with_its_hashes(zoo, custom_hub, t
     # the environment variable says the same as the flag
     again = _validate(zoo, custom_hub, tmp_path, GOOD, tier=tier, ZOO_REMOTE_CODE="sandboxed")
     assert again["status"] == "pass" and again["fingerprint"] == row["fingerprint"]
+
+
+def test_a_ported_architecture_runs_on_transformers_own_classes_when_its_code_may_not_run(zoo, custom_hub, tmp_path):
+    """Under never, a custom-code repo whose model_type transformers ported (the quirks table says
+    so) and whose config names transformers' own class is validated on that class, as
+    from_pretrained without trust_remote_code loads it: its code is never fetched, and the row says
+    why. Naming a class of its own, it is refused as before."""
+    row = _validate(zoo, custom_hub, tmp_path, NATIVE)
+    assert row["status"] == "pass", (row["status"], row["error"])
+    assert row["architecture"] == "Phi3ForCausalLM"
+    note = row["details"]["custom_code_native"]
+    assert "not run" in note and "phi3" in note and "trust_remote_code" in note
+    assert "remote_code" not in row["details"] and "--remote-code" not in row["repro"]
+    assert not (tmp_path / "hf").exists() or not list((tmp_path / "hf").rglob("*.py"))  # its code never fetched
+    assert not custom_hub["hub"].sent.get((NATIVE, "modeling_zoo_custom.py"))
+    assert not custom_hub["marker"].exists()
+    own = _validate(zoo, custom_hub, tmp_path, NATIVE_OWN_CLASS)
+    assert (own["status"], own["reason"]) == ("unsupported", "remote_code"), own["error"]
+    assert "custom_code_native" not in own["details"]
+
+
+@needs_root
+def test_a_ported_architecture_runs_its_own_code_when_sandboxed(zoo, custom_hub, tmp_path):
+    """Under sandboxed, as trust_remote_code=True does, the repo's code runs, not transformers' port."""
+    row = _validate(zoo, custom_hub, tmp_path, NATIVE, "--remote-code", "sandboxed")
+    assert row["status"] == "pass", (row["status"], row["error"])
+    assert row["architecture"] == "ZooCustomModel" and "custom_code_native" not in row["details"]
+    assert set(row["details"]["remote_code"]) == {"configuration_zoo_custom.py", "modeling_zoo_custom.py"}
 
 
 @needs_root

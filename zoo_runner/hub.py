@@ -116,14 +116,18 @@ def weight_formats(files: list[str]) -> set[str]:
     return out
 
 
+def remote_code_refused(model_id: str) -> NotSupported:
+    return NotSupported(
+        Reason.REMOTE_CODE,
+        f"{model_id} needs remote code (custom_code); Zoo runs it only under "
+        "ZOO_REMOTE_CODE=sandboxed (--remote-code sandboxed)",
+    )
+
+
 def check_policy(facts: HubFacts, tier: str, allow_remote_code: bool = False) -> None:
     """Raise NotSupported with the SPEC's reason code, from metadata alone."""
     if "custom_code" in facts.tags and not allow_remote_code:
-        raise NotSupported(
-            Reason.REMOTE_CODE,
-            f"{facts.model_id} needs remote code (custom_code); Zoo runs it only under "
-            "ZOO_REMOTE_CODE=sandboxed (--remote-code sandboxed)",
-        )
+        raise remote_code_refused(facts.model_id)
     if facts.gated:
         raise NotSupported(Reason.GATED, f"{facts.model_id} is gated")
     formats = weight_formats(facts.files)
@@ -315,6 +319,7 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         raise UnknownModel(f"unknown model id {req.model_id!r}: expected org/name or arch:ClassName")
     facts = model_facts(req.model_id, req.revision)
     req.remote_code = None  # only what this parent fetches and hashes below, never a request's claim
+    req.custom_code_native = None  # likewise: only this parent's finding below
     req.revision = req.revision or facts.sha
     declared = req.library or facts.library
     req.library = declared or "transformers"
@@ -327,12 +332,25 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         # model.bin is no pickle) or a config.json copied from the original say otherwise
         get_builder(declared)
     custom = "custom_code" in facts.tags and remote_code.enabled()
-    check_policy(facts, req.tier, allow_remote_code=custom)
+    # Under ZOO_REMOTE_CODE=never a custom-code repo of an architecture transformers ported from such
+    # repos runs on transformers' own classes (remote_code.native_classes): its config.json decides.
+    native_candidate = (
+        "custom_code" in facts.tags
+        and not custom
+        and (declared or "transformers") in remote_code.LIBRARIES
+        and not _gguf_only(facts, req.tier)
+        and "config.json" in facts.files
+    )
+    check_policy(facts, req.tier, allow_remote_code=custom or native_candidate)
     errors = _hub_errors()
     if _gguf_only(facts, req.tier):
         if custom:
             raise NotSupported(Reason.REMOTE_CODE, f"{req.model_id}: custom code of a GGUF-only repo is never run")
         return _prepare_gguf(req, facts, errors)
+    if native_candidate:  # its code is never fetched: transformers' own classes, or refused as before
+        req.custom_code_native = _native_classes(req, errors)
+        if not req.custom_code_native:
+            raise remote_code_refused(req.model_id)
 
     sniffed_config = None
     if (declared is None or req.library not in registered_libraries()) and "config.json" in facts.files:
@@ -378,6 +396,21 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     if custom:  # the repo's code files, sized, fetched and hashed, never imported here
         _prepare_remote_code(req, facts, errors)
     return req
+
+
+def _native_classes(req: ValidationRequest, errors: Any) -> str | None:
+    """remote_code.native_classes of the repo's config.json (read as data), None where it has none."""
+    from . import remote_code
+
+    try:
+        config = fetch_config(req.model_id, req.revision, "config.json")
+    except (errors.EntryNotFoundError, FileNotFoundError, ValueError):
+        return None
+    except (OSError, errors.HfHubHTTPError) as exc:
+        raise HubUnreachable(
+            f"could not fetch files of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}"
+        ) from exc
+    return remote_code.native_classes(config)
 
 
 def _prepare_remote_code(req: ValidationRequest, facts: HubFacts, errors: Any) -> None:

@@ -434,6 +434,9 @@ def run_isolated(
         result["details"].pop("remote_code", None)  # which code ran: the hashes the parent took, never a claim
         if req.remote_code:
             result["details"]["remote_code"] = dict(req.remote_code)
+        result["details"].pop("custom_code_native", None)
+        if req.custom_code_native:
+            result["details"]["custom_code_native"] = req.custom_code_native
         if trusted and not timed_out and watch.over is None:
             _publish_references(run, req, result)
             if req.triage:

@@ -39,6 +39,11 @@ class Quirk:
     input_kinds: dict[str, str] = field(default_factory=dict)  # input name -> generator name, where the name misleads
     extra_inputs: tuple[str, ...] = ()  # optional inputs the model needs all the same
     known_failure: KnownFailure | None = None  # a failure seen and not fixed yet, with its expiry
+    # A model_type row only: why transformers' own classes of this model_type stand for the code of
+    # the custom-code repos that carry it (transformers ported the architecture from those repos, and
+    # ``from_pretrained`` without ``trust_remote_code`` loads their checkpoints in its own classes).
+    # Under ZOO_REMOTE_CODE=never such a repo is validated on them instead of refused (SPEC: custom code).
+    native_for_custom_code: str = ""
 
 
 _RESNET_BACKBONE = {
@@ -676,6 +681,8 @@ QUIRKS: dict[str, Quirk] = {
     # DeepSeek's multi-head latent attention has its own head and rank sizes; rotary runs on qk_rope_head_dim.
     "deepseek_v3": Quirk(
         "latent attention: its own ranks and head dims, one key/value head per query head, expert groups",
+        native_for_custom_code="transformers' DeepSeek-V3 classes are a port of deepseek-ai's modeling_deepseek.py "
+        "for the V3 and R1 checkpoints, which load in them",
         config={
             "kv_lora_rank": 32,
             "q_lora_rank": 32,
@@ -690,6 +697,22 @@ QUIRKS: dict[str, Quirk] = {
         },
     ),
     "big_bird": Quirk("block sparse attention needs whole blocks", config={"attention_type": "original_full"}),
+    # Custom-code repos whose architecture transformers has ported from their own code (see Quirk).
+    "phi3": Quirk(
+        "custom-code repos of a ported architecture",
+        native_for_custom_code="transformers' Phi-3 classes are Microsoft's Phi-3 code, merged upstream; the "
+        "Phi-3, Phi-3.5 and Phi-4-mini checkpoints load in them",
+    ),
+    "deepseek_v2": Quirk(
+        "custom-code repos of a ported architecture",
+        native_for_custom_code="transformers' DeepSeek-V2 classes are a port of deepseek-ai's modeling_deepseek.py "
+        "for the V2 and Coder-V2 checkpoints, which load in them",
+    ),
+    "falcon": Quirk(
+        "custom-code repos of a ported architecture",
+        native_for_custom_code="transformers' Falcon classes replaced the RefinedWeb code of tiiuae's repos, "
+        "whose checkpoints load in them",
+    ),
     # BEiT's default config exposes its last layer only; the UperNet segmentation head reads four
     # (the published ADE20k checkpoints expose layers 3, 5, 7, 11 of 12).
     "BeitForSemanticSegmentation": Quirk(
@@ -1290,6 +1313,12 @@ QUIRKS: dict[str, Quirk] = {
         },
     ),
 }
+
+
+def native_for_custom_code(model_type: str | None) -> str:
+    """Why transformers' own classes of ``model_type`` stand for its custom-code repos' code, or ""."""
+    row = QUIRKS.get(model_type or "")
+    return row.native_for_custom_code if row else ""
 
 
 def quirk_for(*keys: str | None) -> Quirk | None:

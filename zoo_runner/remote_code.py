@@ -63,6 +63,31 @@ def enabled() -> bool:
     return (_policy or settings().remote_code) == "sandboxed"
 
 
+def native_classes(config: dict[str, Any]) -> str | None:
+    """Why this custom-code repo may be validated on transformers' own classes instead of its code,
+    or None: its ``model_type`` is one transformers ported from such repos (the quirks table's
+    ``native_for_custom_code``, with why), this transformers knows it, and every class its config's
+    ``architectures`` names is transformers' own. That is what ``from_pretrained`` without
+    ``trust_remote_code`` loads for it: transformers prefers its own classes to the repo's code."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    from .quirks import native_for_custom_code
+
+    model_type = config.get("model_type")
+    why = native_for_custom_code(model_type) if isinstance(model_type, str) else ""
+    archs = config.get("architectures") or []
+    if not why or model_type not in CONFIG_MAPPING_NAMES or not isinstance(archs, list):
+        return None
+    own = set(dir(transformers))  # the lazy module's names: nothing is imported to know them
+    if any(not isinstance(a, str) or a not in own for a in archs):
+        return None
+    return (
+        f"its code was not run (ZOO_REMOTE_CODE=never): validated on transformers {transformers.__version__}'s "
+        f"own {model_type} classes, as from_pretrained without trust_remote_code loads it; {why}"
+    )
+
+
 def code_files(files: list[str]) -> list[str]:
     """The repo's code files, by names that stay inside it (normalised, relative, no dot-directory)."""
     return sorted(

@@ -47,6 +47,8 @@ class ValidationRequest:
     env: str | None = None  # a named version set (``zoo env create``) whose interpreter runs the model process
     # custom code the parent fetched (never imported) for the model process to run: {file: sha256}
     remote_code: dict[str, str] | None = None
+    # a custom-code repo validated on transformers' own classes instead (its code never fetched): why
+    custom_code_native: str | None = None
     threads: int | None = None  # torch's CPU threads in the model process (:func:`share_of_cores`); None: its default
 
     def to_dict(self) -> dict[str, Any]:

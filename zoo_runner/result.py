@@ -128,6 +128,8 @@ class ValidationResult:
             result.details["env"] = env_details(req.env)
         if req.remote_code:  # the custom code's files and sha256, as the parent fetched them
             result.details["remote_code"] = dict(req.remote_code)
+        if req.custom_code_native:  # a custom-code repo run on transformers' own classes: why
+            result.details["custom_code_native"] = req.custom_code_native
         return result
 
     def fail(self, status: Status, exc: BaseException | None = None, reason: Reason | None = None) -> None:

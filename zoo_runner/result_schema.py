@@ -200,12 +200,15 @@ def trusted_result(req: ValidationRequest, raw: Any) -> dict[str, Any]:
     details.pop("sandbox", None)
     details.pop("env", None)  # the parent's to say, never the model process's
     details.pop("remote_code", None)  # likewise: the hashes the parent took
+    details.pop("custom_code_native", None)  # likewise: the parent's finding
     details.pop("other_repo_files", None)  # likewise: the files of other repos the parent fetched, at their commits
     other = (req.extras or {}).get("other_repo_commits") if isinstance(req.extras, dict) else None
     if isinstance(other, dict) and other:
         details["other_repo_files"] = dict(other)
     if req.remote_code:
         details["remote_code"] = dict(req.remote_code)
+    if req.custom_code_native:
+        details["custom_code_native"] = req.custom_code_native
     error = result.get("error")
     if isinstance(error, dict):  # the signature groups rows into clusters: the parent's, from the type and message
         result["error"] = error_info(

@@ -178,7 +178,8 @@ class Settings(BaseSettings):
     )
     remote_code: Literal["never", "sandboxed"] = _var(
         "ZOO_REMOTE_CODE",
-        "custom-code repos (trust_remote_code): never (unsupported, reason remote_code) or sandboxed (the "
+        "custom-code repos (trust_remote_code): never (unsupported, reason remote_code; an architecture transformers "
+        "ported from such repos runs on transformers' own classes, its code never fetched) or sandboxed (the "
         "repo's code files, fetched and hashed by Zoo, run only in the model process under the full sandbox)",
         "never",
     )
