@@ -243,6 +243,23 @@ def test_a_ported_architecture_runs_on_transformers_own_classes_when_its_code_ma
     assert "custom_code_native" not in own["details"]
 
 
+@pytest.mark.parametrize(
+    "config, native",
+    [
+        ({"model_type": "phi3", "architectures": ["Phi3ForCausalLM"]}, True),
+        ({"model_type": "phi3", "architectures": ["LlamaForCausalLM"]}, False),  # another model_type's class
+        ({"model_type": "phi3", "architectures": ["Phi3Config"]}, False),  # not a model class
+        ({"model_type": "phi3", "architectures": "Phi3ForCausalLM"}, False),
+        ({"model_type": "zoo_custom", "architectures": ["ZooCustomModel"]}, False),  # not ported
+        ({"model_type": "bert", "architectures": ["BertModel"]}, False),  # known, but not in the quirks table
+    ],
+)
+def test_only_classes_transformers_maps_to_a_ported_model_type_stand_for_its_code(config, native):
+    from zoo_runner.remote_code import native_classes
+
+    assert bool(native_classes(config)) is native
+
+
 @needs_root
 def test_a_ported_architecture_runs_its_own_code_when_sandboxed(zoo, custom_hub, tmp_path):
     """Under sandboxed, as trust_remote_code=True does, the repo's code runs, not transformers' port."""

@@ -187,7 +187,9 @@ def fetch_extras(
 def fetch_files(model_id: str, revision: str | None, patterns: list[str]) -> str:
     from huggingface_hub import snapshot_download
 
-    return snapshot_download(model_id, revision=revision, allow_patterns=patterns)
+    # never a code file (a tokenizer*.py the patterns match): custom code is fetched, hashed and
+    # handed over only by zoo_runner.remote_code, and nothing else in a snapshot may be Python
+    return snapshot_download(model_id, revision=revision, allow_patterns=patterns, ignore_patterns=["*.py"])
 
 
 FULL_TIER_PATTERNS = [
@@ -302,6 +304,8 @@ def _prepare_gguf(req: ValidationRequest, facts: HubFacts, errors: Any) -> Valid
 
 def prepare(req: ValidationRequest) -> ValidationRequest:
     """Fill ``req`` with what the model process needs (config, files, library, task)."""
+    req.remote_code = None  # only what this parent fetches and hashes below, never a request's claim
+    req.custom_code_native = None  # likewise: only this parent's finding below
     if req.model_id.startswith("arch:"):
         from .builders.transformers_builder import resolve_class, task_for
 
@@ -318,8 +322,6 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     if "/" not in req.model_id and ":" in req.model_id:
         raise UnknownModel(f"unknown model id {req.model_id!r}: expected org/name or arch:ClassName")
     facts = model_facts(req.model_id, req.revision)
-    req.remote_code = None  # only what this parent fetches and hashes below, never a request's claim
-    req.custom_code_native = None  # likewise: only this parent's finding below
     req.revision = req.revision or facts.sha
     declared = req.library or facts.library
     req.library = declared or "transformers"
@@ -332,25 +334,20 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         # model.bin is no pickle) or a config.json copied from the original say otherwise
         get_builder(declared)
     custom = "custom_code" in facts.tags and remote_code.enabled()
-    # Under ZOO_REMOTE_CODE=never a custom-code repo of an architecture transformers ported from such
-    # repos runs on transformers' own classes (remote_code.native_classes): its config.json decides.
-    native_candidate = (
-        "custom_code" in facts.tags
-        and not custom
-        and (declared or "transformers") in remote_code.LIBRARIES
-        and not _gguf_only(facts, req.tier)
-        and "config.json" in facts.files
-    )
-    check_policy(facts, req.tier, allow_remote_code=custom or native_candidate)
     errors = _hub_errors()
+    if "custom_code" in facts.tags and not custom:
+        # Under ZOO_REMOTE_CODE=never a transformers repo of an architecture transformers ported from
+        # such repos runs on transformers' own classes (remote_code.native_classes), its config.json
+        # read as data; any other is refused first, before what else its metadata says.
+        if declared in (None, "transformers") and not _gguf_only(facts, req.tier) and "config.json" in facts.files:
+            req.custom_code_native = _native_classes(req)
+        if not req.custom_code_native:
+            raise remote_code_refused(req.model_id)
+    check_policy(facts, req.tier, allow_remote_code=custom or bool(req.custom_code_native))
     if _gguf_only(facts, req.tier):
         if custom:
             raise NotSupported(Reason.REMOTE_CODE, f"{req.model_id}: custom code of a GGUF-only repo is never run")
         return _prepare_gguf(req, facts, errors)
-    if native_candidate:  # its code is never fetched: transformers' own classes, or refused as before
-        req.custom_code_native = _native_classes(req, errors)
-        if not req.custom_code_native:
-            raise remote_code_refused(req.model_id)
 
     sniffed_config = None
     if (declared is None or req.library not in registered_libraries()) and "config.json" in facts.files:
@@ -395,22 +392,20 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     req.config_source = f"hub:{req.model_id}@{(req.revision or '')[:12]}"
     if custom:  # the repo's code files, sized, fetched and hashed, never imported here
         _prepare_remote_code(req, facts, errors)
+    elif req.custom_code_native and (req.library != "transformers" or not remote_code.native_classes(req.config or {})):
+        raise remote_code_refused(req.model_id)  # the config it is built from must say the same (a moving revision)
     return req
 
 
-def _native_classes(req: ValidationRequest, errors: Any) -> str | None:
-    """remote_code.native_classes of the repo's config.json (read as data), None where it has none."""
+def _native_classes(req: ValidationRequest) -> str | None:
+    """remote_code.native_classes of the repo's config.json (read as data); None where it cannot be
+    read, whatever the cause: such a custom-code repo is refused as any other."""
     from . import remote_code
 
     try:
-        config = fetch_config(req.model_id, req.revision, "config.json")
-    except (errors.EntryNotFoundError, FileNotFoundError, ValueError):
+        return remote_code.native_classes(fetch_config(req.model_id, req.revision, "config.json"))
+    except Exception:  # noqa: BLE001  (a file missing or too large, JSON that does not parse, the network)
         return None
-    except (OSError, errors.HfHubHTTPError) as exc:
-        raise HubUnreachable(
-            f"could not fetch files of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}"
-        ) from exc
-    return remote_code.native_classes(config)
 
 
 def _prepare_remote_code(req: ValidationRequest, facts: HubFacts, errors: Any) -> None:

@@ -70,6 +70,7 @@ def native_classes(config: dict[str, Any]) -> str | None:
     ``architectures`` names is transformers' own. That is what ``from_pretrained`` without
     ``trust_remote_code`` loads for it: transformers prefers its own classes to the repo's code."""
     import transformers
+    from transformers.models.auto import modeling_auto
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     from .quirks import native_for_custom_code
@@ -79,7 +80,12 @@ def native_classes(config: dict[str, Any]) -> str | None:
     archs = config.get("architectures") or []
     if not why or model_type not in CONFIG_MAPPING_NAMES or not isinstance(archs, list):
         return None
-    own = set(dir(transformers))  # the lazy module's names: nothing is imported to know them
+    # the classes transformers' auto mappings give this model_type (names only: nothing is imported)
+    own: set[str] = set()
+    for name, mapping in vars(modeling_auto).items():
+        if name.startswith("MODEL_") and name.endswith("_MAPPING_NAMES") and isinstance(mapping, dict):
+            mapped = mapping.get(model_type)
+            own.update([mapped] if isinstance(mapped, str) else mapped if isinstance(mapped, (list, tuple)) else [])
     if any(not isinstance(a, str) or a not in own for a in archs):
         return None
     return (
