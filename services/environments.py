@@ -33,7 +33,7 @@ from zoo_runner.exceptions import ZooError
 from zoo_runner.verdict import parent_versions
 from zoo_runner.version import __version__
 
-FALLTHROUGH = "zz-zoo-fallthrough.pth"  # sorted last: the env's own packages come first
+FALLTHROUGH = envs.FALLTHROUGH  # sorted last: the env's own packages come first
 PIP_TIMEOUT_S = 1800.0
 
 
@@ -111,7 +111,7 @@ def _build(target: Path, pins: list[str], echo: Callable[[str], None]) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True, capture_output=True)
     site = _site(target)
     site.mkdir(parents=True, exist_ok=True)
-    parent_sites = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    parent_sites = envs.own_sites()
     # site.addsitedir, not a bare path: it also runs the parent's .pth files (Zoo's editable install)
     (site / FALLTHROUGH).write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in parent_sites))
     cmd = [sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",

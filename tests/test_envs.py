@@ -211,6 +211,30 @@ def test_bisect_goes_around_versions_it_cannot_judge(sqlite_url, monkeypatch):
         bisect.bisect("org/m", "cpu+ov", "pkg", "foo", "6")
 
 
+def test_an_env_made_by_another_zoo_is_refused_in_one_line(tmp_path, monkeypatch):
+    """ZOO_ENV_HOME is shared by every Zoo on a machine; an env falls through to the site-packages of
+    the Zoo that made it, so another Zoo's model processes would run that Zoo's engine there."""
+    import os
+    import sys
+
+    from zoo_runner import envs
+
+    monkeypatch.setenv("ZOO_ENV_HOME", str(tmp_path))
+    target = tmp_path / "ov-x"
+    (target / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, target / "bin" / "python")
+    (target / envs.META).write_text(json.dumps({"pins": ["openvino==2025.0.0"]}))
+    site = target / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    pth = site / envs.FALLTHROUGH
+    pth.write_text("import site; site.addsitedir('/elsewhere/.venv/lib/python3.11/site-packages')\n")
+    with pytest.raises(envs.UnknownEnv, match="made by another Zoo .*/elsewhere/.venv") as err:
+        envs.python_for("ov-x")
+    assert "\n" not in str(err.value) and "ZOO_ENV_HOME" in str(err.value)
+    pth.write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in envs.own_sites()))
+    assert envs.python_for("ov-x") == str(target / "bin" / "python")
+
+
 # ------------------------------------------------------------------ a real env
 
 

@@ -11,9 +11,11 @@ written by the trusted parent, never by a model process)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from .exceptions import ZooError
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 RESERVED = {"default"}  # what `zoo compare` calls Zoo's own interpreter
 META = "zoo-env.json"
+FALLTHROUGH = "zz-zoo-fallthrough.pth"  # in the env's site-packages, sorted last: its own packages come first
 
 
 class UnknownEnv(ZooError):
@@ -67,12 +70,35 @@ def metadata(name: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def own_sites() -> list[str]:
+    """This interpreter's site-packages, where an env made by it falls through (Zoo's engine among them)."""
+    return sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+
+
+def fallthrough(name: str) -> list[str]:
+    """The site-packages env ``name`` falls through to, as its FALLTHROUGH file names them (read as text)."""
+    out: set[str] = set()
+    for pth in env_dir(name).glob(f"lib/python*/site-packages/{FALLTHROUGH}"):
+        for m in re.finditer(r"site\.addsitedir\(('[^'\n]*'|\"[^\"\n]*\")\)", pth.read_text(errors="replace")):
+            out.add(ast.literal_eval(m.group(1)))
+    return sorted(out)
+
+
 def python_for(name: str) -> str:
-    """The interpreter of env ``name``; UnknownEnv where there is none."""
+    """The interpreter of env ``name``; UnknownEnv where there is none, or where it falls through to
+    another Zoo's packages (``ZOO_ENV_HOME`` is shared by every Zoo on the machine): its model
+    processes would run that Zoo's engine, not this one's."""
     metadata(name)
     python = env_dir(name) / "bin" / "python"
     if not os.access(python, os.X_OK):
         raise UnknownEnv(f"env {name!r} has no interpreter at {python}: `zoo env remove {name}` and create it again")
+    theirs = fallthrough(name)
+    if theirs != own_sites():
+        raise UnknownEnv(
+            f"env {name!r} was made by another Zoo (it falls through to {', '.join(theirs) or 'nothing'}), so "
+            f"its model processes would run that Zoo's engine: create it again with this Zoo under another "
+            f"name, or give each Zoo its own ZOO_ENV_HOME"
+        )
     return str(python)
 
 
