@@ -29,7 +29,9 @@ slice again at bf16 beside the fp32 rows of a machine without them, and each get
 Every section's figures cover the results of its slice's models only, and a slice has its entry of
 its own (``xla:100x2`` beside ``xla:1000``). ``--fresh`` runs a plan item from nothing although its
 models have results this week (a cold first pass, then the warm ones, in one sitting): its rows
-replace the stored ones, so a larger slice of the same backend then shows them too.
+replace the stored ones, so a larger slice of the same backend then shows them too. ``--redo
+unsupported`` validates again, as one more sitting, only the slice's models whose result this week is
+``unsupported`` (after a builder was added, or from a venv with more libraries): the rest keep theirs.
 
     python -m benchmarks.backends --state benchmarks/data/backends --plan cpu+openvino:1000 \
         --out benchmarks/backends_latest.txt
@@ -106,6 +108,22 @@ def _stored_this_week(ids: list[str], backend: str, precision: str, judged: str)
         return set(s.scalars(q).all())
 
 
+def _stored_with_status(ids: list[str], backend: str, precision: str, judged: str, statuses: list[str]) -> list[str]:
+    """The models of ``ids`` whose result this week (as ``_stored_this_week`` finds it) has one of
+    ``statuses``, in the order of ``ids`` (``--redo``)."""
+    from sqlalchemy import select
+
+    from db.models import Result
+    from db.session import session_scope
+
+    with session_scope() as s:
+        q = select(Result.model_id).where(
+            *_judged_rows(backend, precision, judged), Result.model_id.in_(ids), Result.status.in_(statuses)
+        )
+        found = set(s.scalars(q).all())
+    return [m for m in ids if m in found]
+
+
 def _judged_rows(backend: str, scope: str, judged: str) -> tuple:
     """The conditions on this week's results of ``backend`` at tier tiny judged as a request of
     ``scope`` would be, at ``judged`` precision, or refused before any precision applied (those are
@@ -164,17 +182,20 @@ def _saved_row(r: Any) -> dict:
 
 
 @contextlib.contextmanager
-def _set_aside(backend: str, scope: str, judged: str) -> Iterator[None]:
-    """Take this week's results of ``backend`` judged as ``scope`` at ``judged`` out of the database
-    while a ``--fresh`` item runs, so it starts from nothing as a new database would (no stored
-    result skips a model or stands in for its fingerprint), then put back each one whose model has
-    no new result (the models outside the slice, or left undone by a failure)."""
+def _set_aside(backend: str, scope: str, judged: str, models: list[str] | None = None) -> Iterator[None]:
+    """Take this week's results of ``backend`` judged as ``scope`` at ``judged`` (of ``models`` only,
+    where given) out of the database while a ``--fresh`` item (or a ``--redo`` chunk) runs, so it
+    starts from nothing as a new database would (no stored result skips a model or stands in for its
+    fingerprint), then put back each one whose model has no new result (the models outside the
+    slice, or left undone by a failure)."""
     from sqlalchemy import delete, select
 
     from db.models import Result
     from db.session import session_scope
 
     where = _judged_rows(backend, scope, judged)
+    if models is not None:
+        where = (*where, Result.model_id.in_(models))
     with session_scope() as s:
         aside = [_saved_row(r) for r in s.scalars(select(Result).where(*where)).all()]
         s.execute(delete(Result).where(*where))
@@ -250,9 +271,13 @@ def resume_plan_item(
     judged = _judged_precision(backend, precision)
     done = _stored_this_week(ids, backend, scope, judged)
     todo = [m for m in ids if m not in done]
+    redo = _stored_with_status(ids, backend, scope, judged, list(getattr(args, "redo", None) or []))
     if entry is None or entry.get("top") != len(ids) or (todo and len(entry.get("passes") or []) > 1):
         # a new slice, or a complete one whose rows belong to an earlier week: its first pass starts over
         entry = {"walls_s": [0.0], "passes": [{"wall_s": 0.0, "sittings": []}]}
+    if redo and len(entry["passes"]) > 1:
+        # the warm passes re-validated the old results: they run again once the first pass is redone
+        entry["passes"], entry["walls_s"] = entry["passes"][:1], entry["walls_s"][:1]
     entry.update(
         top=len(ids),
         timeout_s=args.timeout,
@@ -276,6 +301,24 @@ def resume_plan_item(
             )
             _fold_sittings(entry)
             entry["stored"] = len(_stored_this_week(ids, backend, scope, judged))
+            save(entry)
+    if redo:
+        # the models whose result this week has a --redo status, validated again a chunk at a time: each
+        # chunk's old rows are set aside while it runs (put back for a model left without a new one)
+        sitting = {"wall_s": 0.0, "load": round(os.getloadavg()[0], 2), "models": 0, "commit": _commit()}
+        sitting.update(started=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), redo=sorted(args.redo))
+        entry["passes"][0].setdefault("sittings", []).append(sitting)
+        caches = Counter()
+        for chunk in _chunks(redo, args.chunk):
+            with _set_aside(backend, scope, judged, chunk):
+                r = run_backend(chunk, backend, requested, args.jobs, args.timeout)
+            caches.update(r["compile_cache"])
+            sitting.update(
+                wall_s=round(sitting["wall_s"] + r["wall_s"], 1),
+                models=sitting["models"] + len(chunk),
+                compile_cache=dict(sorted(caches.items())),
+            )
+            _fold_sittings(entry)
             save(entry)
     entry["stored"] = len(_stored_this_week(ids, backend, scope, judged))
     save(entry)  # a slice whose rows all came from elsewhere (the declared run's) has its section too
@@ -366,9 +409,10 @@ def section(backend: str, requested: str, run: dict) -> list[str]:
         sittings = p.get("sittings") or []
         if len(sittings) > 1 or (sittings and sittings[0].get("models") != run["top"]):
             for j, x in enumerate(sittings, 1):
+                again = f" (their {'/'.join(x['redo'])} results validated again)" if x.get("redo") else ""
                 out.append(
-                    f"    sitting {j}: {x['models']} models in {x['wall_s']:.0f}s, started {x.get('started', '?')} "
-                    f"at {x.get('commit', '?')}, load {x['load']:.2f} at its start"
+                    f"    sitting {j}: {x['models']} models{again} in {x['wall_s']:.0f}s, started "
+                    f"{x.get('started', '?')} at {x.get('commit', '?')}, load {x['load']:.2f} at its start"
                 )
     if run.get("declared_rows"):
         resumed = "; under --state a model with a declared result this week is not validated again"
@@ -481,9 +525,23 @@ def main(argv: list[str] | None = None) -> int:
         "then the warm ones), as on a new database, whatever is stored this week; its rows replace the stored "
         "ones, the state is written when it ends",
     )
+    p.add_argument(
+        "--redo",
+        type=lambda v: [x for x in v.split(",") if x],
+        default=[],
+        metavar="STATUS[,STATUS]",
+        help="with --state: a first pass also validates again the slice's models whose result this week has one "
+        "of these statuses (e.g. unsupported, Zoo's gaps, after a builder or library was added), as one more "
+        "sitting; their new rows replace the old, and the warm passes run again",
+    )
     p.add_argument("--report-only", action="store_true", help="run nothing: print the report of what --db holds")
     p.add_argument("--out", help="also write the report here")
     args = p.parse_args(argv)
+    unknown = sorted(set(args.redo) - {x.value for x in Status})
+    if unknown:
+        p.error(f"--redo: not a status: {', '.join(unknown)} (one of {', '.join(x.value for x in Status)})")
+    if args.redo and not args.state:
+        p.error("--redo needs --state: it validates again the results the state keeps")
 
     at_start = machine()  # the header's load is the one this command started under
     work = Path(os.environ.get("ZOO_BENCH_WORK") or tempfile.mkdtemp(prefix="zoo-backends-"))

@@ -226,3 +226,37 @@ def test_a_row_refused_before_any_precision_counts_at_every_precision(sqlite_url
     ids = ["org/refused", "org/other"]
     assert backends._stored_this_week(ids, "cpu+openvino", "auto", "bf16") == {"org/refused"}
     assert backends._stored_this_week(ids, "cpu+openvino", "auto", "fp32") == {"org/refused"}
+
+
+def test_redo_validates_again_only_the_models_whose_result_has_that_status(tmp_path, monkeypatch):
+    """``--redo unsupported`` (after a library was added): the slice's model whose stored result is
+    ``unsupported`` is validated again as one more sitting that says so, its new row replacing the
+    old; the other model keeps its row; a status that does not exist is refused in one line."""
+    csv_path, ids = _small_csv(tmp_path, 2)
+    state = tmp_path / "state"
+    base = ["--csv", str(csv_path), "--state", str(state), "--jobs", "1", "--plan", "cpu:2"]
+    monkeypatch.setenv("ZOO_BENCH_WORK", str(tmp_path / "work1"))
+    assert backends.main(base) == 0
+    rows = _rows(state)
+    # the first model's result as a venv without its library would have stored it
+    for r in rows:
+        if r["model_id"] == ids[0]:
+            r.update(status="unsupported", error={"type": "library_unsupported", "message": "not installed here"})
+    with gzip.open(state / "rows.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
+    before = {r["model_id"]: r["started_at"] for r in rows}
+
+    monkeypatch.setenv("ZOO_BENCH_WORK", str(tmp_path / "work2"))
+    out = tmp_path / "report.txt"
+    assert backends.main([*base, "--redo", "unsupported", "--out", str(out)]) == 0
+    after = {r["model_id"]: r for r in _rows(state)}
+    assert sorted(after) == sorted(ids) and len(_rows(state)) == 2  # replaced, not added beside
+    assert after[ids[0]]["status"] in ("pass", "pass_with_fallback")
+    assert after[ids[0]]["started_at"] != before[ids[0]]
+    assert after[ids[1]]["started_at"] == before[ids[1]], "a model without that status keeps its row"
+    sittings = json.loads((state / "walls.json").read_text())["cpu@declared/fp32:2"]["passes"][0]["sittings"]
+    assert [(s["models"], s.get("redo")) for s in sittings] == [(2, None), (1, ["unsupported"])]
+    assert "1 models (their unsupported results validated again)" in out.read_text()
+
+    with pytest.raises(SystemExit):
+        backends.main([*base, "--redo", "unsuported"])
