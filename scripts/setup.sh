@@ -18,6 +18,10 @@
 #                                          torch==2.9.0: use a venv of its own, ZOO_VENV=.venv-xla; PyPI's
 #                                          torch 2.9.0 for Linux x86_64 is its CUDA build, about 4 GB with
 #                                          its nvidia-* wheels, unless ZOO_TORCH names a CPU build's index)
+#   bash scripts/setup.sh dev xla all    the xla backends with every library (timm, OpenCLIP, pyannote.audio,
+#                                          ultralytics, SpeechBrain) at torch 2.9.0's own torchvision 0.24.0 and
+#                                          torchaudio 2.9.0 instead of the extras' pins: the backends benchmark's
+#                                          xla slice (ZOO_VENV=.venv-xla-all)
 # torch is installed first (CPU build by default) so nothing pulls a larger build; override with
 # ZOO_TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" or similar.
 set -euo pipefail
@@ -43,9 +47,19 @@ for arg in "$@"; do
     torch_spec="torch==2.9.0"  # torch-xla 2.9.0 requires exactly this torch
   fi
 done
-if [[ " ${extras[*]} " == *" xla "* ]] && [[ " ${extras[*]} " =~ " "(timm|open_clip|pyannote|ultralytics|speechbrain)" " ]]; then
-  echo "setup.sh: xla needs torch==2.9.0, timm/open_clip/pyannote/ultralytics/speechbrain torch==2.14.1: install them in separate venvs (ZOO_VENV=...)" >&2
-  exit 2
+# xla with libraries: torch-xla needs torch==2.9.0, the library extras pin torch 2.14.1's torchvision and
+# torchaudio; here the libraries go in at torch 2.9.0's own (their requirements from pyproject.toml, less
+# those two pins), after Zoo
+xla_libs=()
+if [[ " ${extras[*]} " == *" xla "* ]]; then
+  kept=()
+  for e in "${extras[@]}"; do
+    case "$e" in timm|open_clip|pyannote|ultralytics|speechbrain) xla_libs+=("$e") ;; *) kept+=("$e") ;; esac
+  done
+  extras=("${kept[@]}")
+  if [ "${#xla_libs[@]}" -gt 0 ] && [ -z "${ZOO_TORCH:-}" ]; then
+    torch_spec="torch==2.9.0 torchvision==0.24.0 torchaudio==2.9.0"
+  fi
 fi
 log="$VENV/setup.log"  # pip's own output: shown only when a step fails
 say() { echo "setup: $*" >&2; }
@@ -124,6 +138,17 @@ pins="$VENV/torch-pins.txt"
 # editable, so a change to the source needs no reinstall; the build backend's output goes to the log
 step "installing Zoo and its dependencies ($([ -n "$uv" ] && echo "uv ")pip install -e '$spec': transformers, SQLAlchemy, Celery, FastAPI, ...)" \
   pkg_install -e "$spec"
+if [ "${#xla_libs[@]}" -gt 0 ]; then
+  lib_reqs="$("$VENV/bin/python" - "${xla_libs[@]}" <<'PY'
+import re, sys, tomllib
+extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+reqs = {r for name in sys.argv[1:] for r in extras[name] if not re.match(r"(torchvision|torchaudio)\b", r)}
+print(" ".join(sorted(reqs)))
+PY
+)"
+  # shellcheck disable=SC2086
+  step "installing ${xla_libs[*]} at torch 2.9.0's torchvision and torchaudio ($lib_reqs)" pkg_install $lib_reqs
+fi
 # every model's classes import through transformers' modeling layers: a package they import that is installed
 # but broken (soundfile 0.14.0 without libsndfile) fails every model, so say it here, not in each row
 if ! "$VENV/bin/python" -c "import transformers.modeling_layers" >>"$log" 2>&1; then
