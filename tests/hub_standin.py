@@ -203,6 +203,35 @@ _SD3 = {
     "pos_embed_max_size": 192,
 }
 _LATENT16_VAE = {**_SD_VAE, "latent_channels": 16, "scaling_factor": 0.3611}
+# Stable Video Diffusion: a spatio-temporal UNet over (batch, frames, channels, h, w) conditioned on a CLIP
+# image embedding and three added time ids, and a VAE whose decoder runs over frames
+_SVD_UNET = {
+    "_class_name": "UNetSpatioTemporalConditionModel",
+    "in_channels": 8,
+    "out_channels": 4,
+    "sample_size": 96,
+    "num_frames": 25,
+    "cross_attention_dim": 1024,
+    "addition_time_embed_dim": 256,
+    "projection_class_embeddings_input_dim": 768,
+    "block_out_channels": [320, 640, 1280, 1280],
+    "layers_per_block": 2,
+    "num_attention_heads": [5, 10, 20, 20],
+    "transformer_layers_per_block": 1,
+    "down_block_types": ["CrossAttnDownBlockSpatioTemporal"] * 3 + ["DownBlockSpatioTemporal"],
+    "up_block_types": ["UpBlockSpatioTemporal"] + ["CrossAttnUpBlockSpatioTemporal"] * 3,
+}
+_SVD_VAE = {
+    "_class_name": "AutoencoderKLTemporalDecoder",
+    "in_channels": 3,
+    "out_channels": 3,
+    "latent_channels": 4,
+    "block_out_channels": [128, 256, 512, 512],
+    "down_block_types": ["DownEncoderBlock2D"] * 4,
+    "layers_per_block": 2,
+    "sample_size": 768,
+    "scaling_factor": 0.18215,
+}
 DIFFUSERS_PIPELINES: dict[str, dict[str, dict]] = {
     "StableDiffusionPipeline": {"unet": _SD_UNET, "vae": _SD_VAE},
     "StableDiffusionImg2ImgPipeline": {"unet": _SD_UNET, "vae": _SD_VAE},
@@ -223,6 +252,9 @@ DIFFUSERS_PIPELINES: dict[str, dict[str, dict]] = {
     "StableDiffusionXLInpaintPipeline": {"unet": {**_SDXL_UNET, "in_channels": 9}, "vae": _SD_VAE},
     "FluxPipeline": {"transformer": _FLUX, "vae": _LATENT16_VAE},
     "StableDiffusion3Pipeline": {"transformer": _SD3, "vae": _LATENT16_VAE},
+    # Zero-1-to-3: an SD 1.x UNet whose input is the noisy latent and the conditioning image's latent
+    "Zero123Pipeline": {"unet": {**_SD_UNET, "in_channels": 8}, "vae": _SD_VAE},
+    "StableVideoDiffusionPipeline": {"unet": _SVD_UNET, "vae": _SVD_VAE},
 }
 
 # Git tags of real repos that other repos pin (a pyannote pipeline names ``pyannote/segmentation@2022.07``);

@@ -67,6 +67,23 @@ def test_pipelines_validate_denoiser_and_decoder(pipeline):
     assert r["details"]["parameters"] < 20_000_000  # shrunk, not the real multi-billion denoiser
 
 
+def test_image_conditioned_and_video_pipelines_validate():
+    """Zero-1-to-3 (an SD UNet taking the noisy and the conditioning latents) and Stable Video
+    Diffusion (a spatio-temporal UNet over frames with its added time ids, and a VAE decoding frames
+    together)."""
+    r = validate_here(_req("Zero123Pipeline"))
+    assert r["status"] == "pass", r["error"]
+    assert r["architecture"] == "UNet2DConditionModel+AutoencoderKL"
+    assert r["details"]["input_shapes"][0]["sample"][1] == 8
+    r = validate_here(_req("StableVideoDiffusionPipeline"))
+    assert r["status"] == "pass", r["error"]
+    assert r["architecture"] == "UNetSpatioTemporalConditionModel+AutoencoderKLTemporalDecoder"
+    shapes = r["details"]["input_shapes"]
+    assert shapes[0]["sample"][:3] == [1, 2, 8] and shapes[1]["sample"][:3] == [2, 2, 8]  # batch, frames, channels
+    assert shapes[0]["added_time_ids"] == [1, 3] and shapes[0]["encoder_hidden_states"][1] == 1
+    assert r["details"]["parameters"] < 20_000_000
+
+
 def test_a_backend_bug_in_a_denoiser_is_a_mismatch(monkeypatch):
     from tests.conftest import ROOT
 

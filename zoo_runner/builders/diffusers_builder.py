@@ -31,6 +31,7 @@ DECODER_PREFIX = "Autoencoder"  # a single-component repo holding a VAE (Autoenc
 CONFIG_FILE = "model_index.json"
 TEXT_LEN = (8, 6)  # text tokens per shape
 SHAPES = ({"batch": 1, "size": 16, "text": TEXT_LEN[0]}, {"batch": 2, "size": 24, "text": TEXT_LEN[1]})
+FRAMES = 2  # video denoisers (Stable Video Diffusion): frames per sample
 WIDTH = 32
 HEAD_DIM = 8
 GROUPS = 8
@@ -143,6 +144,8 @@ class DenoiseAndDecode(nn.Module):
         super().__init__()
         self.denoiser, self.decoder = denoiser, decoder
         self._params = set(inspect.signature(denoiser.forward).parameters) if denoiser is not None else set()
+        # a video VAE (AutoencoderKLTemporalDecoder) decodes frames together: it is told how many
+        self._decode_frames = decoder is not None and "num_frames" in inspect.signature(decoder.decode).parameters
 
     def forward(
         self,
@@ -159,7 +162,8 @@ class DenoiseAndDecode(nn.Module):
             res = self.denoiser(**kwargs, return_dict=False)
             out["denoised"] = res[0] if len(res) == 1 else list(res)  # ControlNet: down and mid residuals
         if self.decoder is not None and latents is not None:
-            out["decoded"] = self.decoder.decode(latents, return_dict=False)[0]
+            frames = {"num_frames": latents.shape[0]} if self._decode_frames else {}
+            out["decoded"] = self.decoder.decode(latents, **frames, return_dict=False)[0]
         return out
 
 
@@ -302,7 +306,9 @@ def _denoiser_inputs(
     cross = den.get("cross_attention_dim") or den.get("joint_attention_dim") or WIDTH
     cross = cross[0] if isinstance(cross, (list, tuple)) else cross
     in_ch = den.get("in_channels") or 4
-    if "sample" in params:  # UNets: a latent image
+    if "sample" in params and "added_time_ids" in params:  # video UNets: (batch, frames, channels, h, w)
+        out["sample"] = torch.randn(b, FRAMES, in_ch, s, s, generator=g)
+    elif "sample" in params:  # UNets: a latent image
         out["sample"] = torch.randn(b, in_ch, s, s, generator=g)
     elif "hidden_states" in params:
         if "img_ids" in params:  # Flux: 2x2-packed latent tokens with their (0, row, col) ids
@@ -314,8 +320,14 @@ def _denoiser_inputs(
         else:  # SD3-style patchified transformers take the latent image
             out["hidden_states"] = torch.randn(b, in_ch, s, s, generator=g)
     out["timestep"] = torch.linspace(0.2, 0.8, b) if "img_ids" in params else torch.linspace(100, 900, b)
-    if "encoder_hidden_states" in params:
+    if "encoder_hidden_states" in params and "added_time_ids" in params:  # SVD: one CLIP image embedding
+        out["encoder_hidden_states"] = torch.randn(b, 1, cross, generator=g)
+    elif "encoder_hidden_states" in params:
         out["encoder_hidden_states"] = torch.randn(b, t, cross, generator=g)
+    if "added_time_ids" in params:  # SVD's fps, motion bucket and noise augmentation, each embedded
+        n_ids = (den.get("projection_class_embeddings_input_dim") or 768) // (den.get("addition_time_embed_dim") or 256)
+        ids = [6.0, 127.0, 0.02][:n_ids] + [0.0] * max(n_ids - 3, 0)
+        out["added_time_ids"] = torch.tensor(ids).expand(b, -1).clone()
     if "pooled_projections" in params and den.get("pooled_projection_dim"):
         out["pooled_projections"] = torch.randn(b, den["pooled_projection_dim"], generator=g)
     if "guidance" in params and den.get("guidance_embeds"):
