@@ -9,8 +9,9 @@
 #   bash scripts/setup.sh dev pyannote   + pyannote.audio models (torchaudio links torch's CUDA
 #                                          libraries, so the same 2.14.1 build)
 #   bash scripts/setup.sh dev speechbrain  + SpeechBrain models (torchaudio, as for pyannote)
+#   bash scripts/setup.sh dev vocos        + Vocos vocoders (torchaudio, as for pyannote)
 #   bash scripts/setup.sh all            every library and CPU backend Zoo builds and runs: timm, OpenCLIP,
-#                                          pyannote.audio, ultralytics, SpeechBrain, OpenVINO, ONNX Runtime (torch 2.14.1's CUDA build,
+#                                          pyannote.audio, ultralytics, SpeechBrain, Vocos, OpenVINO, ONNX Runtime (torch 2.14.1's CUDA build,
 #                                          as for timm); the benchmarks and the compose workers use this set
 #   bash scripts/setup.sh openvino       + the cpu+openvino backend (OpenVINO; also in dev)
 #   bash scripts/setup.sh onnxruntime    + the cpu+onnxrt backend (ONNX Runtime, onnxscript; also in dev)
@@ -19,7 +20,7 @@
 #                                          torch 2.9.0 for Linux x86_64 is its CUDA build, about 4 GB with
 #                                          its nvidia-* wheels, unless ZOO_TORCH names a CPU build's index)
 #   bash scripts/setup.sh dev xla all    the xla backends with every library (timm, OpenCLIP, pyannote.audio,
-#                                          ultralytics, SpeechBrain) at torch 2.9.0's own torchvision 0.24.0 and
+#                                          ultralytics, SpeechBrain, Vocos) at torch 2.9.0's own torchvision 0.24.0 and
 #                                          torchaudio 2.9.0 instead of the extras' pins: the backends benchmark's
 #                                          xla slice (ZOO_VENV=.venv-xla-all)
 # torch is installed first (CPU build by default) so nothing pulls a larger build; override with
@@ -32,15 +33,15 @@ extras=()
 torch_spec="${ZOO_TORCH:-torch==2.13.0}"
 args=()
 for arg in "$@"; do  # `all`: the extras every model kind needs (README, "Libraries")
-  if [ "$arg" = all ]; then args+=(timm open_clip pyannote ultralytics speechbrain openvino onnxruntime); else args+=("$arg"); fi
+  if [ "$arg" = all ]; then args+=(timm open_clip pyannote ultralytics speechbrain vocos openvino onnxruntime); else args+=("$arg"); fi
 done
 set -- "${args[@]+"${args[@]}"}"
 for arg in "$@"; do
   case "$arg" in
-    dev|timm|open_clip|pyannote|ultralytics|speechbrain|diffusers|chronos|neuron|openvino|onnxruntime|xla) extras+=("$arg") ;;
-    *) echo "setup.sh: unknown extra '$arg' (all, dev, timm, open_clip, pyannote, ultralytics, speechbrain, diffusers, chronos, neuron, openvino, onnxruntime, xla)" >&2; exit 2 ;;
+    dev|timm|open_clip|pyannote|ultralytics|speechbrain|vocos|diffusers|chronos|neuron|openvino|onnxruntime|xla) extras+=("$arg") ;;
+    *) echo "setup.sh: unknown extra '$arg' (all, dev, timm, open_clip, pyannote, ultralytics, speechbrain, vocos, diffusers, chronos, neuron, openvino, onnxruntime, xla)" >&2; exit 2 ;;
   esac
-  if { [ "$arg" = timm ] || [ "$arg" = open_clip ] || [ "$arg" = pyannote ] || [ "$arg" = ultralytics ] || [ "$arg" = speechbrain ]; } && [ -z "${ZOO_TORCH:-}" ]; then
+  if { [ "$arg" = timm ] || [ "$arg" = open_clip ] || [ "$arg" = pyannote ] || [ "$arg" = ultralytics ] || [ "$arg" = speechbrain ] || [ "$arg" = vocos ]; } && [ -z "${ZOO_TORCH:-}" ]; then
     torch_spec="torch==2.14.1 torchvision==0.29.1"
   fi
   if [ "$arg" = xla ] && [ -z "${ZOO_TORCH:-}" ]; then
@@ -54,7 +55,7 @@ xla_libs=()
 if [[ " ${extras[*]} " == *" xla "* ]]; then
   kept=()
   for e in "${extras[@]}"; do
-    case "$e" in timm|open_clip|pyannote|ultralytics|speechbrain) xla_libs+=("$e") ;; *) kept+=("$e") ;; esac
+    case "$e" in timm|open_clip|pyannote|ultralytics|speechbrain|vocos) xla_libs+=("$e") ;; *) kept+=("$e") ;; esac
   done
   extras=("${kept[@]}")
   if [ "${#xla_libs[@]}" -gt 0 ] && [ -z "${ZOO_TORCH:-}" ]; then

@@ -143,7 +143,10 @@ def check_policy(facts: HubFacts, tier: str, allow_remote_code: bool = False) ->
                 Reason.NO_PYTORCH_WEIGHTS,
                 f"{facts.model_id} has no PyTorch weights ({', '.join(sorted(formats))} only)",
             )
-    if "config.json" not in facts.files and facts.library in ("transformers", None):
+    if "config.json" not in facts.files and facts.library == "transformers":
+        raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{facts.model_id} has no config.json")
+    if not {"config.json", "config.yaml"} & set(facts.files) and facts.library is None:
+        # a repo naming no library may say whose it is in its config.yaml (Vocos)
         raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{facts.model_id} has no config.json")
 
 
@@ -237,19 +240,22 @@ def _other_repo_config(
         raise UntrustedFile(f"{repo}/{name}", exc.problem, exc.reason) from None
 
 
-def _library_from_config(req: ValidationRequest, errors: Any) -> tuple[str | None, dict[str, Any] | None]:
-    """The library whose builder recognises the repo's config.json, and that config (fetched once)."""
+def _library_from_config(
+    req: ValidationRequest, errors: Any, filename: str = "config.json"
+) -> tuple[str | None, dict[str, Any] | None]:
+    """The library whose builder recognises the repo's config.json (or config.yaml), and that config
+    (fetched once)."""
     from .builders import library_for_config
 
     try:
-        config = fetch_config(req.model_id, req.revision)
+        config = fetch_config(req.model_id, req.revision, filename)
     except (errors.EntryNotFoundError, FileNotFoundError):
         return None, None
     except (OSError, errors.HfHubHTTPError) as exc:
         raise HubUnreachable(
-            f"could not fetch config.json of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}"
+            f"could not fetch {filename} of {req.model_id} from {hub_endpoint()}: {exc.__class__.__name__}"
         ) from exc
-    return library_for_config(config), config
+    return library_for_config(config, filename), config
 
 
 GGUF_FULL_ROOM = 3  # a dequantised GGUF model in float32, times this, must fit the memory budget (load, copy, run)
@@ -349,11 +355,14 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
             raise NotSupported(Reason.REMOTE_CODE, f"{req.model_id}: custom code of a GGUF-only repo is never run")
         return _prepare_gguf(req, facts, errors)
 
-    sniffed_config = None
-    if (declared is None or req.library not in registered_libraries()) and "config.json" in facts.files:
-        # The Hub names no library Zoo builds (or none): the repo's config.json says whose it is.
-        sniffed, sniffed_config = _library_from_config(req, errors)
-        req.library = sniffed or req.library
+    sniffed_config, sniffed_file = None, "config.json"
+    if declared is None or req.library not in registered_libraries():
+        # The Hub names no library Zoo builds (or none): the repo's config.json says whose it is, or
+        # where it has none, its config.yaml (Vocos)
+        sniffed_file = next((f for f in ("config.json", "config.yaml") if f in facts.files), None)
+        if sniffed_file:
+            sniffed, sniffed_config = _library_from_config(req, errors, sniffed_file)
+            req.library = sniffed or req.library
     builder = get_builder(req.library)  # library_unsupported, naming the library or the missing extra
     if hasattr(builder, "config_from_files"):  # no config file: what the repo's file listing says (ultralytics)
         req.config = builder.config_from_files(req.model_id, facts.files)
@@ -367,7 +376,7 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         if req.tier == "full":
             req.files_dir = fetch_files(req.model_id, req.revision, FULL_TIER_PATTERNS)
             req.config = load_config(os.path.join(req.files_dir, config_file))
-        elif sniffed_config is not None and config_file == "config.json":
+        elif sniffed_config is not None and config_file == sniffed_file:
             req.config = sniffed_config
         else:
             req.config = fetch_config(req.model_id, req.revision, config_file)

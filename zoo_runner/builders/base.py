@@ -95,6 +95,7 @@ _REGISTRY: dict[str, str] = {
     "pyannote-audio": "zoo_runner.builders.pyannote_builder:PyannoteBuilder",
     "ultralytics": "zoo_runner.builders.ultralytics_builder:UltralyticsBuilder",
     "speechbrain": "zoo_runner.builders.speechbrain_builder:SpeechBrainBuilder",
+    "vocos": "zoo_runner.builders.vocos_builder:VocosBuilder",
 }
 # Libraries the Hub names that Zoo has no builder for, and why (data, not a branch per library): a
 # format that is not a PyTorch module is ``no_pytorch_weights`` (no torch.compile backend can run it);
@@ -124,6 +125,10 @@ _CONFIG_CLAIMS: list[tuple[str, str]] = [
     ("chronos-forecasting", "zoo_runner.builders.chronos_builder:claims"),
     ("transformers", "zoo_runner.builders.base:_transformers_claims"),
 ]
+# the same for a repo without config.json, from its ``config.yaml`` (Vocos's ``from_hparams`` file)
+_YAML_CONFIG_CLAIMS: list[tuple[str, str]] = [
+    ("vocos", "zoo_runner.builders.vocos_builder:claims"),
+]
 _INSTANCES: dict[str, Builder] = {}
 
 
@@ -150,9 +155,9 @@ def _transformers_claims(config: dict[str, Any]) -> bool:
     return isinstance(config.get("model_type"), str) and config["model_type"] in CONFIG_MAPPING_NAMES
 
 
-def library_for_config(config: dict[str, Any]) -> str | None:
-    """The library whose builder recognises ``config`` (a repo's config.json), or None."""
-    for library, target in _CONFIG_CLAIMS:
+def library_for_config(config: dict[str, Any], filename: str = "config.json") -> str | None:
+    """The library whose builder recognises ``config`` (a repo's config.json, or its config.yaml), or None."""
+    for library, target in _YAML_CONFIG_CLAIMS if filename == "config.yaml" else _CONFIG_CLAIMS:
         module, _, fn = target.partition(":")
         if getattr(importlib.import_module(module), fn)(config):
             return library
