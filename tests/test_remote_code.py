@@ -30,6 +30,17 @@ MISSING = "test-org/custom-needs-a-package"
 HUGE = "test-org/custom-huge"
 NATIVE = "test-org/custom-phi3"  # model_type phi3, architectures Phi3ForCausalLM, and its own code too
 NATIVE_OWN_CLASS = "test-org/custom-phi3-own-class"  # model_type phi3, but architectures names its own class
+# sentence-transformers repos of nomic_bert, nomic's own config keys agreeing with transformers' config;
+# the second's modules.json names a module of its own code
+NATIVE_ST = "test-org/custom-nomic-st"
+NATIVE_ST_OWN_MODULE = "test-org/custom-nomic-st-own-module"
+NOMIC = {"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "vocab_size": 100, "hidden_size": 32,
+         "n_embd": 32, "num_hidden_layers": 2, "n_layer": 2, "num_attention_heads": 4, "intermediate_size": 64,
+         "activation_function": "swiglu", "rotary_emb_fraction": 1.0}  # fmt: skip
+ST_MODULES = [
+    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+    {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+]
 PHI3 = {"model_type": "phi3", "vocab_size": 100, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 4,
         "num_key_value_heads": 4, "num_hidden_layers": 2, "pad_token_id": 0}  # fmt: skip
 MARK = "zoo-remote-code-secret"
@@ -167,17 +178,31 @@ def custom_hub(tmp_path_factory):
     good = MODELING.format(marker=str(marker), hook="pass")
     _repo(repos / NATIVE, good, architectures=["Phi3ForCausalLM"], **PHI3)
     _repo(repos / NATIVE_OWN_CLASS, good, **PHI3)
+    for repo, modules in (
+        (NATIVE_ST, ST_MODULES),
+        (NATIVE_ST_OWN_MODULE, [*ST_MODULES[:1], {"idx": 1, "name": "1", "path": "", "type": "custom_st.Pooling"}]),
+    ):
+        _repo(repos / repo, good, **NOMIC)
+        (repos / repo / "modules.json").write_text(json.dumps(modules))
     catalog = root / "catalog.csv"
     tags = "['transformers', 'safetensors', 'zoo_custom', 'feature-extraction', 'custom_code']"
     phi3 = "['transformers', 'safetensors', 'phi3', 'text-generation', 'custom_code']"
-    everyone = (GOOD, HOSTILE, MISSING, HUGE, NATIVE, NATIVE_OWN_CLASS)
+    nomic = "['sentence-transformers', 'safetensors', 'nomic_bert', 'feature-extraction', 'custom_code']"
+    everyone = (GOOD, HOSTILE, MISSING, HUGE, NATIVE, NATIVE_OWN_CLASS, NATIVE_ST, NATIVE_ST_OWN_MODULE)
     with catalog.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["model_id", "downloads", "tasks", "parameters", "tags"])
         for i, repo in enumerate(everyone):
             native = repo in (NATIVE, NATIVE_OWN_CLASS)
+            st = repo in (NATIVE_ST, NATIVE_ST_OWN_MODULE)
             w.writerow(
-                [repo, 1000 - i, "text-generation" if native else "feature-extraction", "", phi3 if native else tags]
+                [
+                    repo,
+                    1000 - i,
+                    "text-generation" if native else "feature-extraction",
+                    "",
+                    phi3 if native else nomic if st else tags,
+                ]
             )
     base, stop = start_standin(str(catalog), {r: str(repos / r) for r in everyone})
     yield {"base": base, "repos": repos, "marker": marker, "targets": targets, "root": root, "hub": stop.hub}
@@ -243,9 +268,30 @@ def test_a_ported_architecture_runs_on_transformers_own_classes_when_its_code_ma
     assert "custom_code_native" not in own["details"]
 
 
+def test_a_ported_sentence_transformers_repo_runs_natively_unless_a_module_is_its_own(zoo, custom_hub, tmp_path):
+    """A sentence-transformers repo of a ported model_type (nomic_bert) runs on transformers' own
+    classes with its pooling, its code never fetched; one whose modules.json names a module of its
+    own code is refused, as that module would not run."""
+    row = _validate(zoo, custom_hub, tmp_path, NATIVE_ST)
+    assert row["status"] == "pass", (row["status"], row["error"])
+    assert (row["library"], row["architecture"]) == ("sentence-transformers", "NomicBertModel")
+    assert "nomic_bert" in row["details"]["custom_code_native"]
+    assert not custom_hub["hub"].sent.get((NATIVE_ST, "modeling_zoo_custom.py"))
+    own = _validate(zoo, custom_hub, tmp_path, NATIVE_ST_OWN_MODULE)
+    assert (own["status"], own["reason"]) == ("unsupported", "remote_code"), own["error"]
+    assert not custom_hub["marker"].exists()
+
+
 @pytest.mark.parametrize(
     "config, native",
     [
+        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "n_embd": 768, "n_layer": 12}, True),
+        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "n_embd": 1024}, False),  # not the default
+        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "n_embd": 64, "hidden_size": 64}, True),
+        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "rotary_emb_base": 10000}, False),
+        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "num_experts": 8}, False),  # v2-moe
+        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "rotary_emb_fraction": 0.5}, False),
+        ({"model_type": "nomic_bert", "architectures": ["NomicVisionModel"]}, False),  # not transformers' class
         ({"model_type": "phi3", "architectures": ["Phi3ForCausalLM"]}, True),
         ({"model_type": "phi3", "architectures": ["LlamaForCausalLM"]}, False),  # another model_type's class
         ({"model_type": "phi3", "architectures": ["Phi3Config"]}, False),  # not a model class

@@ -342,11 +342,16 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     custom = "custom_code" in facts.tags and remote_code.enabled()
     errors = _hub_errors()
     if "custom_code" in facts.tags and not custom:
-        # Under ZOO_REMOTE_CODE=never a transformers repo of an architecture transformers ported from
-        # such repos runs on transformers' own classes (remote_code.native_classes), its config.json
-        # read as data; any other is refused first, before what else its metadata says.
-        if declared in (None, "transformers") and not _gguf_only(facts, req.tier) and "config.json" in facts.files:
-            req.custom_code_native = _native_classes(req)
+        # Under ZOO_REMOTE_CODE=never a transformers (or sentence-transformers) repo of an architecture
+        # transformers ported from such repos runs on transformers' own classes
+        # (remote_code.native_classes), its config.json read as data; any other is refused first,
+        # before what else its metadata says.
+        if (
+            declared in (None, *remote_code.LIBRARIES)
+            and not _gguf_only(facts, req.tier)
+            and "config.json" in facts.files
+        ):
+            req.custom_code_native = _native_classes(req, facts)
         if not req.custom_code_native:
             raise remote_code_refused(req.model_id)
     check_policy(facts, req.tier, allow_remote_code=custom or bool(req.custom_code_native))
@@ -401,17 +406,26 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     req.config_source = f"hub:{req.model_id}@{(req.revision or '')[:12]}"
     if custom:  # the repo's code files, sized, fetched and hashed, never imported here
         _prepare_remote_code(req, facts, errors)
-    elif req.custom_code_native and (req.library != "transformers" or not remote_code.native_classes(req.config or {})):
-        raise remote_code_refused(req.model_id)  # the config it is built from must say the same (a moving revision)
+    elif req.custom_code_native and (
+        req.library not in remote_code.LIBRARIES
+        or not remote_code.native_classes(req.config or {})
+        or not remote_code.standard_st_modules((req.extras or {}).get("modules.json", []))
+    ):
+        raise remote_code_refused(req.model_id)  # the files it is built from must say the same (a moving revision)
     return req
 
 
-def _native_classes(req: ValidationRequest) -> str | None:
-    """remote_code.native_classes of the repo's config.json (read as data); None where it cannot be
+def _native_classes(req: ValidationRequest, facts: HubFacts) -> str | None:
+    """remote_code.native_classes of the repo's config.json (read as data), where its modules.json
+    (sentence-transformers) names only sentence-transformers' own modules; None where they cannot be
     read, whatever the cause: such a custom-code repo is refused as any other."""
     from . import remote_code
 
     try:
+        if "modules.json" in facts.files:
+            modules = fetch_extras(req.model_id, req.revision, facts.files, None, ["modules.json"])["modules.json"]
+            if not remote_code.standard_st_modules(modules):
+                return None
         return remote_code.native_classes(fetch_config(req.model_id, req.revision, "config.json"))
     except Exception:  # noqa: BLE001  (a file missing or too large, JSON that does not parse, the network)
         return None

@@ -44,6 +44,13 @@ class Quirk:
     # ``from_pretrained`` without ``trust_remote_code`` loads their checkpoints in its own classes).
     # Under ZOO_REMOTE_CODE=never such a repo is validated on them instead of refused (SPEC: custom code).
     native_for_custom_code: str = ""
+    # With it: the repos' own config keys for a value transformers' config names otherwise
+    # (``(theirs, transformers')``, a dotted key reaching into a dict), which must agree with the value
+    # transformers builds from (its key, else its default); and options of their code of which
+    # transformers ported one value (``(key, value)``): a repo setting another is refused as any other
+    # custom-code repo, never built as a different model.
+    custom_code_agree: tuple[tuple[str, str], ...] = ()
+    custom_code_fixed: tuple[tuple[str, Any], ...] = ()
 
 
 _RESNET_BACKBONE = {
@@ -708,6 +715,26 @@ QUIRKS: dict[str, Quirk] = {
         native_for_custom_code="transformers' DeepSeek-V2 classes are a port of deepseek-ai's modeling_deepseek.py "
         "for the V2 and Coder-V2 checkpoints, which load in them",
     ),
+    "nomic_bert": Quirk(
+        "custom-code repos of a ported architecture",
+        native_for_custom_code="transformers' NomicBert classes are a port of nomic-ai's NomicBertModel (its docs "
+        "checkpoint is nomic-ai/nomic-embed-text-v1.5, and its weight conversion renames that code's Wqkv, fc11/fc12 "
+        "and emb_ln); the sizes nomic's config names its own way agree with it, and its MoE layers are not ported",
+        custom_code_agree=(
+            ("n_embd", "hidden_size"),
+            ("n_layer", "num_hidden_layers"),
+            ("n_head", "num_attention_heads"),
+            ("n_inner", "intermediate_size"),
+            ("rotary_emb_base", "rope_parameters.rope_theta"),
+        ),
+        custom_code_fixed=(
+            ("moe_every_n_layers", 0),  # nomic-embed-text-v2-moe's expert layers
+            ("num_experts", 0),
+            ("rotary_emb_fraction", 1.0),  # rotary over the whole head
+            ("activation_function", "swiglu"),  # the gated MLP (fc11, fc12)
+            ("prenorm", False),  # post-norm layers, as BERT
+        ),
+    ),
     "falcon": Quirk(
         "custom-code repos of a ported architecture",
         native_for_custom_code="transformers' Falcon classes replaced the RefinedWeb code of tiiuae's repos, "
@@ -1319,6 +1346,12 @@ def native_for_custom_code(model_type: str | None) -> str:
     """Why transformers' own classes of ``model_type`` stand for its custom-code repos' code, or ""."""
     row = QUIRKS.get(model_type or "")
     return row.native_for_custom_code if row else ""
+
+
+def custom_code_guards(model_type: str | None) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, Any], ...]]:
+    """``(custom_code_agree, custom_code_fixed)`` of ``model_type``'s row (empty where none)."""
+    row = QUIRKS.get(model_type or "")
+    return (row.custom_code_agree, row.custom_code_fixed) if row else ((), ())
 
 
 def quirk_for(*keys: str | None) -> Quirk | None:

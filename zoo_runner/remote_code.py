@@ -73,13 +73,23 @@ def native_classes(config: dict[str, Any]) -> str | None:
     from transformers.models.auto import modeling_auto
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    from .quirks import native_for_custom_code
+    from .quirks import custom_code_guards, native_for_custom_code
 
     model_type = config.get("model_type")
     why = native_for_custom_code(model_type) if isinstance(model_type, str) else ""
     archs = config.get("architectures") or []
     if not why or model_type not in CONFIG_MAPPING_NAMES or not isinstance(archs, list):
         return None
+    agree, fixed = custom_code_guards(model_type)
+    if any(config.get(key) not in (None, value) for key, value in fixed):
+        return None  # an option of the repo's code of which transformers ported another value (nomic's MoE)
+    if agree:
+        from transformers import AutoConfig  # its config class's defaults: transformers' own code only
+
+        defaults = AutoConfig.for_model(model_type).to_dict()
+        for theirs, own in agree:
+            if theirs in config and config[theirs] != _dotted(config, own, _dotted(defaults, own, None)):
+                return None  # the repo's value, named its own way, is not the one transformers would build
     # the classes transformers' auto mappings give this model_type (names only: nothing is imported)
     own: set[str] = set()
     for name, mapping in vars(modeling_auto).items():
@@ -91,6 +101,27 @@ def native_classes(config: dict[str, Any]) -> str | None:
     return (
         f"its code was not run (ZOO_REMOTE_CODE=never): validated on transformers {transformers.__version__}'s "
         f"own {model_type} classes, as from_pretrained without trust_remote_code loads it; {why}"
+    )
+
+
+def _dotted(config: dict[str, Any], key: str, default: Any) -> Any:
+    """``config[a][b]`` for ``key`` ``"a.b"`` (``default`` where any part is missing)."""
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+ST_MODULES = "sentence_transformers.models."  # sentence-transformers' own module classes
+
+
+def standard_st_modules(modules: Any) -> bool:
+    """Whether a sentence-transformers repo's ``modules.json`` names only sentence-transformers' own
+    modules (a module of the repo's code, ``custom_st.Transformer``, would not run on the native path)."""
+    return isinstance(modules, list) and all(
+        isinstance(m, dict) and isinstance(m.get("type"), str) and m["type"].startswith(ST_MODULES) for m in modules
     )
 
 
