@@ -221,6 +221,25 @@ _SVD_UNET = {
     "down_block_types": ["CrossAttnDownBlockSpatioTemporal"] * 3 + ["DownBlockSpatioTemporal"],
     "up_block_types": ["UpBlockSpatioTemporal"] + ["CrossAttnUpBlockSpatioTemporal"] * 3,
 }
+# HunyuanDiT: a DiT over CLIP and mT5 text (each of a fixed length), with 2-D rotary image positions
+_HUNYUAN_DIT = {
+    "_class_name": "HunyuanDiT2DModel",
+    "in_channels": 4,
+    "patch_size": 2,
+    "sample_size": 128,
+    "hidden_size": 1408,
+    "num_attention_heads": 16,
+    "attention_head_dim": 88,
+    "num_layers": 40,
+    "mlp_ratio": 4.3637,
+    "learn_sigma": True,
+    "cross_attention_dim": 1024,
+    "cross_attention_dim_t5": 2048,
+    "pooled_projection_dim": 1024,
+    "text_len": 77,
+    "text_len_t5": 256,
+    "use_style_cond_and_image_meta_size": True,
+}
 _SVD_VAE = {
     "_class_name": "AutoencoderKLTemporalDecoder",
     "in_channels": 3,
@@ -255,6 +274,7 @@ DIFFUSERS_PIPELINES: dict[str, dict[str, dict]] = {
     # Zero-1-to-3: an SD 1.x UNet whose input is the noisy latent and the conditioning image's latent
     "Zero123Pipeline": {"unet": {**_SD_UNET, "in_channels": 8}, "vae": _SD_VAE},
     "StableVideoDiffusionPipeline": {"unet": _SVD_UNET, "vae": _SVD_VAE},
+    "HunyuanDiTPipeline": {"transformer": _HUNYUAN_DIT, "vae": {**_SD_VAE, "scaling_factor": 0.13025}},
 }
 
 # Git tags of real repos that other repos pin (a pyannote pipeline names ``pyannote/segmentation@2022.07``);

@@ -84,6 +84,19 @@ def test_image_conditioned_and_video_pipelines_validate():
     assert r["details"]["parameters"] < 20_000_000
 
 
+def test_a_dit_over_two_text_encoders_with_rotary_positions_validates():
+    """HunyuanDiT: CLIP and mT5 text of the fixed lengths its padding parameter has, its size and
+    style conditioning, and its 2-D rotary image positions (as the pipeline computes them)."""
+    r = validate_here(_req("HunyuanDiTPipeline"))
+    assert r["status"] == "pass", r["error"]
+    assert r["architecture"] == "HunyuanDiT2DModel+AutoencoderKL"
+    shapes = r["details"]["input_shapes"]
+    assert shapes[0]["encoder_hidden_states_t5"][1] == shapes[1]["encoder_hidden_states_t5"][1]  # its fixed length
+    assert shapes[0]["image_rotary_cos"][0] == (16 // 2) ** 2 and shapes[1]["image_rotary_cos"][0] == (24 // 2) ** 2
+    assert shapes[1]["image_meta_size"] == [2, 6] and shapes[1]["style"] == [2]
+    assert r["details"]["parameters"] < 20_000_000
+
+
 def test_a_backend_bug_in_a_denoiser_is_a_mismatch(monkeypatch):
     from tests.conftest import ROOT
 

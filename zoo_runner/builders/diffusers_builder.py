@@ -85,6 +85,13 @@ def shrink_component(cfg: dict[str, Any]) -> dict[str, Any]:
         cfg["projection_class_embeddings_input_dim"] = 6 * HEAD_DIM + WIDTH
     if cfg.get("time_cond_proj_dim"):
         cfg["time_cond_proj_dim"] = WIDTH
+    for key in ("text_len", "text_len_t5"):  # HunyuanDiT: text of a fixed length (its padding is a parameter)
+        if isinstance(cfg.get(key), int) and cfg[key] > 0:
+            cfg[key] = TEXT_LEN[0]
+    if cfg.get("cross_attention_dim_t5"):
+        cfg["cross_attention_dim_t5"] = WIDTH
+    if cfg.get("hidden_size") and cfg.get("num_attention_heads") and cfg.get("attention_head_dim"):
+        cfg["hidden_size"] = cfg["num_attention_heads"] * cfg["attention_head_dim"]  # a DiT's width is its heads'
     if cfg.get("dual_attention_layers"):
         cfg["dual_attention_layers"] = [0]
     if "sample_size" in cfg:
@@ -157,6 +164,8 @@ class DenoiseAndDecode(nn.Module):
         kwargs = {k: v for k, v in inputs.items() if k in self._params}
         if text_embeds is not None and time_ids is not None:
             kwargs["added_cond_kwargs"] = {"text_embeds": text_embeds, "time_ids": time_ids}
+        if "image_rotary_cos" in inputs and "image_rotary_emb" in self._params:  # HunyuanDiT: (cos, sin)
+            kwargs["image_rotary_emb"] = (inputs["image_rotary_cos"], inputs["image_rotary_sin"])
         out: dict[str, Any] = {}
         if self.denoiser is not None:
             res = self.denoiser(**kwargs, return_dict=False)
@@ -322,6 +331,23 @@ def _denoiser_inputs(
     out["timestep"] = torch.linspace(0.2, 0.8, b) if "img_ids" in params else torch.linspace(100, 900, b)
     if "encoder_hidden_states" in params and "added_time_ids" in params:  # SVD: one CLIP image embedding
         out["encoder_hidden_states"] = torch.randn(b, 1, cross, generator=g)
+    elif "encoder_hidden_states_t5" in params:  # HunyuanDiT: CLIP and mT5 text, each of its fixed length
+        n, n_t5 = den.get("text_len") or 77, den.get("text_len_t5") or 256
+        out["encoder_hidden_states"] = torch.randn(b, n, cross, generator=g)
+        out["text_embedding_mask"] = torch.ones(b, n, dtype=torch.long)
+        out["encoder_hidden_states_t5"] = torch.randn(b, n_t5, den.get("cross_attention_dim_t5") or 2048, generator=g)
+        out["text_embedding_mask_t5"] = torch.ones(b, n_t5, dtype=torch.long)
+        if den.get("use_style_cond_and_image_meta_size"):
+            px = float(8 * s)  # original size, target size, crop top-left, as the pipeline's add_time_ids
+            out["image_meta_size"] = torch.tensor([[px, px, px, px, 0.0, 0.0]]).expand(b, -1).clone()
+            out["style"] = torch.zeros(b, dtype=torch.long)
+        from diffusers.models.embeddings import get_2d_rotary_pos_embed
+
+        grid = s // (den.get("patch_size") or 2)
+        head_dim = (den.get("hidden_size") or 1152) // (den.get("num_attention_heads") or 16)
+        out["image_rotary_cos"], out["image_rotary_sin"] = get_2d_rotary_pos_embed(
+            head_dim, ((0, 0), (grid, grid)), (grid, grid)
+        )
     elif "encoder_hidden_states" in params:
         out["encoder_hidden_states"] = torch.randn(b, t, cross, generator=g)
     if "added_time_ids" in params:  # SVD's fps, motion bucket and noise augmentation, each embedded
