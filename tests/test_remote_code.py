@@ -34,9 +34,15 @@ NATIVE_OWN_CLASS = "test-org/custom-phi3-own-class"  # model_type phi3, but arch
 # the second's modules.json names a module of its own code
 NATIVE_ST = "test-org/custom-nomic-st"
 NATIVE_ST_OWN_MODULE = "test-org/custom-nomic-st-own-module"
+# what nomic's code reads, each as transformers' port builds it (nomic's own defaults differ: quirks.py)
+NOMIC_CODE = {"activation_function": "swiglu", "rotary_emb_fraction": 1.0, "rotary_emb_base": 1000,
+              "qkv_proj_bias": False, "mlp_fc1_bias": False, "mlp_fc2_bias": False,
+              "layer_norm_epsilon": 1e-12}  # fmt: skip
 NOMIC = {"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "vocab_size": 100, "hidden_size": 32,
-         "n_embd": 32, "num_hidden_layers": 2, "n_layer": 2, "num_attention_heads": 4, "intermediate_size": 64,
-         "activation_function": "swiglu", "rotary_emb_fraction": 1.0}  # fmt: skip
+         "n_embd": 32, "num_hidden_layers": 2, "n_layer": 2, "num_attention_heads": 4, "n_head": 4,
+         "intermediate_size": 64, "n_inner": 64, **NOMIC_CODE}  # fmt: skip
+V15 = {"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "n_embd": 768, "n_layer": 12, "n_head": 12,
+       "n_inner": 3072, **NOMIC_CODE}  # fmt: skip
 ST_MODULES = [
     {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
     {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
@@ -285,12 +291,17 @@ def test_a_ported_sentence_transformers_repo_runs_natively_unless_a_module_is_it
 @pytest.mark.parametrize(
     "config, native",
     [
-        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "n_embd": 768, "n_layer": 12}, True),
-        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "n_embd": 1024}, False),  # not the default
-        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "n_embd": 64, "hidden_size": 64}, True),
-        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "rotary_emb_base": 10000}, False),
-        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "num_experts": 8}, False),  # v2-moe
-        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "rotary_emb_fraction": 0.5}, False),
+        (V15, True),  # nomic-embed-text-v1.5's sizes and options: transformers' defaults
+        ({**V15, "n_embd": 1024}, False),  # a size the port's config would not build
+        ({**V15, "n_embd": 1024, "hidden_size": 1024}, True),  # ... unless its own key says the same
+        ({k: v for k, v in V15.items() if k != "n_inner"}, False),  # nomic's code: 4 x n_embd; unsaid, refused
+        ({**V15, "rotary_emb_base": 10000}, False),
+        ({**V15, "num_experts": 8, "moe_every_n_layers": 2}, False),  # v2-moe: experts the port lacks
+        ({**V15, "rotary_emb_fraction": 0.5}, False),
+        ({k: v for k, v in V15.items() if k != "rotary_emb_fraction"}, False),  # nomic's default: no rotary
+        ({k: v for k, v in V15.items() if k != "qkv_proj_bias"}, False),  # nomic's default: biases; the port has none
+        ({**V15, "rotary_scaling_factor": 2.0}, False),
+        ({"model_type": "nomic_bert", "architectures": ["NomicBertModel"]}, False),  # nothing said: nomic's defaults
         ({"model_type": "nomic_bert", "architectures": ["NomicVisionModel"]}, False),  # not transformers' class
         ({"model_type": "phi3", "architectures": ["Phi3ForCausalLM"]}, True),
         ({"model_type": "phi3", "architectures": ["LlamaForCausalLM"]}, False),  # another model_type's class
@@ -411,3 +422,19 @@ def test_remote_code_with_a_broker_is_the_workers_to_decide(zoo):
     )
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "workers" in out.stderr and "ZOO_REMOTE_CODE" in out.stderr
+
+
+@pytest.mark.parametrize(
+    "modules, standard",
+    [
+        (ST_MODULES, True),
+        ([], True),  # no modules.json: sentence-transformers' defaults
+        ([{**ST_MODULES[0], "path": "encoder"}, ST_MODULES[1]], False),  # its transformer's config is elsewhere
+        ([ST_MODULES[0], {**ST_MODULES[1], "type": "custom_st.Pooling"}], False),
+        ({"0": ST_MODULES[0]}, False),
+    ],
+)
+def test_a_sentence_transformers_repo_is_native_only_with_its_own_modules_at_the_root(modules, standard):
+    from zoo_runner.remote_code import standard_st_modules
+
+    assert standard_st_modules(modules) is standard

@@ -55,6 +55,9 @@ def test_a_vocos_config_is_recognised_and_the_plan_shrinks_the_backbone_only(): 
         ("backbone", {"class_path": "vocos.models.VocosBackbone", "init_args": {"dim": [1, 2]}}, "not a plain value"),
         ("backbone", {"class_path": "vocos.models.VocosBackbone", "init_args": {"dim": 10**9}}, "size limit"),
         ("head", {"class_path": "vocos.heads.ISTFTHead", "init_args": "dim=3"}, "not a mapping"),
+        ("head", {"class_path": "vocos.heads.ISTFTHead", "init_args": {"n_fft": float("inf")}}, "size limit"),
+        ("head", {"class_path": "vocos.heads.ISTFTHead", "init_args": {"n_fft": -4}}, "negative"),
+        ("backbone", {"class_path": "vocos.models.VocosBackbone", "init_args": {"input_channels": "abc"}}, "channels"),
     ],
 )
 def test_what_zoo_will_not_instantiate_is_refused_with_its_reason(block, value, says):
@@ -68,6 +71,24 @@ needs_vocos = pytest.mark.skipif(
     importlib.util.find_spec("vocos") is None,
     reason="the vocos extra is not installed (bash scripts/setup.sh dev vocos)",
 )
+
+
+@needs_vocos
+@pytest.mark.parametrize(
+    ("block", "value", "says"),
+    [
+        ("feature_extractor", {"class_path": "vocos.feature_extractors.EncodecModel"}, "not a torch module class of"),
+        ("head", {"class_path": "vocos.heads.ISTFTHead", "init_args": {"dim": 32, "padding": "bogus"}}, "refuses"),
+    ],
+)
+def test_a_class_from_elsewhere_or_arguments_its_constructor_refuses_are_unsupported(block, value, says):
+    """In the model process: a class vocos imports from another package is not vocos's, and a
+    constructor refusing the config's arguments is the config's failure (unsupported), not Zoo's."""
+    from zoo_runner.engine import validate_here
+
+    r = validate_here(_req({**_config(), block: value}))
+    assert (r["status"], r["reason"]) == ("unsupported", "library_unsupported"), r
+    assert says in r["error"]["message"], r["error"]
 
 
 @needs_vocos

@@ -368,6 +368,8 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
         if sniffed_file:
             sniffed, sniffed_config = _library_from_config(req, errors, sniffed_file)
             req.library = sniffed or req.library
+            if sniffed is None and sniffed_file == "config.yaml" and declared is None:  # no builder claims it
+                raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{req.model_id} has no config.json")
     builder = get_builder(req.library)  # library_unsupported, naming the library or the missing extra
     if hasattr(builder, "config_from_files"):  # no config file: what the repo's file listing says (ultralytics)
         req.config = builder.config_from_files(req.model_id, facts.files)

@@ -45,12 +45,13 @@ class Quirk:
     # Under ZOO_REMOTE_CODE=never such a repo is validated on them instead of refused (SPEC: custom code).
     native_for_custom_code: str = ""
     # With it: the repos' own config keys for a value transformers' config names otherwise
-    # (``(theirs, transformers')``, a dotted key reaching into a dict), which must agree with the value
-    # transformers builds from (its key, else its default); and options of their code of which
-    # transformers ported one value (``(key, value)``): a repo setting another is refused as any other
-    # custom-code repo, never built as a different model.
+    # (``(theirs, transformers')``, a dotted key reaching into a dict), which the repo must set, to the
+    # value transformers builds from (its key, else its default); and options of their code of which
+    # transformers ported one value (``(key, ported value, their code's default)``), the repo's (its
+    # code's default where it sets none) must be that one. A repo failing either is refused as any
+    # other custom-code repo, never built as a different model.
     custom_code_agree: tuple[tuple[str, str], ...] = ()
-    custom_code_fixed: tuple[tuple[str, Any], ...] = ()
+    custom_code_fixed: tuple[tuple[str, Any, Any], ...] = ()
 
 
 _RESNET_BACKBONE = {
@@ -720,19 +721,29 @@ QUIRKS: dict[str, Quirk] = {
         native_for_custom_code="transformers' NomicBert classes are a port of nomic-ai's NomicBertModel (its docs "
         "checkpoint is nomic-ai/nomic-embed-text-v1.5, and its weight conversion renames that code's Wqkv, fc11/fc12 "
         "and emb_ln); the sizes nomic's config names its own way agree with it, and its MoE layers are not ported",
+        # nomic's NomicBertConfig (contrastors' configuration_hf_nomic_bert.py, a GPT2Config) has defaults
+        # of its own: a repo relying on one the port does not share is refused
         custom_code_agree=(
             ("n_embd", "hidden_size"),
             ("n_layer", "num_hidden_layers"),
             ("n_head", "num_attention_heads"),
-            ("n_inner", "intermediate_size"),
+            ("n_inner", "intermediate_size"),  # None in nomic's code means 4 x n_embd
             ("rotary_emb_base", "rope_parameters.rope_theta"),
+            ("layer_norm_epsilon", "layer_norm_eps"),
         ),
         custom_code_fixed=(
-            ("moe_every_n_layers", 0),  # nomic-embed-text-v2-moe's expert layers
-            ("num_experts", 0),
-            ("rotary_emb_fraction", 1.0),  # rotary over the whole head
-            ("activation_function", "swiglu"),  # the gated MLP (fc11, fc12)
-            ("prenorm", False),  # post-norm layers, as BERT
+            ("moe_every_n_layers", 0, 0),  # nomic-embed-text-v2-moe's expert layers
+            ("num_experts", 0, 0),
+            ("rotary_emb_fraction", 1.0, 0.0),  # rotary over the whole head
+            ("rotary_emb_interleaved", False, False),
+            ("rotary_scaling_factor", None, None),  # no dynamic NTK scaling
+            ("activation_function", "swiglu", "gelu_new"),  # the gated MLP (fc11, fc12)
+            ("prenorm", False, False),  # post-norm layers, as BERT
+            ("qkv_proj_bias", False, True),  # the port's projections have no biases
+            ("mlp_fc1_bias", False, True),
+            ("mlp_fc2_bias", False, True),
+            ("use_rms_norm", False, False),
+            ("causal", False, False),
         ),
     ),
     "falcon": Quirk(
@@ -1348,7 +1359,7 @@ def native_for_custom_code(model_type: str | None) -> str:
     return row.native_for_custom_code if row else ""
 
 
-def custom_code_guards(model_type: str | None) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, Any], ...]]:
+def custom_code_guards(model_type: str | None) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, Any, Any], ...]]:
     """``(custom_code_agree, custom_code_fixed)`` of ``model_type``'s row (empty where none)."""
     row = QUIRKS.get(model_type or "")
     return (row.custom_code_agree, row.custom_code_fixed) if row else ((), ())

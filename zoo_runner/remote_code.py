@@ -81,14 +81,14 @@ def native_classes(config: dict[str, Any]) -> str | None:
     if not why or model_type not in CONFIG_MAPPING_NAMES or not isinstance(archs, list):
         return None
     agree, fixed = custom_code_guards(model_type)
-    if any(config.get(key) not in (None, value) for key, value in fixed):
+    if any(config.get(key, default) != value for key, value, default in fixed):
         return None  # an option of the repo's code of which transformers ported another value (nomic's MoE)
     if agree:
         from transformers import AutoConfig  # its config class's defaults: transformers' own code only
 
         defaults = AutoConfig.for_model(model_type).to_dict()
         for theirs, own in agree:
-            if theirs in config and config[theirs] != _dotted(config, own, _dotted(defaults, own, None)):
+            if theirs not in config or config[theirs] != _dotted(config, own, _dotted(defaults, own, None)):
                 return None  # the repo's value, named its own way, is not the one transformers would build
     # the classes transformers' auto mappings give this model_type (names only: nothing is imported)
     own: set[str] = set()
@@ -119,9 +119,14 @@ ST_MODULES = "sentence_transformers.models."  # sentence-transformers' own modul
 
 def standard_st_modules(modules: Any) -> bool:
     """Whether a sentence-transformers repo's ``modules.json`` names only sentence-transformers' own
-    modules (a module of the repo's code, ``custom_st.Transformer``, would not run on the native path)."""
+    modules (a module of the repo's code, ``custom_st.Transformer``, would not run on the native path),
+    its transformer at the repo's root (whose config.json is the one checked and built)."""
     return isinstance(modules, list) and all(
-        isinstance(m, dict) and isinstance(m.get("type"), str) and m["type"].startswith(ST_MODULES) for m in modules
+        isinstance(m, dict)
+        and isinstance(m.get("type"), str)
+        and m["type"].startswith(ST_MODULES)
+        and (m["type"] != ST_MODULES + "Transformer" or m.get("path", "") in ("", "."))
+        for m in modules
     )
 
 

@@ -90,8 +90,9 @@ def shrink_component(cfg: dict[str, Any]) -> dict[str, Any]:
             cfg[key] = TEXT_LEN[0]
     if cfg.get("cross_attention_dim_t5"):
         cfg["cross_attention_dim_t5"] = WIDTH
-    if cfg.get("hidden_size") and cfg.get("num_attention_heads") and cfg.get("attention_head_dim"):
-        cfg["hidden_size"] = cfg["num_attention_heads"] * cfg["attention_head_dim"]  # a DiT's width is its heads'
+    heads, head_dim = cfg.get("num_attention_heads"), cfg.get("attention_head_dim")
+    if cfg.get("hidden_size") and isinstance(heads, int) and isinstance(head_dim, int):
+        cfg["hidden_size"] = heads * head_dim  # a DiT's width is its heads'
     if cfg.get("dual_attention_layers"):
         cfg["dual_attention_layers"] = [0]
     if "sample_size" in cfg:
@@ -342,12 +343,13 @@ def _denoiser_inputs(
             out["image_meta_size"] = torch.tensor([[px, px, px, px, 0.0, 0.0]]).expand(b, -1).clone()
             out["style"] = torch.zeros(b, dtype=torch.long)
         from diffusers.models.embeddings import get_2d_rotary_pos_embed
+        from diffusers.pipelines.hunyuandit.pipeline_hunyuandit import get_resize_crop_region_for_grid
 
-        grid = s // (den.get("patch_size") or 2)
+        patch = den.get("patch_size") or 2
+        grid, base = s // patch, 512 // 8 // patch  # as the pipeline: the grid placed in its 512-pixel base
         head_dim = (den.get("hidden_size") or 1152) // (den.get("num_attention_heads") or 16)
-        out["image_rotary_cos"], out["image_rotary_sin"] = get_2d_rotary_pos_embed(
-            head_dim, ((0, 0), (grid, grid)), (grid, grid)
-        )
+        crops = get_resize_crop_region_for_grid((grid, grid), base)
+        out["image_rotary_cos"], out["image_rotary_sin"] = get_2d_rotary_pos_embed(head_dim, crops, (grid, grid))
     elif "encoder_hidden_states" in params:
         out["encoder_hidden_states"] = torch.randn(b, t, cross, generator=g)
     if "added_time_ids" in params:  # SVD's fps, motion bucket and noise augmentation, each embedded

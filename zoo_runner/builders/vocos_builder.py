@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +33,8 @@ BLOCKS = ("feature_extractor", "backbone", "head")
 # the modules whose torch.nn.Module classes a config may name (vocos.pretrained.instantiate_class
 # would import any module: Zoo imports only these)
 ALLOWED_MODULES = ("vocos.feature_extractors.", "vocos.models.", "vocos.heads.")
-TINY_ARGS = {"dim": 32, "intermediate_dim": 64, "num_layers": 1}  # the backbone's and head's widths, depth
+# the backbone's and head's widths and depth (ConvNeXt layers, or a ResNet backbone's blocks)
+TINY_ARGS = {"dim": 32, "intermediate_dim": 64, "num_layers": 1, "num_blocks": 1}
 MAX_INT = 1 << 16  # a width, size or count over this is no published model's (and would exhaust memory)
 FRAMES = (16, 24)  # feature frames per shape
 
@@ -74,18 +76,26 @@ def graph_of(model_id: str, config: dict[str, Any], tier: str) -> dict[str, dict
         for key, value in args.items():
             if not isinstance(key, str) or not (value is None or isinstance(value, (bool, int, float, str))):
                 raise _unsupported(model_id, f"gives {name} an argument Zoo does not pass ({key!r}: not a plain value)")
-            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
-                raise _unsupported(model_id, f"gives {name}.{key} {value:,}, over Zoo's size limit of {MAX_INT:,}")
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if number and (not math.isfinite(value) or abs(value) > MAX_INT):
+                raise _unsupported(model_id, f"gives {name}.{key} {value!r}, over Zoo's size limit of {MAX_INT:,}")
+            if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+                raise _unsupported(model_id, f"gives {name}.{key} {value}: no size or count is negative")
         if tier in ("tiny", "census"):
             args = {
                 k: min(v, TINY_ARGS[k]) if k in TINY_ARGS and isinstance(v, int) and not isinstance(v, bool) else v
                 for k, v in args.items()
             }
         graph[name] = {"class_path": block["class_path"], "init_args": copy.deepcopy(args)}
+    channels = graph["backbone"]["init_args"].get("input_channels")
+    if not isinstance(channels, int) or isinstance(channels, bool) or channels <= 0:
+        raise _unsupported(model_id, f"gives the backbone input_channels {channels!r}, not a count of feature channels")
     return graph
 
 
-def _instantiate(block: dict[str, Any]) -> torch.nn.Module:
+def _module_class(block: dict[str, Any]) -> type[torch.nn.Module]:
+    """The vocos class a block names: defined in vocos itself (not a class vocos imports from another
+    package, ``vocos.feature_extractors.EncodecModel``) and a torch module; nothing is called."""
     module, _, name = block["class_path"].rpartition(".")
     if not _allowed(block["class_path"]):  # checked in the plan; never import anything else
         raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"not a Vocos module: {block['class_path']}")
@@ -97,12 +107,19 @@ def _instantiate(block: dict[str, Any]) -> torch.nn.Module:
         ) from exc
     except AttributeError as exc:
         raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"this vocos has no {block['class_path']}") from exc
-    if not (inspect.isclass(cls) and issubclass(cls, torch.nn.Module)):  # no function is ever called
-        raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{block['class_path']} is not a torch module class")
+    if not (inspect.isclass(cls) and issubclass(cls, torch.nn.Module) and cls.__module__ == module):
+        raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{block['class_path']} is not a torch module class of vocos")
+    return cls
+
+
+def _instantiate(block: dict[str, Any]) -> torch.nn.Module:
+    cls = _module_class(block)
     try:
         return cls(**block["init_args"])
-    except TypeError as exc:
-        raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{block['class_path']}: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001  (arguments its constructor refuses: the config's, not Zoo's)
+        raise NotSupported(
+            Reason.LIBRARY_UNSUPPORTED, f"{block['class_path']} refuses the config's arguments: {exc}"
+        ) from exc
 
 
 class VocosDecoder(torch.nn.Module):
@@ -118,9 +135,7 @@ class VocosDecoder(torch.nn.Module):
 
 def _channels(graph: dict[str, dict[str, Any]]) -> int:
     """The feature channels the backbone takes (its ``input_channels``; mel bands by default)."""
-    args = graph["backbone"]["init_args"]
-    value = args.get("input_channels", graph["feature_extractor"]["init_args"].get("n_mels", 100))
-    return int(value)
+    return int(graph["backbone"]["init_args"]["input_channels"])  # checked in graph_of
 
 
 @dataclass
@@ -154,7 +169,8 @@ class VocosBuilder:
         plan = plan or self.plan(request)
         torch.manual_seed(request.seed)
         model = VocosDecoder(_instantiate(plan.graph["backbone"]), _instantiate(plan.graph["head"]))
-        _instantiate(plan.graph["feature_extractor"])  # the repo's front end must exist in this vocos too
+        # the repo's front end must exist in this vocos too; not built (EncodecFeatures downloads a checkpoint)
+        _module_class(plan.graph["feature_extractor"])
         init_weights(model, request.seed)
         model.eval()
 
