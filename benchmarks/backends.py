@@ -286,40 +286,33 @@ def resume_plan_item(
         machine=machine(),
     )
     entry["declared_rows"] = bool(precision) and scope == "auto"  # see section()
-    if todo:
-        sitting = {"wall_s": 0.0, "load": round(os.getloadavg()[0], 2), "models": 0, "commit": _commit()}
-        sitting["started"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        entry["passes"][0].setdefault("sittings", []).append(sitting)
+
+    def sitting(models: list[str], aside: bool, **extra: Any) -> None:
+        """One more sitting of the first pass over ``models``, ``--chunk`` at a time, saved after each
+        (``aside``: each chunk's stored rows set aside while it runs, ``--redo``)."""
+        x = {"wall_s": 0.0, "load": round(os.getloadavg()[0], 2), "models": 0, "commit": _commit(), **extra}
+        x["started"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        entry["passes"][0].setdefault("sittings", []).append(x)
         caches: Counter = Counter()
-        for chunk in _chunks(todo, args.chunk):
-            r = run_backend(chunk, backend, requested, args.jobs, args.timeout)
+        for chunk in _chunks(models, args.chunk):
+            with _set_aside(backend, scope, judged, chunk) if aside else contextlib.nullcontext():
+                r = run_backend(chunk, backend, requested, args.jobs, args.timeout)
             caches.update(r["compile_cache"])
-            sitting.update(
-                wall_s=round(sitting["wall_s"] + r["wall_s"], 1),
-                models=sitting["models"] + len(chunk),
+            x.update(
+                wall_s=round(x["wall_s"] + r["wall_s"], 1),
+                models=x["models"] + len(chunk),
                 compile_cache=dict(sorted(caches.items())),
             )
             _fold_sittings(entry)
             entry["stored"] = len(_stored_this_week(ids, backend, scope, judged))
             save(entry)
+
+    if todo:
+        sitting(todo, aside=False)
     if redo:
-        # the models whose result this week has a --redo status, validated again a chunk at a time: each
-        # chunk's old rows are set aside while it runs (put back for a model left without a new one)
-        sitting = {"wall_s": 0.0, "load": round(os.getloadavg()[0], 2), "models": 0, "commit": _commit()}
-        sitting.update(started=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), redo=sorted(args.redo))
-        entry["passes"][0].setdefault("sittings", []).append(sitting)
-        caches = Counter()
-        for chunk in _chunks(redo, args.chunk):
-            with _set_aside(backend, scope, judged, chunk):
-                r = run_backend(chunk, backend, requested, args.jobs, args.timeout)
-            caches.update(r["compile_cache"])
-            sitting.update(
-                wall_s=round(sitting["wall_s"] + r["wall_s"], 1),
-                models=sitting["models"] + len(chunk),
-                compile_cache=dict(sorted(caches.items())),
-            )
-            _fold_sittings(entry)
-            save(entry)
+        # the models whose result this week has a --redo status, validated again: each chunk's old rows
+        # are set aside while it runs (put back for a model left without a new one)
+        sitting(redo, aside=True, redo=sorted(args.redo))
     entry["stored"] = len(_stored_this_week(ids, backend, scope, judged))
     save(entry)  # a slice whose rows all came from elsewhere (the declared run's) has its section too
     while len(entry["passes"]) < passes:
