@@ -14,7 +14,7 @@ from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.orm import Session
 
 from zoo_runner.request import HARNESS_VERSION
-from zoo_runner.result import ValidationResult
+from zoo_runner.result import ValidationResult, own_details
 
 from .models import Bisection, Model, Result, Run, Snapshot, SnapshotEntry, utcnow
 from .rows import precision_scope, result_dict
@@ -367,13 +367,7 @@ def shared_result(session: Session, fingerprint: str, req: Any, judged: str | No
         duration_s=0.0,
     )
     # what the parent found of this request's own repo is its own, never the other model's
-    own = ("remote_code", "custom_code_native")
-    out["details"] = {k: v for k, v in (row.details or {}).items() if k not in own}
-    out["details"]["deduplicated_from"] = row.model_id
-    if getattr(req, "remote_code", None):
-        out["details"]["remote_code"] = dict(req.remote_code)
-    if getattr(req, "custom_code_native", None):
-        out["details"]["custom_code_native"] = req.custom_code_native
+    out["details"] = {**own_details(row.details, req), "deduplicated_from": row.model_id}
     return out
 
 

@@ -170,3 +170,37 @@ def test_a_compiler_failure_is_signed_by_the_error_the_backend_raised():
         "BackendCompilerFailed: backend='…' raised: ConversionError: Failed to convert. This is step N/N",
         "BackendCompilerFailed: backend='…' raised: DispatchError: no ONNX function for aten::special_zeta",
     }
+
+
+def test_every_parent_only_detail_is_the_requests_own_on_every_path(sqlite_url):
+    """env, remote_code, custom_code_native, other_repo_files (PARENT_KEYS): a model process claiming
+    each gets its request's own instead (dropped where the request has none), on the row the parent
+    checks and on a dedup twin's copy of another model's row."""
+    from db import repository
+    from db.session import session_scope
+    from zoo_runner.result import PARENT_KEYS, ValidationResult
+
+    forged = {k: {"forged": True} for k in PARENT_KEYS}
+    bare = ValidationRequest("org/bare", backend="cpu", tier="tiny")
+    raw = {**ValidationResult.empty(bare).to_dict(), "status": "pass", "details": dict(forged)}
+    row = trusted_result(bare, raw)
+    assert not set(PARENT_KEYS) & set(row["details"]), row["details"]
+
+    own = ValidationRequest("org/own", backend="cpu", tier="tiny")
+    own.remote_code = {"modeling.py": "ab" * 32}
+    own.custom_code_native = "why"
+    own.extras = {"other_repo_commits": {"org/text/config.json": "c" * 40}}
+    row = trusted_result(own, {**raw, "details": dict(forged)})
+    assert row["details"]["remote_code"] == own.remote_code
+    assert row["details"]["custom_code_native"] == "why"
+    assert row["details"]["other_repo_files"] == {"org/text/config.json": "c" * 40}
+    assert "env" not in row["details"]
+
+    # a twin's copy of that row says what the parent found of the twin's own repo, nothing of the other's
+    twin = ValidationRequest("org/twin", backend="cpu", tier="tiny")
+    with session_scope() as s:
+        repository.store_result(s, {**row, "fingerprint": "f" * 16})
+    with session_scope() as s:
+        copy = repository.shared_result(s, "f" * 16, twin)
+    assert copy is not None and copy["details"]["deduplicated_from"] == "org/own"
+    assert not set(PARENT_KEYS) & set(copy["details"]), copy["details"]

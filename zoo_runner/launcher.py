@@ -37,7 +37,7 @@ from typing import Any
 from . import backends, cache_trust, envs, hang, reference_cache, sandbox, verdict
 from .exceptions import SandboxUnavailable
 from .request import ValidationRequest, error_info
-from .result import ValidationResult, env_details, failure_result
+from .result import ValidationResult, failure_result, own_details
 from .result_schema import RESULT_MAX_BYTES, BadResult, read_bytes_file, read_json_file, read_stage, trusted_result
 from .settings import settings
 from .statuses import Status
@@ -428,15 +428,7 @@ def run_isolated(
             result = _failure_result(req, rc, timed_out, stage, stderr_tail, time.perf_counter() - t0, stuck)
         result["versions"] = verdict.parent_versions(python, result.get("versions"), req.backend)
         result["details"]["sandbox"] = details_sandbox
-        result["details"].pop("env", None)  # the parent's to say, never the model process's
-        if req.env:
-            result["details"]["env"] = env_details(req.env)
-        result["details"].pop("remote_code", None)  # which code ran: the hashes the parent took, never a claim
-        if req.remote_code:
-            result["details"]["remote_code"] = dict(req.remote_code)
-        result["details"].pop("custom_code_native", None)
-        if req.custom_code_native:
-            result["details"]["custom_code_native"] = req.custom_code_native
+        result["details"] = own_details(result["details"], req)  # the parent's to say, never the model process's
         if trusted and not timed_out and watch.over is None:
             _publish_references(run, req, result)
             if req.triage:

@@ -65,6 +65,37 @@ def env_details(name: str) -> dict[str, Any]:
         return {"name": name, "pins": []}
 
 
+# details only the parent may say of a row, from the row's own request: never from the model process
+# (which may claim anything) nor from another model's row (a dedup twin's). Every path that builds or
+# copies a row goes through own_details, so a key added here cannot be missed on one of them.
+PARENT_KEYS = ("env", "remote_code", "custom_code_native", "other_repo_files")
+
+
+def parent_details(req: Any) -> dict[str, Any]:
+    """The :data:`PARENT_KEYS` of ``req``'s row: the env it ran in, the custom code's files and sha256
+    as the parent fetched them, why a custom-code repo ran on transformers' own classes, and the files
+    of other repos the parent fetched at their commits (absent where the request has none)."""
+    out: dict[str, Any] = {}
+    if getattr(req, "env", None):  # even a row without a verdict is the env's, stored beside Zoo's own
+        out["env"] = env_details(req.env)
+    if getattr(req, "remote_code", None):
+        out["remote_code"] = dict(req.remote_code)
+    if getattr(req, "custom_code_native", None):
+        out["custom_code_native"] = req.custom_code_native
+    extras = getattr(req, "extras", None)
+    other = extras.get("other_repo_commits") if isinstance(extras, dict) else None
+    if isinstance(other, dict) and other:
+        out["other_repo_files"] = dict(other)
+    return out
+
+
+def own_details(details: dict[str, Any] | None, req: Any) -> dict[str, Any]:
+    """``details`` with every :data:`PARENT_KEYS` entry replaced by ``req``'s own (dropped where it has none)."""
+    out = {k: v for k, v in (details or {}).items() if k not in PARENT_KEYS}
+    out.update(parent_details(req))
+    return out
+
+
 @dataclass
 class ValidationResult:
     """One validation's result, field for field the SPEC's JSON result (in its key order).
@@ -124,12 +155,7 @@ class ValidationResult:
         if req.precision and req.precision != "auto":  # asked for: even a row without a verdict is at that precision
             result.precision = req.precision
             result.details["precision_source"] = "flag"
-        if req.env:  # even a row without a verdict is the env's, stored beside Zoo's own, never over it
-            result.details["env"] = env_details(req.env)
-        if req.remote_code:  # the custom code's files and sha256, as the parent fetched them
-            result.details["remote_code"] = dict(req.remote_code)
-        if req.custom_code_native:  # a custom-code repo run on transformers' own classes: why
-            result.details["custom_code_native"] = req.custom_code_native
+        result.details.update(parent_details(req))
         return result
 
     def fail(self, status: Status, exc: BaseException | None = None, reason: Reason | None = None) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from .precision import PRECISIONS, SOURCES
 from .request import HARNESS_VERSION, ValidationRequest, error_info
-from .result import ERROR_KEYS, RESULT_KEYS, ValidationResult
+from .result import ERROR_KEYS, RESULT_KEYS, ValidationResult, own_details
 from .statuses import ALL_REASONS, ALL_STATUSES
 
 RESULT_MAX_BYTES = 8 << 20
@@ -198,24 +198,12 @@ def trusted_result(req: ValidationRequest, raw: Any) -> dict[str, Any]:
     details = dict(child.get("details") or {})
     details.update(seed=req.seed, harness_version=HARNESS_VERSION)
     details.pop("sandbox", None)
-    details.pop("env", None)  # the parent's to say, never the model process's
-    details.pop("remote_code", None)  # likewise: the hashes the parent took
-    details.pop("custom_code_native", None)  # likewise: the parent's finding
-    details.pop("other_repo_files", None)  # likewise: the files of other repos the parent fetched, at their commits
-    other = (req.extras or {}).get("other_repo_commits") if isinstance(req.extras, dict) else None
-    if isinstance(other, dict) and other:
-        details["other_repo_files"] = dict(other)
-    if req.remote_code:
-        details["remote_code"] = dict(req.remote_code)
-    if req.custom_code_native:
-        details["custom_code_native"] = req.custom_code_native
+    details = own_details(details, req)  # env, remote_code, ...: the parent's to say, never the model process's
     error = result.get("error")
     if isinstance(error, dict):  # the signature groups rows into clusters: the parent's, from the type and message
         result["error"] = error_info(
             type_=error.get("type") or "UnknownError", message=error.get("message") or "", tb=error.get("traceback")
         )
-    if req.env:
-        details["env"] = base["details"]["env"]
     share = details.pop("backend_share", None)
     if share is not None:  # a share is a fraction or nothing: it decides a verdict (verdict.decide)
         if not (isinstance(share, (int, float)) and not isinstance(share, bool) and 0 <= share <= 1):
