@@ -180,11 +180,11 @@ def test_every_parent_only_detail_is_the_requests_own_on_every_path(sqlite_url):
     from db.session import session_scope
     from zoo_runner.result import PARENT_KEYS, ValidationResult
 
-    forged = {k: {"forged": True} for k in PARENT_KEYS}
+    forged = {k: {"forged": True} for k in PARENT_KEYS} | {"deduplicated_from": "org/other"}
     bare = ValidationRequest("org/bare", backend="cpu", tier="tiny")
     raw = {**ValidationResult.empty(bare).to_dict(), "status": "pass", "details": dict(forged)}
     row = trusted_result(bare, raw)
-    assert not set(PARENT_KEYS) & set(row["details"]), row["details"]
+    assert not {*PARENT_KEYS, "deduplicated_from"} & set(row["details"]), row["details"]  # no copy either
 
     own = ValidationRequest("org/own", backend="cpu", tier="tiny")
     own.remote_code = {"modeling.py": "ab" * 32}

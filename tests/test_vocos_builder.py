@@ -56,6 +56,7 @@ def test_a_vocos_config_is_recognised_and_the_plan_shrinks_the_backbone_only(): 
         ("backbone", {"class_path": "vocos.models.VocosBackbone", "init_args": {"dim": 10**9}}, "size limit"),
         ("head", {"class_path": "vocos.heads.ISTFTHead", "init_args": "dim=3"}, "not a mapping"),
         ("head", {"class_path": "vocos.heads.ISTFTHead", "init_args": {"n_fft": float("inf")}}, "size limit"),
+        ("head", {"class_path": "vocos.heads.ISTFTHead", "init_args": {"n_fft": 10**400}}, "size limit"),
         ("head", {"class_path": "vocos.heads.ISTFTHead", "init_args": {"n_fft": -4}}, "negative"),
         ("backbone", {"class_path": "vocos.models.VocosBackbone", "init_args": {"input_channels": "abc"}}, "channels"),
     ],

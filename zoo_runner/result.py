@@ -89,9 +89,15 @@ def parent_details(req: Any) -> dict[str, Any]:
     return out
 
 
+# set only where the parent copies another model's row for a dedup twin (db.repository.shared_result):
+# a model process claiming it would have its own row counted as a copy and never used as a dedup source
+DEDUP_KEY = "deduplicated_from"
+
+
 def own_details(details: dict[str, Any] | None, req: Any) -> dict[str, Any]:
-    """``details`` with every :data:`PARENT_KEYS` entry replaced by ``req``'s own (dropped where it has none)."""
-    out = {k: v for k, v in (details or {}).items() if k not in PARENT_KEYS}
+    """``details`` with every :data:`PARENT_KEYS` entry replaced by ``req``'s own (dropped where it has
+    none), and no :data:`DEDUP_KEY` (the parent adds it to a copy afterwards)."""
+    out = {k: v for k, v in (details or {}).items() if k not in PARENT_KEYS and k != DEDUP_KEY}
     out.update(parent_details(req))
     return out
 

@@ -77,7 +77,7 @@ def graph_of(model_id: str, config: dict[str, Any], tier: str) -> dict[str, dict
             if not isinstance(key, str) or not (value is None or isinstance(value, (bool, int, float, str))):
                 raise _unsupported(model_id, f"gives {name} an argument Zoo does not pass ({key!r}: not a plain value)")
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if number and (not math.isfinite(value) or abs(value) > MAX_INT):
+            if number and (abs(value) > MAX_INT or not math.isfinite(value)):  # abs first: 10**400 is no float
                 raise _unsupported(model_id, f"gives {name}.{key} {value!r}, over Zoo's size limit of {MAX_INT:,}")
             if isinstance(value, int) and not isinstance(value, bool) and value < 0:
                 raise _unsupported(model_id, f"gives {name}.{key} {value}: no size or count is negative")
