@@ -73,7 +73,8 @@ def pg_server_url():
     need_service("PostgreSQL", "127.0.0.1", 5432)
     from sqlalchemy import create_engine, text
 
-    name = f"zoo_test_{uuid.uuid4().hex[:8]}"
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")  # one database per xdist worker, each its own name
+    name = f"zoo_test_{worker}_{uuid.uuid4().hex[:8]}"
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as c:
         c.execute(text(f'CREATE DATABASE "{name}"'))
@@ -131,10 +132,21 @@ def sqlite_url(tmp_path, monkeypatch):
     return url
 
 
+def redis_db_for_worker(worker: str) -> int:
+    """Redis database of a test session: 9 alone, 10 + N for pytest-xdist's worker gwN, so no two workers of a
+    run share one (each clears its own, and tests flush it) and none is 0, a developer's default."""
+    if not worker:
+        return 9
+    index = int(worker.removeprefix("gw"))
+    if index > 5:
+        pytest.fail(f"xdist worker {worker}: Redis has databases 10-15 for at most 6 workers")
+    return 10 + index
+
+
 @pytest.fixture(scope="session")
 def redis_url():
     need_service("Redis", REDIS_HOST, REDIS_PORT)
-    db = 9 + (os.getpid() % 6)
+    db = redis_db_for_worker(os.environ.get("PYTEST_XDIST_WORKER", ""))
     url = f"redis://{REDIS_HOST}:{REDIS_PORT}/{db}"
     import redis
 

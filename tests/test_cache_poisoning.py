@@ -44,6 +44,8 @@ def _validate(model: str, backend: str, env: dict[str, str], cwd: Path) -> dict:
 
 @needs_root
 def test_a_hostile_model_changes_no_other_verdict(tmp_path):
+    """Over 60 s in CI (two workers on two cores): five sandboxed validations in turn, two through inductor, each a
+    CLI process; the attack and the victim must share real caches."""
     refs, compiled, db = tmp_path / "refs", tmp_path / "compiled", tmp_path / "zoo.db"
     shm_name = f"/zoo-victim-{uuid.uuid4().hex[:8]}"
     shm = Path("/dev/shm") / shm_name.lstrip("/")

@@ -13,6 +13,8 @@ from zoo_runner.request import ValidationRequest
 
 
 def test_the_second_compile_of_a_model_hits_the_cache(tmp_path, monkeypatch):
+    """Over 60 s in CI (two workers on two cores): three inductor compiles of BertModel in model processes (miss,
+    hit, miss), the first with no shared headers built yet."""
     monkeypatch.setenv("ZOO_COMPILE_CACHE", str(tmp_path / "compile"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # Zoo's shared inductor headers: none yet
     # `zoo run` gives each of its two model processes one thread, `zoo validate` every core: a thread

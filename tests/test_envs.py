@@ -260,6 +260,8 @@ def env_home(tmp_path_factory):
 
 
 def test_a_model_runs_in_an_env_and_its_row_says_so(env_home, zoo):
+    """Over 60 s in CI (two workers on two cores): two OpenVINO compiles of BertModel, one in the env's interpreter
+    and one in Zoo's own, each a CLI process that imports torch and transformers."""
     pytest.importorskip("openvino")
     listed = zoo(["env", "list", "--json"], ZOO_ENV_HOME=env_home)
     assert [e["name"] for e in json.loads(listed.stdout)] == ["ov-old"]
@@ -349,7 +351,11 @@ def test_a_worker_started_for_an_env_takes_only_that_envs_tasks(env_home, pg_ser
 
 def test_bisect_names_the_first_bad_version_and_the_page_and_issue_show_it(env_home, zoo, tmp_path, monkeypatch):
     """Two adjacent OpenVINO releases straddle BertModel's guard failure (found by
-    `zoo bisect ... --good 2025.0.0 --bad 2026.4.1`, benchmarks/versions_latest.txt)."""
+    `zoo bisect ... --good 2025.0.0 --bad 2026.4.1`, benchmarks/versions_latest.txt).
+
+    Over 60 s in CI (two workers on two cores): a bisect builds an env per OpenVINO release it tries (two here) and
+    validates BertModel through OpenVINO in each, then triages.
+    """
     pytest.importorskip("openvino")
     argv = ["bisect", "arch:BertModel", "--backend", "cpu+openvino", "--package", "openvino"]
     out = zoo([*argv, "--good", "2026.0.0", "--bad", "2026.1.0", "--json"], ZOO_ENV_HOME=env_home, timeout=900)
@@ -387,7 +393,11 @@ def test_openvino_that_hands_every_graph_to_inductor_is_not_a_pass(env_home, zoo
     """OpenVINO 2026.4.1 over torch 2.9.0 fails inside every graph and silently compiles it with
     inductor: outputs match, yet the backend ran nothing. Zoo says so: compile_error,
     backend_fell_back, backend_share 0. (A torch 2.9.0 build from the registry: the largest env
-    the tests build, once per session.)"""
+    the tests build, once per session.)
+
+    Over 60 s in CI (two workers on two cores): it installs torch 2.9.0's CUDA build (about 4 GB, from uv's cache)
+    into an env and imports it in a model process; no smaller torch shows the fall-back.
+    """
     pytest.importorskip("openvino")
     made = zoo(["env", "create", "t29", "torch==2.9.0", "openvino==2026.4.1"], ZOO_ENV_HOME=env_home, timeout=1800)
     assert made.returncode == 0, made.stderr[-2000:]

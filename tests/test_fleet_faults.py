@@ -160,6 +160,8 @@ def latest_run(fleet: Fleet) -> int | None:
 
 
 def test_kill9_mid_run_then_a_new_worker_every_model_gets_exactly_one_result(fleet):
+    """Over 60 s in CI (two workers on two cores): a run of 12 models on real worker processes, one killed mid-task;
+    its task comes back only after the broker's visibility timeout."""
     a = fleet.worker("wA")
     run = fleet.start("run", "run", "--top", "12", "--backend", "cpu", "--timeout", "60")
     logs = [a.log_path, run.log_path]

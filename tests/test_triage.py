@@ -62,6 +62,8 @@ def _check_repro(summary: dict, out: Path, fixed_env: dict[str, str]) -> str:
 
 
 def test_a_backend_computing_one_op_wrong_is_blamed_with_a_tiny_repro(tmp_path):
+    """Over 60 s in CI (two workers on two cores): the triage ladder's three rungs and the minifier's cuts, each a
+    model process, then the repro run twice in fresh interpreters."""
     summary, out, db = _triage("cpu+zoo_test_offop", tmp_path)
     assert summary["status"] == "mismatch"
     printed = _check_repro(summary, out, {"ZOO_TEST_OFFOP_FIXED": "1"})
@@ -75,7 +77,11 @@ def test_a_backend_computing_one_op_wrong_is_blamed_with_a_tiny_repro(tmp_path):
 
 def test_a_backend_refusing_one_op_is_blamed_with_the_rows_signature(tmp_path, monkeypatch):
     """Through the cluster path: a stored compile_error row, `zoo triage --clusters 1`, then the
-    failures API and the report link the cluster's repro.py and issue.md, served by the API."""
+    failures API and the report link the cluster's repro.py and issue.md, served by the API.
+
+    Over 60 s in CI (two workers on two cores): a validation, then the whole triage ladder and the minifier, each
+    rung a model process, then the repro in a fresh interpreter.
+    """
     db, root = tmp_path / "zoo.db", tmp_path / "triage"
     env = child_env(ZOO_PLUGINS=PLUGIN, ZOO_DATABASE_URL=f"sqlite:///{db}", ZOO_TRIAGE_DIR=str(root))
     backend = "cpu+zoo_test_raiseop"
@@ -434,7 +440,11 @@ def test_openvinos_guard_failure_gets_a_torch_level_repro_that_fails_alone(tmp_p
     graph OpenVINO compiled at the recompile for the second input shape; no graph raises, and lowered
     to ATen it no longer fails. Zoo keeps it at torch level, calls it twice (narrowed, then as it was)
     and cuts it to its shortest failing prefix; the repro needs only torch and openvino, exits 1 on
-    its own, and 0 with the backend swapped for dynamo's eager one."""
+    its own, and 0 with the backend swapped for dynamo's eager one.
+
+    Over 60 s in CI (two workers on two cores): triage compiles BertModel through the real OpenVINO at each rung and
+    each cut of the graph, then runs the repro twice in fresh interpreters.
+    """
     pytest.importorskip("openvino")
     out, db = tmp_path / "D", tmp_path / "zoo.db"
     env = child_env(ZOO_DATABASE_URL=f"sqlite:///{db}")
@@ -589,7 +599,11 @@ def test_a_repro_is_refused_without_a_signature_or_for_a_mismatch_at_torch_level
 @pytest.mark.services
 def test_clusters_are_triaged_through_celery_on_a_worker(tmp_path, pg_server_url, redis_url):
     """With a broker, `zoo triage --clusters 1` sends one task to the backend's queue; a real worker
-    process triages there, writes under its own ZOO_TRIAGE_DIR, and the result comes back."""
+    process triages there, writes under its own ZOO_TRIAGE_DIR, and the result comes back.
+
+    Over 60 s in CI (two workers on two cores): a Celery worker process starts (it imports torch and transformers),
+    then triages a cluster through the whole ladder there.
+    """
     from tests.conftest import _reset_pg
     from tests.test_workers import start_worker, stop
 

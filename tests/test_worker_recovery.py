@@ -163,6 +163,8 @@ def default_fleet(pg_server_url, redis_url, tmp_path):
 
 
 def test_kill9_with_default_settings_the_run_ends_with_12_rows_within_5_minutes(default_fleet):
+    """Over 60 s in CI (two workers on two cores): default settings, nothing shortened: the killed worker's task is
+    redelivered on the broker's own schedule, and 12 models run."""
     fleet = default_fleet
     a = fleet.worker("wA")
     run = fleet.start("run", "run", "--top", "12", "--backend", "cpu")
