@@ -179,3 +179,31 @@ def test_model_process_dies_with_its_requester(tmp_path):
         time.sleep(0.5)
     os.kill(model_pid, signal.SIGKILL)
     raise AssertionError("the model process outlived its requester")
+
+
+def _exit_with_whether_the_compiler_is_loaded():  # a forked model process's target, imported by reference
+    import sys
+
+    os._exit(3 if "torch._inductor.compile_fx" in sys.modules else 4)
+
+
+def test_a_forkserver_for_an_eager_backend_skips_the_compiler_stack_and_one_for_a_compiler_preloads_it():
+    """An eager model process never imports inductor's compile_fx (a second of a core): a forkserver started
+    for one does not preload it; one started for a compiling backend does, so its model processes start warm."""
+    from tests.conftest import fresh_python
+
+    out = fresh_python(
+        "from multiprocessing import forkserver\n"
+        "from zoo_runner import launcher\n"
+        "from tests.test_isolation import _exit_with_whether_the_compiler_is_loaded as probe\n"
+        "print(launcher._compiles('cpu'), launcher._compiles('cpu+inductor'), launcher._compiles('cpu@x!'))\n"
+        "for compiles in (False, True):\n"
+        "    launcher._FORK_CTX = None\n"
+        "    if getattr(forkserver._forkserver, '_forkserver_pid', None):\n"
+        "        forkserver._forkserver._stop()\n"
+        "    p = launcher._forkserver_context(compiles).Process(target=probe)\n"
+        "    p.start(); p.join(120)\n"
+        "    print(compiles, p.exitcode)\n",
+        timeout=180,
+    )
+    assert out.split("\n")[:3] == ["False True True", "False 4", "True 3"], out

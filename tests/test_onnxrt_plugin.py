@@ -208,7 +208,11 @@ def test_as_strided_on_a_view_is_wrong_in_torch_onnx():
 def test_longformer_is_a_mismatch_not_a_compile_error():
     """allenai/longformer-base-4096 was a compile_error on this backend in the top-100 run (its graphs
     return ints beside tensors). With those carried, what is left is torch.onnx's ``as_strided``
-    (above) in Longformer's sliding-window chunks: a mismatch, the backend's."""
+    (above) in Longformer's sliding-window chunks: a mismatch, the backend's.
+
+    Over 60 s in CI (two workers on two cores): torch.onnx exports Longformer's graphs and ONNX Runtime
+    builds a session for each, at two input shapes.
+    """
     from zoo_runner.engine import validate_here
 
     _need_extra()

@@ -8,7 +8,7 @@ import os
 import pytest
 import tomllib
 
-from tests.conftest import ROOT, redis_db_for_worker
+from tests.conftest import HEAVY_FIRST, ROOT, redis_db_for_worker
 
 
 def test_each_xdist_worker_gets_its_own_redis_database():
@@ -31,3 +31,18 @@ def test_the_readme_command_runs_on_two_workers_and_prints_the_slowest_tests():
     ci = (ROOT / ".ci" / "run").read_text()
     assert ".venv/bin/python -m pytest\n" in ci  # the README's command, options from pyproject.toml
     assert "bash scripts/setup.sh dev && .venv/bin/python -m pytest" in (ROOT / "README.md").read_text()
+
+
+def test_the_heaviest_files_are_handed_out_first(pytestconfig):
+    """Every file HEAVY_FIRST names exists (a renamed one would silently go last again), and the session's
+    items start with them, in that order."""
+    assert all((ROOT / "tests" / name).is_file() for name in HEAVY_FIRST)
+    from tests.conftest import pytest_collection_modifyitems
+
+    class Item:
+        def __init__(self, name):
+            self.path = ROOT / "tests" / name
+
+    items = [Item(n) for n in ("test_api.py", "test_cli.py", "test_api.py", "test_envs.py")]
+    pytest_collection_modifyitems(pytestconfig, items)
+    assert [i.path.name for i in items] == ["test_envs.py", "test_cli.py", "test_api.py", "test_api.py"]

@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 # Stages before the backend runs: dying there is the reference's failure, not the backend's.
 REFERENCE_STAGES = ("start", "build", "reference")
 PRELOAD = ["zoo_runner.preload"]
+# torch.compile's compiler stack, preloaded too unless the forkserver is started for an eager backend only (a
+# second of a core that an eager model process never uses; a compiled one started from such a forkserver imports it)
+COMPILER_PRELOAD = "zoo_runner.preload_compiler"
 STDERR_TAIL = 6000
 HANG_TAIL = 1 << 17  # how much of stderr is searched for the stacks a hung process dumped
 STAGE_POLL_S = 0.5  # how often the parent reads the model process's stage for ``on_stage``
@@ -82,8 +85,10 @@ _FORK_CTX: Any = None
 _FORK_ENV: dict[str, str] | None = None
 
 
-def _forkserver_context():
-    """A forkserver started with the cleaned environment; restarted if that environment changed."""
+def _forkserver_context(compiles: bool = True):
+    """A forkserver started with the cleaned environment; restarted if that environment changed. One
+    started for a compiling backend (``compiles``) preloads the compiler stack as well; a running one is
+    kept either way."""
     global _FORK_CTX, _FORK_ENV
     from multiprocessing import forkserver
 
@@ -95,7 +100,7 @@ def _forkserver_context():
         if _FORK_CTX is not None or getattr(server, "_forkserver_pid", None):
             server._stop()
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(PRELOAD)
+        ctx.set_forkserver_preload(PRELOAD + ([COMPILER_PRELOAD] if compiles else []))
         saved = dict(os.environ)
         os.environ.clear()
         os.environ.update(env)
@@ -106,6 +111,15 @@ def _forkserver_context():
             os.environ.update(saved)
         _FORK_CTX, _FORK_ENV = ctx, env
         return ctx
+
+
+def _compiles(backend: str) -> bool:
+    """Whether a model process for ``backend`` runs torch.compile (a spec naming a compiler; anything that is
+    not a plain spec counts as compiling, so the forkserver keeps its whole preload)."""
+    try:
+        return backends.BackendSpec.parse(str(backend)).compiler is not None
+    except backends.UnknownBackend:
+        return True
 
 
 def start_forkserver() -> bool:
@@ -257,9 +271,9 @@ def _polls(*fns: Poll | None) -> Poll:
 
 
 def _run_forked(
-    run: sandbox.Run, timeout_s: float, poll: Poll | None = None, watch: DiskWatch | None = None
+    run: sandbox.Run, timeout_s: float, poll: Poll | None = None, watch: DiskWatch | None = None, compiles: bool = True
 ) -> tuple[int, bool]:
-    ctx = _forkserver_context()
+    ctx = _forkserver_context(compiles)
     args = (str(run.request), str(run.result), str(run.stage), str(run.stderr), str(run.plan_path), os.getpid())
     proc = ctx.Process(target=_forked_child, args=args, daemon=False)
     proc.start()
@@ -369,7 +383,7 @@ def run_isolated(
         poll = _stage_poll(run, on_stage)
         watch = DiskWatch(run)
         if python is None and launcher_kind() == "forkserver" and backends.fork_safe(req.backend):
-            rc, timed_out = _run_forked(run, req.timeout_s, poll, watch)
+            rc, timed_out = _run_forked(run, req.timeout_s, poll, watch, compiles=_compiles(req.backend))
         else:
             rc, timed_out = _run_spawned(run, mem, req.timeout_s, python, poll, watch)
         if poll:  # the last stage it reached, even one shorter than a poll interval
