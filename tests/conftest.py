@@ -26,17 +26,20 @@ REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 REQUIRE_SERVICES = os.environ.get("ZOO_REQUIRE_SERVICES") == "1"
 
 
-# The test files that take longest, longest first (per-file sums of `pytest --durations=0` on two workers, 2-core
-# VM, 2026-12-07). pytest-xdist's loadfile hands files out in collection order, so these go first: a heavy file
-# picked up last would leave the other worker idle at the end of the run.
+# The test files that take longest, first (per-file sums of `pytest --durations=0` on two workers, 2-core VM,
+# 2026-12-07). pytest-xdist's loadfile hands files out in collection order, so these go first: a heavy file picked
+# up last leaves the other worker idle at the end of the run. The three that mostly wait (a link down for two
+# minutes, workers killed and their tasks redelivered on the broker's schedule) alternate with the ones that
+# keep a core busy, so their waits overlap the other worker's work instead of ending the run on an idle machine.
 HEAVY_FIRST = (
     "test_envs.py",
+    "test_worker_recovery.py",
     "test_triage.py",
-    "test_long_tail_inputs.py",
-    "test_precision.py",
-    "test_fleet_faults.py",
-    "test_engine.py",
     "test_broker_loss.py",
+    "test_long_tail_inputs.py",
+    "test_fleet_faults.py",
+    "test_precision.py",
+    "test_engine.py",
     "test_remote_code.py",
     "test_fault_injection.py",
     "test_cache_poisoning.py",
@@ -46,7 +49,6 @@ HEAVY_FIRST = (
     "test_sandbox.py",
     "test_cli.py",
     "test_onnxrt_plugin.py",
-    "test_worker_recovery.py",
     "test_backends_benchmark.py",
     "test_fake_neuron.py",
     "test_compile_cache.py",
