@@ -28,6 +28,7 @@ def test_this_session_uses_its_workers_databases(redis_url, pg_server_url):
 def test_the_readme_command_runs_on_two_workers_and_prints_the_slowest_tests():
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"].split()
     assert "-n" in addopts and addopts[addopts.index("-n") + 1] == "2" and "--durations=30" in addopts
+    assert "--no-loadscope-reorder" in addopts  # else xdist hands out files by test count, not HEAVY_FIRST's order
     ci = (ROOT / ".ci" / "run").read_text()
     assert ".venv/bin/python -m pytest\n" in ci  # the README's command, options from pyproject.toml
     assert "bash scripts/setup.sh dev && .venv/bin/python -m pytest" in (ROOT / "README.md").read_text()
