@@ -27,10 +27,11 @@ REQUIRE_SERVICES = os.environ.get("ZOO_REQUIRE_SERVICES") == "1"
 
 
 # The test files that take longest, first (per-file sums of `pytest --durations=0` on two workers, 2-core VM,
-# 2026-12-07). pytest-xdist's loadfile hands files out in collection order (with --no-loadscope-reorder, in addopts),
-# so these go first: a heavy file picked up last leaves the other worker idle at the end of the run. The three that mostly wait (a link down for two
-# minutes, workers killed and their tasks redelivered on the broker's schedule) alternate with the ones that
-# keep a core busy, so their waits overlap the other worker's work instead of ending the run on an idle machine.
+# 2026-12-07). pytest-xdist's loadfile hands files out in collection order (with --no-loadscope-reorder, in
+# addopts), so these go first: a heavy file picked up last leaves the other worker idle at the end of the run.
+# The three that mostly wait (a link down for two minutes, workers killed and their tasks redelivered on the
+# broker's schedule) alternate with the ones that keep a core busy, so their waits overlap the other worker's
+# work instead of ending the run on an idle machine.
 HEAVY_FIRST = (
     "test_envs.py",
     "test_worker_recovery.py",
