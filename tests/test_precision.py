@@ -15,11 +15,12 @@ import pytest
 import torch
 
 from tests.conftest import ROOT
-from zoo_runner.backends import BackendSpec, declared_precision, neuron_precision
+from zoo_runner.backends import BackendSpec, declared_precision
 from zoo_runner.compare import compare
 from zoo_runner.engine import validate_here
 from zoo_runner.exceptions import UnknownBackend
 from zoo_runner.launcher import run_isolated
+from zoo_runner.plugins.neuron import neuron_precision
 from zoo_runner.precision import computing_at, resolve, round_to_tf32
 from zoo_runner.request import ValidationRequest
 
@@ -203,14 +204,18 @@ def test_the_precision_reference_is_cached_under_its_own_key(tmp_path):
 @pytest.mark.parametrize(
     "flags, expected",
     [
-        ("", "bf16"),
+        ("", "fp32"),  # --auto-cast defaults to none since Neuron 2.27 (AWS release-notes/components/compiler)
+        ("-O1", "fp32"),
         ("--auto-cast=none", "fp32"),
         ("--auto-cast none -O1", "fp32"),
+        ("--auto-cast=matmult", "bf16"),  # --auto-cast-type defaults to bf16
+        ("--auto-cast matmult --auto-cast-type tf32", "tf32"),
         ("--auto-cast=matmult --auto-cast-type=fp16", "fp16"),
         ("--auto-cast=all", "bf16"),
+        ("--auto-cast=matmult --auto-cast=none", "fp32"),  # the last one given counts
     ],
 )
-def test_neuron_declares_bf16_unless_auto_cast_is_off(monkeypatch, flags, expected):
+def test_neuron_declares_fp32_unless_auto_cast_asks_for_a_cast(monkeypatch, flags, expected):
     monkeypatch.setenv("NEURON_CC_FLAGS", flags)
     assert neuron_precision(BackendSpec("neuron", "neuron")) == expected
     assert declared_precision(BackendSpec("neuron")) == expected

@@ -40,7 +40,7 @@ def resolve_backend(spec: str) -> str:
     check_names(spec)
     load_plugins()
     parsed = BackendSpec.parse(spec)
-    check_backend(parsed)
+    check_backend(parsed, parent=True)
     return str(parsed)
 
 

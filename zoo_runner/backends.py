@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import logging
-import os
 import re
 import sys
 from collections.abc import Callable
@@ -90,6 +89,21 @@ class DevicePlugin:
     fresh (spawned), never forked from the warm forkserver.
     ``backend`` and ``extra`` are the plugin's own: Zoo reads neither.
 
+    What the parent sets up for the device's model processes (:mod:`zoo_runner.sandbox`,
+    :mod:`zoo_runner.device_claims`; :mod:`zoo_runner.plugins.neuron` uses them all):
+    ``env_prefixes``: variables only this device's model processes receive (any other model process gets
+    none of them); ``model_env``: variables set for them whatever the parent's environment says;
+    ``cache_dirs``: {variable: directory} in the writer's namespace of the compile cache, ``run_dirs``: in
+    the run's own scratch, both made writable for the model process (the parent's own values never pass);
+    ``device_nodes``: a glob of the device nodes: its model processes get their group as their only
+    supplementary group, every other model process sees ``/dev/null`` in their place; ``cores_var`` and
+    ``core_sets``: the variable naming the cores a process may use and the host's core sets, one claimed
+    host-wide per model process; ``parent_check``: (available, why) asked in the parent instead of
+    ``is_available()`` (which would start the device's runtime there); ``custom_code_refusal``: why custom
+    code does not run on this device (None: it may); ``setup_details``: what the parent set up, for the
+    row's ``details.device_setup``; ``cold_compile_s``: seconds added to a compiled model's timeout while
+    its compile cache is cold.
+
     Register one with :func:`register_device`, from a module Zoo imports: one named in
     ``ZOO_PLUGINS``, or one listed in :data:`BUILTIN_DEVICES` (:mod:`zoo_runner.plugins.xla`).
     """
@@ -104,6 +118,17 @@ class DevicePlugin:
     install_hint: str | None = None
     device_module: Callable[[], object] | None = None
     fork_safe: bool = True
+    env_prefixes: tuple[str, ...] = ()
+    model_env: dict[str, str] = field(default_factory=dict)
+    cache_dirs: dict[str, str] = field(default_factory=dict)
+    run_dirs: dict[str, str] = field(default_factory=dict)
+    device_nodes: str | None = None
+    cores_var: str | None = None
+    core_sets: Callable[[], list[str]] | None = None
+    parent_check: Callable[[], tuple[bool, str]] | None = None
+    custom_code_refusal: Callable[[], str | None] | None = None
+    setup_details: Callable[[BackendSpec], dict] | None = None
+    cold_compile_s: Callable[[], float] | None = None
 
 
 @dataclass
@@ -119,7 +144,8 @@ class CompilerPlugin:
     never what Zoo judges it against (``--precision`` does that). ``fallback_tracker`` is as for a
     :class:`DevicePlugin`: what the compiler handed back to PyTorch instead of compiling.
     ``backend`` is a dynamo backend the plugin ships itself, registered under ``name`` when a spec
-    is checked unless dynamo already has one of that name.
+    is checked unless dynamo already has one of that name. ``dynamic`` is passed to ``torch.compile``
+    (None: torch's default; False for a compiler that rejects dynamic shapes, TorchNeuron's).
 
     Register one with :func:`register_compiler`, from a module listed in :data:`BUILTIN_COMPILERS`
     (:mod:`zoo_runner.plugins.onnxrt`, :mod:`zoo_runner.plugins.openvino`) or named in
@@ -134,6 +160,7 @@ class CompilerPlugin:
     compile_options: Callable[[BackendSpec], dict | None] | None = None
     fallback_tracker: Callable[[], FallbackTracker] | None = None
     backend: Callable[..., Callable] | None = None
+    dynamic: bool | None = None
 
 
 def cache_verdict(hits: int, misses: int) -> str | None:
@@ -173,24 +200,6 @@ class FallbackTracker:
         return None
 
 
-class NeuronFallbackTracker(FallbackTracker):
-    """TorchNeuron's documented op tracking: ``clear_op_tracking()`` then ``get_fallback_ops()``."""
-
-    def __init__(self) -> None:
-        self._mod = importlib.import_module("torch_neuronx")
-
-    def clear(self) -> None:
-        self._mod.clear_op_tracking()
-
-    def collect(self) -> list[str]:
-        ops = self._mod.get_fallback_ops() or []
-        names = []
-        for op in ops:
-            name = op if isinstance(op, str) else getattr(op, "name", None) or str(op)
-            names.append(str(name))
-        return sorted(set(names))
-
-
 DEVICE_PLUGINS: dict[str, DevicePlugin] = {}
 COMPILER_PLUGINS: dict[str, CompilerPlugin] = {}
 
@@ -201,8 +210,9 @@ BUILTIN_COMPILERS = {
     "openvino": "zoo_runner.plugins.openvino",
     "onnxrt": "zoo_runner.plugins.onnxrt",
     "openxla": "zoo_runner.plugins.xla",
+    "neuron": "zoo_runner.plugins.neuron",
 }
-BUILTIN_DEVICES = {"xla": "zoo_runner.plugins.xla"}
+BUILTIN_DEVICES = {"xla": "zoo_runner.plugins.xla", "neuron": "zoo_runner.plugins.neuron"}
 # Compile backends that hand what they cannot convert to inductor: OpenVINO's compiles such a graph
 # (or partition) with ``compile_fx``. Their model processes compile C++ with inductor too, so they get
 # Zoo's shared inductor headers and ISA probes, as ``+inductor`` does (zoo_runner.shared_headers).
@@ -245,17 +255,6 @@ def compile_options(spec: BackendSpec) -> dict | None:
     return plugin.compile_options(spec) if plugin and plugin.compile_options else None
 
 
-def neuron_precision(spec: BackendSpec) -> str:
-    """The Neuron compiler casts fp32 matmuls to bf16 unless ``NEURON_CC_FLAGS`` says
-    ``--auto-cast=none``; ``--auto-cast-type`` picks the cast's type (bf16 by default)."""
-    flags = os.environ.get("NEURON_CC_FLAGS", "").replace("=", " ").split()
-    value = {flag: flags[i + 1] for i, flag in enumerate(flags[:-1]) if flag.startswith("--")}
-    if value.get("--auto-cast", "matmult").lower() == "none":
-        return "fp32"
-    cast_type = value.get("--auto-cast-type", "bf16").lower()
-    return cast_type if cast_type in ("bf16", "fp16", "tf32") else "bf16"
-
-
 def cuda_precision(spec: BackendSpec) -> str:
     """TF32 wherever torch lets CUDA use it: matmuls (``allow_tf32``, or a float32 matmul precision
     other than "highest") or cuDNN convolutions (``cudnn.allow_tf32``, on by default)."""
@@ -265,15 +264,6 @@ def cuda_precision(spec: BackendSpec) -> str:
     return "tf32" if matmul or torch.backends.cudnn.allow_tf32 else "fp32"
 
 
-register_device(
-    DevicePlugin(
-        "neuron",
-        package="torch_neuronx",
-        package_dist="torch-neuronx",
-        fallback_tracker=NeuronFallbackTracker,
-        precision=neuron_precision,
-    )
-)
 # Measured on an H200 machine: every model process forked from the forkserver failed "Cannot re-initialize
 # CUDA in forked subprocess" (torch marks a process poisoned for fork once anything asks CUDA for devices).
 register_device(DevicePlugin("cuda", precision=cuda_precision, fork_safe=False))
@@ -313,6 +303,13 @@ def fork_safe(backend: str) -> bool:
     if plugin is not None:
         return plugin.fork_safe
     return device == "cpu"
+
+
+def device_env_prefixes() -> dict[str, tuple[str, ...]]:
+    """{device: the variable prefixes only its model processes receive}. Zoo's neuron plugin is loaded for
+    it (importing it changes nothing; the xla plugin's import sets PJRT_DEVICE, so it is not loaded here)."""
+    device_plugin("neuron")
+    return {d: p.env_prefixes for d, p in DEVICE_PLUGINS.items() if p.env_prefixes}
 
 
 def load_plugins(names: str | None = None) -> list[str]:
@@ -527,12 +524,21 @@ def resolve_auto() -> BackendSpec:
     return BackendSpec("cpu", "inductor")
 
 
-def check_backend(spec: BackendSpec) -> None:
-    """Raise a one-line error unless ``spec`` can run on this machine."""
-    if device_plugin(spec.device) is None and not _torch_knows_device(spec.device):
+def check_backend(spec: BackendSpec, parent: bool = False) -> None:
+    """Raise a one-line error unless ``spec`` can run on this machine. ``parent``: asked by a process
+    that only starts model processes, where a device whose plugin has a ``parent_check`` is asked that
+    instead (its runtime must not start there: the Neuron runtime would take every NeuronCore); its
+    compiler is then the model process's to check."""
+    plugin = device_plugin(spec.device)
+    if plugin is None and not _torch_knows_device(spec.device):
         raise UnknownBackend(
             f"unknown device {spec.device!r} in backend {spec}: not a torch device type and no plugin registers it"
         )
+    if parent and plugin is not None and plugin.parent_check is not None:
+        ok, why = plugin.parent_check()
+        if not ok:
+            raise BackendUnavailable(why)
+        return
     ok, why = device_available(spec.device)
     if not ok:
         raise BackendUnavailable(why)

@@ -575,7 +575,11 @@ def _run_target(
                 result.details["inductor_isa_probes_copied"] = _shared_isa_probes()
                 _thread_independent_kernels()
                 _compile_threads()
-            runner = torch.compile(target, backend=spec.compiler, options=backends.compile_options(spec))
+            cplugin = backends.compiler_plugin(spec.compiler)
+            dynamic = cplugin.dynamic if cplugin is not None else None  # TorchNeuron rejects dynamic=True
+            runner = torch.compile(
+                target, backend=spec.compiler, options=backends.compile_options(spec), dynamic=dynamic
+            )
         if tracker:
             tracker.clear()
         with torch.no_grad():
@@ -586,6 +590,8 @@ def _run_target(
                 try:
                     torch.manual_seed(req.seed + i)  # a model that draws random numbers draws the reference's
                     out = runner(**xt)
+                    if sync:  # a device's asynchronous error surfaces here: it is this input's
+                        sync()
                 except Exception as exc:
                     # Which input failed: a failure on a later input shape only (the first compiled and
                     # ran) is how a backend without dynamic shapes shows, TorchNeuron's first release among them.
@@ -593,8 +599,6 @@ def _run_target(
                     if not (spec.compiler and _is_compile_error(exc)):
                         phase = "runtime"
                     raise
-                if sync:
-                    sync()
                 if spec.compiler and i == 0:
                     metrics["compile_s"] = round(time.perf_counter() - t0, 3)
                 phase = "runtime"

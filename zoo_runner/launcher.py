@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import backends, cache_trust, envs, hang, reference_cache, sandbox, verdict
+from . import backends, cache_trust, device_claims, envs, hang, reference_cache, sandbox, verdict
 from .exceptions import SandboxUnavailable
 from .request import ValidationRequest, error_info
 from .result import ValidationResult, failure_result, own_details
@@ -378,14 +378,21 @@ def run_isolated(
         python = envs.python_for(req.env)
     mem = int(req.memory_gb * (1 << 30))
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    with tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp:
+    with (
+        device_claims.for_request(
+            req, on_wait=on_stage and (lambda _why: on_stage("waiting for device cores"))
+        ) as setup,
+        tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp,
+    ):
+        req.device_setup = setup or None  # the cores this model process may use: claimed host-wide until it ends
         run, _ = sandbox.prepare_run(req, tmp, mem, python)
+        timeout_s = req.timeout_s + run.setup.get("cold_compile_s", 0)
         poll = _stage_poll(run, on_stage)
         watch = DiskWatch(run)
         if python is None and launcher_kind() == "forkserver" and backends.fork_safe(req.backend):
-            rc, timed_out = _run_forked(run, req.timeout_s, poll, watch, compiles=_compiles(req.backend))
+            rc, timed_out = _run_forked(run, timeout_s, poll, watch, compiles=_compiles(req.backend))
         else:
-            rc, timed_out = _run_spawned(run, mem, req.timeout_s, python, poll, watch)
+            rc, timed_out = _run_spawned(run, mem, timeout_s, python, poll, watch)
         if poll:  # the last stage it reached, even one shorter than a poll interval
             poll()
         report = sandbox.read_report(run)
@@ -439,7 +446,16 @@ def run_isolated(
             result = _bad_result(req, problem, stage, stderr_tail, time.perf_counter() - t0)
         else:
             stuck = hang.stuck(_tail(run.stderr, HANG_TAIL)) if timed_out else None
-            result = _failure_result(req, rc, timed_out, stage, stderr_tail, time.perf_counter() - t0, stuck)
+            result = _failure_result(
+                req,
+                rc,
+                timed_out,
+                stage,
+                stderr_tail,
+                time.perf_counter() - t0,
+                stuck,
+                run.setup.get("cold_compile_s", 0),
+            )
         result["versions"] = verdict.parent_versions(python, result.get("versions"), req.backend)
         result["details"]["sandbox"] = details_sandbox
         result["details"] = own_details(result["details"], req)  # the parent's to say, never the model process's
@@ -559,6 +575,7 @@ def _failure_result(
     stderr_tail: str,
     elapsed: float,
     stuck: hang.Stuck | None = None,
+    cold_compile_s: float = 0,
 ) -> dict[str, Any]:
     details: dict[str, Any] = {"stage": stage}
     if timed_out:
@@ -566,11 +583,15 @@ def _failure_result(
         if stuck is not None:  # the call that never returned, from the stacks it dumped at the deadline
             details["stuck_in"] = stuck.frame
             where = f", stuck in {stuck.frame}"
+        budget = f"{req.timeout_s:g}s"
+        if cold_compile_s:  # never a plain timeout: the compile cache was cold, and the budget said so
+            details["cold_compile"] = True
+            budget += f" plus {cold_compile_s:g}s for a first compile into a cold compile cache"
         status, err = (
             Status.TIMEOUT,
             error_info(
                 type_="Timeout",
-                message=f"exceeded the time budget of {req.timeout_s:g}s during {stage}{where}",
+                message=f"exceeded the time budget of {budget} during {stage}{where}",
                 tb=stuck.stack[:STDERR_TAIL] if stuck is not None else stderr_tail,
             ),
         )

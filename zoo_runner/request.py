@@ -50,6 +50,8 @@ class ValidationRequest:
     # a custom-code repo validated on transformers' own classes instead (its code never fetched): why
     custom_code_native: str | None = None
     threads: int | None = None  # torch's CPU threads in the model process (:func:`share_of_cores`); None: its default
+    # what the parent claimed and set up for the device (cores, compiler flags: zoo_runner.device_claims)
+    device_setup: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

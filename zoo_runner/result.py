@@ -68,7 +68,7 @@ def env_details(name: str) -> dict[str, Any]:
 # details only the parent may say of a row, from the row's own request: never from the model process
 # (which may claim anything) nor from another model's row (a dedup twin's). Every path that builds or
 # copies a row goes through own_details, so a key added here cannot be missed on one of them.
-PARENT_KEYS = ("env", "remote_code", "custom_code_native", "other_repo_files")
+PARENT_KEYS = ("env", "remote_code", "custom_code_native", "other_repo_files", "device_setup")
 
 
 def parent_details(req: Any) -> dict[str, Any]:
@@ -86,6 +86,8 @@ def parent_details(req: Any) -> dict[str, Any]:
     other = extras.get("other_repo_commits") if isinstance(extras, dict) else None
     if isinstance(other, dict) and other:
         out["other_repo_files"] = dict(other)
+    if getattr(req, "device_setup", None):
+        out["device_setup"] = dict(req.device_setup)
     return out
 
 

@@ -111,7 +111,6 @@ TRIAGE_OUTBOX = "triage-out"
 CACHE_VARS = {
     "TORCHINDUCTOR_CACHE_DIR": "inductor",
     "TRITON_CACHE_DIR": "triton",
-    "NEURON_COMPILE_CACHE_URL": "neuron",
     "XLA_PERSISTENT_CACHE_PATH": "xla",  # torch_xla's persistent compilation cache (zoo_runner/plugins/xla.py)
     "OPENVINO_CACHE_DIR": "openvino",  # OpenVINO's CACHE_DIR of compiled blobs (zoo_runner/plugins/openvino.py)
 }
@@ -149,12 +148,23 @@ def is_secret_name(name: str) -> bool:
     return any(word in upper for word in SECRET_WORDS)
 
 
-def base_env() -> dict[str, str]:
-    """The environment every model process (and the forkserver) starts from: the allowlist."""
+def base_env(device: str | None = None) -> dict[str, str]:
+    """The environment every model process (and the forkserver) starts from: the allowlist. For a model
+    process of ``device`` (None: not known here, ``auto``), less the variables a device plugin keeps for
+    its own model processes (``env_prefixes``: ``NEURON_*``, ``TORCH_NEURONX_*``) unless it is that device."""
+    from .backends import device_env_prefixes
+
+    others: tuple[str, ...] = ()
+    if device is not None:
+        others = tuple(p for d, prefixes in device_env_prefixes().items() if d != device for p in prefixes)
+    own = set(CACHE_VARS) | device_dir_vars()
     env = {
         k: v
         for k, v in os.environ.items()
-        if (k in ALLOW_NAMES or k.startswith(ALLOW_PREFIXES)) and k not in CACHE_VARS and not is_secret_name(k)
+        if (k in ALLOW_NAMES or k.startswith(ALLOW_PREFIXES))
+        and k not in own
+        and not (others and k.startswith(others))
+        and not is_secret_name(k)
     }
     for name in (n.strip() for n in settings().sandbox_env.split(",")):
         if not name or name not in os.environ:
@@ -169,6 +179,55 @@ def base_env() -> dict[str, str]:
     env.setdefault("PYTHONHASHSEED", "0")
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     return env
+
+
+def device_dir_vars() -> set[str]:
+    """The directory variables device plugins set per run (``cache_dirs``, ``run_dirs``): never the parent's."""
+    from .backends import DEVICE_PLUGINS, device_env_prefixes
+
+    device_env_prefixes()  # Zoo's own device plugins loaded
+    return {var for p in DEVICE_PLUGINS.values() for var in (*p.cache_dirs, *p.run_dirs)}
+
+
+def device_of(req: Any) -> tuple[Any, Any]:
+    """(spec, device plugin) of ``req``'s backend; (None, None) for ``auto`` or a spec that does not parse."""
+    from .backends import device_plugin
+
+    try:
+        spec = BackendSpec.parse(str(req.backend))
+        return spec, device_plugin(spec.device)
+    except Exception:
+        return None, None
+
+
+def device_groups(plugin: Any) -> list[int]:
+    """The groups of ``plugin``'s device nodes (``/dev/neuron*``: ``neuron`` on AWS's images)."""
+    import glob
+
+    if plugin is None or not plugin.device_nodes:
+        return []
+    groups = set()
+    for node in glob.glob(plugin.device_nodes):
+        try:
+            groups.add(os.stat(node).st_gid)
+        except OSError:
+            pass
+    return sorted(groups - {0})
+
+
+def masked_nodes(plugin: Any) -> list[str]:
+    """Device nodes of every other device plugin: covered by /dev/null in this model process."""
+    import glob
+
+    from .backends import DEVICE_PLUGINS, device_env_prefixes
+
+    device_env_prefixes()
+    return sorted(
+        node
+        for p in DEVICE_PLUGINS.values()
+        if p is not plugin and p.device_nodes
+        for node in glob.glob(p.device_nodes)
+    )
 
 
 def _cache_base() -> Path:
@@ -444,9 +503,13 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
     protection, or not at all (the model process refuses too, should one fail as it enters)."""
     m = mode()
     custom_code = bool(getattr(req, "remote_code", None))
+    spec, plugin = device_of(req)
     if custom_code:
         if m == "off":
             raise SandboxUnavailable("custom code (ZOO_REMOTE_CODE=sandboxed) never runs with ZOO_SANDBOX=off")
+        refusal = plugin.custom_code_refusal() if plugin is not None and plugin.custom_code_refusal else None
+        if refusal:
+            raise SandboxUnavailable(refusal)
         m = "strict"
     caps: dict[str, Any] = {}
     uid = gid = None
@@ -480,7 +543,7 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         d.mkdir(mode=0o700)
     setup: dict[str, Any] = {"env": "allowlist", "hf_home": "empty"}
     child_req = replace(req)
-    env = base_env()
+    env = base_env(spec.device if spec is not None else None)
     env.update(
         HOME=str(work / "home"),
         TMPDIR=str(work / "tmp"),
@@ -565,6 +628,22 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
             binds.append([str(compile_ns), compile_root])
             setup["compile_cache"] = "its namespace"
         env.update({var: os.path.join(compile_root, sub) for var, sub in CACHE_VARS.items()})
+    mkdirs: list[str] = []
+    if plugin is not None:  # the device's own: its caches (made writable), fixed variables, cores
+        cache_root = compile_root if m != "off" else str(work / "tmp")
+        dirs = {var: os.path.join(cache_root, sub) for var, sub in plugin.cache_dirs.items()}
+        dirs.update({var: str(work / "tmp" / sub) for var, sub in plugin.run_dirs.items()})
+        env.update(dirs)
+        mkdirs += list(dirs.values())  # made by the model process itself, as its uid, inside its own mounts
+        env.update(plugin.model_env)
+        device_setup = getattr(req, "device_setup", None) or {}
+        if device_setup.get("cores_var") and device_setup.get("cores"):
+            env[device_setup["cores_var"]] = device_setup["cores"]
+        cache_vars = [var for var in plugin.cache_dirs]
+        if plugin.cold_compile_s and spec.compiler and cache_vars:
+            host = [os.path.join(str(compile_ns), plugin.cache_dirs[v]) for v in cache_vars] if compile_ns else []
+            if not any(os.path.isdir(h) and any(os.scandir(h)) for h in host):
+                setup["cold_compile_s"] = plugin.cold_compile_s()
     if _compiles_with_inductor(req) and (mountns or uid is not None):
         # inductor's precompiled headers, built once by Zoo (zoo_runner.shared_headers) for this
         # interpreter and torch (an env's own): read-only here.
@@ -632,6 +711,9 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         shm_mb=limits.sandbox_shm_mb,
         rlimits=rlimits,
         requester=os.getpid(),
+        groups=device_groups(plugin) if uid is not None else [],
+        mask=masked_nodes(plugin) if mountns else [],
+        mkdirs=mkdirs,
     )
     run = Run(root=root, work=work, plan=plan, uid=uid, setup=setup, namespace=ns, ref_ns=ref_ns, compile_ns=compile_ns)
     run.plan_path.write_text(plan.to_json())
@@ -664,6 +746,7 @@ def describe(run: Run, report: dict[str, Any] | None) -> dict[str, Any]:
     for key in (
         "uid",
         "gid",
+        "groups",
         "uid_switched",
         "capabilities",
         "no_new_privs",

@@ -98,6 +98,9 @@ class Plan:
     rlimits: dict[str, int] = field(default_factory=dict)
     pidns: bool = True  # a PID namespace of its own, with its own /proc, where the machine allows
     requester: int = 0  # the process waiting for the result: the model dies with it (0: none)
+    groups: list[int] = field(default_factory=list)  # supplementary groups after the switch: its device's only
+    mask: list[str] = field(default_factory=list)  # other devices' nodes, covered by /dev/null (mount namespace)
+    mkdirs: list[str] = field(default_factory=list)  # directories its device wants, made as its own uid
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -273,6 +276,9 @@ def confine_filesystem(plan: Plan) -> list[str]:
         for h in hidden:
             if h != "/dev/shm":
                 _remount(h, readonly=True)
+        for node in plan.mask:  # another device's nodes: this process sees /dev/null there
+            if os.path.exists(node) and not os.path.islink(node):
+                mount("/dev/null", node, None, MS_BIND)
         return failed
     finally:
         for fd in fds.values():
@@ -494,7 +500,7 @@ def apply(plan: Plan) -> dict[str, Any]:
         try:
             os.umask(0o077)
             if is_root and plan.uid is not None and plan.gid is not None and plan.uid != 0:
-                os.setgroups([])
+                os.setgroups(list(plan.groups))  # none, or its device's group (/dev/neuron*: neuron)
                 os.setresgid(plan.gid, plan.gid, plan.gid)
                 os.setresuid(plan.uid, plan.uid, plan.uid)
                 switched = os.getresuid() == (plan.uid,) * 3 and os.getresgid() == (plan.gid,) * 3
@@ -506,11 +512,17 @@ def apply(plan: Plan) -> dict[str, Any]:
             prctl(PR_SET_NO_NEW_PRIVS, 1)
         except OSError as exc:
             errors["no_new_privs"] = str(exc)
+    for path in plan.mkdirs:  # as its own uid, inside its own mounts: a cache it may write
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            errors["mkdirs"] = f"{path}: {exc}"
     nnp = _get_nnp()
     caps = effective_capabilities()
     report.update(
         uid=os.geteuid(),
         gid=os.getegid(),
+        groups=sorted(os.getgroups()),
         uid_switched=switched,
         capabilities=caps,
         no_new_privs=nnp,

@@ -215,6 +215,45 @@ class Settings(BaseSettings):
         "CPU threads of each model process's torch; unset: the cores shared out among the model processes "
         "run at once (--jobs, a worker's --concurrency), else torch's default",
     )
+    neuron_cores: str = _var(
+        "ZOO_NEURON_CORES",
+        "the NeuronCores Zoo's neuron model processes may use on this host, e.g. 0-31 or 0,1,4-7; empty: the "
+        "parent's NEURON_RT_VISIBLE_CORES, else every core of the /dev/neuron* devices (ZOO_NEURON_CORES_PER_DEVICE "
+        "each), else core 0",
+        "",
+    )
+    neuron_cores_per_device: int = _var(
+        "ZOO_NEURON_CORES_PER_DEVICE",
+        "logical NeuronCores per /dev/neuron* device when ZOO_NEURON_CORES is empty (Trn2 at its default LNC=2: 4; "
+        "Trn1 and Inf2: 2)",
+        4,
+        ge=1,
+    )
+    neuron_cores_per_process: int = _var(
+        "ZOO_NEURON_CORES_PER_PROCESS",
+        "NeuronCores each neuron model process claims (NEURON_RT_VISIBLE_CORES); --jobs defaults to the core sets",
+        1,
+        ge=1,
+    )
+    device_lock_dir: str = _var(
+        "ZOO_DEVICE_LOCK_DIR",
+        "where model processes' device claims are locked host-wide (one lock file per NeuronCore set); empty: "
+        "/run/lock/zoo as root, else ~/.cache/zoo/locks",
+        "",
+    )
+    neuron_custom_code: bool = _var(
+        "ZOO_NEURON_CUSTOM_CODE",
+        "1: custom code (ZOO_REMOTE_CODE=sandboxed) may run on neuron; AWS: a process with access to the Neuron "
+        "devices has unrestricted access to the instance's physical memory, so it is refused by default",
+        False,
+    )
+    neuron_cold_compile_s: float = _var(
+        "ZOO_NEURON_COLD_COMPILE_S",
+        "seconds added to a neuron+neuron model's timeout while its compile cache is cold (a first neuronx-cc "
+        "compile may take minutes)",
+        900.0,
+        ge=0,
+    )
     openvino_inference_precision_hint: str = _var(
         "ZOO_OPENVINO_INFERENCE_PRECISION_HINT",
         "inference precision asked of OpenVINO: f32, bf16 or f16; empty: OpenVINO's own choice",

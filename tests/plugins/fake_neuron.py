@@ -1,20 +1,41 @@
-"""A fake ``neuron`` device that behaves, as far as Zoo can tell, like AWS TorchNeuron.
+"""A fake ``neuron`` device that behaves, as far as Zoo can tell, like AWS TorchNeuron as AWS documents it.
 
 Imported in the model process through ``ZOO_PLUGINS=tests.plugins.fake_neuron``, it:
 
 - renames PyTorch's PrivateUse1 backend to ``neuron`` and registers a ``torch.neuron`` device
-  module (``is_available()`` is True, ``synchronize()``, ``device_count()``...), so
-  ``torch.device("neuron")`` parses and Zoo's availability check passes;
-- puts a fake ``torch_neuronx`` in ``sys.modules`` with TorchNeuron's documented op tracking,
-  ``clear_op_tracking()`` and ``get_fallback_ops()``, which is all Zoo reads;
-- computes like TorchNeuron's compiler by default: the fp32 operands of matmul-class ops are
-  rounded to bf16 and accumulate in fp32 (``--auto-cast=matmult``), unless ``NEURON_CC_FLAGS``
-  says ``--auto-cast=none``, when everything stays fp32 (:mod:`tests.plugins.bf16_matmul`);
+  module (``is_available()``, ``synchronize()``, ``device_count()``...), so ``torch.device("neuron")``
+  parses and Zoo's availability check passes;
+- puts a fake ``torch_neuronx`` in ``sys.modules`` with TorchNeuron's op tracking,
+  ``clear_op_tracking()``, ``get_fallback_ops()``, ``get_executed_ops()`` and ``get_dynamo_metrics()``;
+- computes like neuronx-cc: fp32 by default (``--auto-cast`` defaults to ``none`` since Neuron 2.27, AWS
+  release-notes/components/compiler); with ``NEURON_CC_FLAGS=--auto-cast=matmult`` (or ``all``) the fp32
+  operands of matmul-class ops are rounded to bf16 and accumulate in fp32 (:mod:`tests.plugins.bf16_matmul`);
+- starts its "runtime" on first use (``is_available()``, the first allocation), as the Neuron runtime does:
+  it refuses to start in a process forked from the one that imported it (Zoo spawns neuron model
+  processes); it claims every core of ``NEURON_RT_VISIBLE_CORES`` (default: all of the fake's cores)
+  exclusively, so a second process on the same cores fails with the runtime's message (AWS, the runtime's
+  configuration guide: "initializes all the cores present in the system and reserves them for the
+  current process"); and it makes ``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR`` (``/tmp/local_cache``) and
+  ``TORCH_NEURONX_DEBUG_DIR`` (``/tmp/neuron_backend``), failing where it cannot (AWS torch/reference/env-vars);
+- compiles each op it runs eagerly, and each graph ``torch.compile(backend="neuron")`` hands it, into a
+  NEFF written to ``TORCH_NEURONX_NEFF_CACHE_DIR`` (``/tmp/neff_cache``), and fails where it cannot (AWS
+  compiler/about-compiler-artifacts: eager mode compiles every op through this path);
+- as the ``neuron`` dynamo backend, rejects ``dynamic=True`` (AWS torch/compile/reference-torch-compile)
+  and, with fallback execution off (``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION``, default on, or the
+  ``fallback_execution`` option), raises on a graph it cannot compile instead of running it on CPU;
 - makes tensors "on neuron" real: a wrapper tensor subclass whose device is ``neuron:0`` and that
   holds a CPU tensor. Every ATen op on it is unwrapped, run on CPU and rewrapped. Ops outside
   the device's kernel set (:mod:`tests.plugins.fake_neuron_ops`) are recorded as fallbacks by
   their ATen name (``aten::cumsum``), the same names Zoo's op census records — and still
-  computed on CPU, so results stay right, exactly like TorchNeuron's CPU fallback.
+  computed on CPU, so results stay right, exactly like TorchNeuron's CPU fallback (AWS
+  torch/reference/api/supported-operators: CPU_FALLBACK);
+- fails asynchronously where told (``ZOO_FAKE_NEURON_ASYNC_BROKEN``: ATen names): the op runs, and its
+  error is raised by the next ``synchronize()``, as a device's execution error is; and fails to compile a
+  graph holding an op of ``ZOO_FAKE_NEURON_UNCOMPILABLE`` (eager mode still runs it).
+
+The fake's hardware is a directory, ``ZOO_FAKE_NEURON_DEVICE_DIR`` (passed through ``ZOO_SANDBOX_ENV``
+and shown through ``ZOO_SANDBOX_KEEP``): one file per core (``core<N>``; ``ZOO_FAKE_NEURON_CORES`` of them,
+8 by default) that the runtime locks. Without it no core is claimed.
 
 Moving to the device needs nothing from Zoo: ``tensor.to("neuron")`` and ``module.to(device=
 "neuron")`` allocate through the PrivateUse1 ``empty`` / ``empty_strided`` kernels registered
@@ -39,33 +60,137 @@ DEVICE_TYPE = "neuron"
 
 
 def _auto_cast() -> bool:
-    """TorchNeuron's compiler auto-casts fp32 matmuls to bf16 unless NEURON_CC_FLAGS says ``--auto-cast=none``."""
+    """neuronx-cc casts fp32 matmuls to bf16 only when NEURON_CC_FLAGS asks: ``--auto-cast`` defaults to
+    ``none`` since Neuron 2.27 (AWS release-notes/components/compiler); ``matmult`` and ``all`` cast."""
     flags = os.environ.get("NEURON_CC_FLAGS", "").replace("=", " ").split()
-    return not any(flag == "--auto-cast" and value == "none" for flag, value in zip(flags, flags[1:]))
+    values = [value for flag, value in zip(flags, flags[1:]) if flag == "--auto-cast"]
+    return bool(values) and values[-1] in ("matmult", "all")
 
 
 _AUTO_CAST = _auto_cast()
 _CPU = torch.device("cpu")
 BROKEN: set[str] = set()  # ATen ops whose kernel raises on this device (tests.plugins.broken_neuron)
 MISSHAPEN: set[str] = set()  # ATen ops whose output loses its last element on this device (the same)
+ASYNC_BROKEN = {op.strip() for op in os.environ.get("ZOO_FAKE_NEURON_ASYNC_BROKEN", "").split(",") if op.strip()}
+_PENDING: list[str] = []  # asynchronous errors, raised by the next synchronize()
+# ATen ops neuronx-cc cannot lower in a graph (torch.compile(backend="neuron")); eager mode runs them
+UNCOMPILABLE = {op.strip() for op in os.environ.get("ZOO_FAKE_NEURON_UNCOMPILABLE", "").split(",") if op.strip()}
 
-# -- op tracking (torch_neuronx.clear_op_tracking / get_fallback_ops) ---------------------------
+# -- the runtime: started on first use, as the Neuron runtime is ------------------------------------
+_IMPORTED_BY = os.getpid()
+_RUNTIME: dict[str, object] = {}
+_CORE_FDS: list[int] = []
+
+
+def _env_dir(var: str, default: str) -> str:
+    return os.environ.get(var) or default
+
+
+def _visible_cores(count: int) -> list[int]:
+    text = os.environ.get("NEURON_RT_VISIBLE_CORES", "").strip()
+    if not text:
+        return list(range(count))  # "initializes all the cores present in the system"
+    cores: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cores += list(range(int(lo), int(hi or lo) + 1))
+    return cores
+
+
+def start_runtime() -> None:
+    """Start the fake Neuron runtime in this process, once (see the module docstring)."""
+    if _RUNTIME:
+        return
+    import fcntl
+
+    if os.getpid() != _IMPORTED_BY:
+        raise RuntimeError(
+            "NRT: the Neuron runtime cannot start in a forked child process (torch_neuronx was imported by "
+            f"process {_IMPORTED_BY}); start the process fresh (spawn)"
+        )
+    for var, default in (
+        ("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", "/tmp/local_cache"),
+        ("TORCH_NEURONX_DEBUG_DIR", "/tmp/neuron_backend"),
+    ):
+        path = _env_dir(var, default)
+        try:
+            os.makedirs(path, exist_ok=True)
+            probe = os.path.join(path, f".probe-{os.getpid()}")
+            open(probe, "w").close()
+            os.unlink(probe)
+        except OSError as exc:
+            raise RuntimeError(f"torch_neuronx: {var} {path} is not writable: {exc}") from exc
+    device_dir = os.environ.get("ZOO_FAKE_NEURON_DEVICE_DIR", "")
+    cores = _visible_cores(int(os.environ.get("ZOO_FAKE_NEURON_CORES", "8")))
+    if device_dir:
+        for core in cores:
+            fd = os.open(os.path.join(device_dir, f"core{core}"), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise RuntimeError(
+                    f"ERROR NRT:nrt_allocate_neuron_cores NeuronCore(s) not available - Requested:nc{core}-nc{core}"
+                ) from None
+            _CORE_FDS.append(fd)
+    _RUNTIME.update(cores=cores, pid=os.getpid())
+    _register_backend()  # torch.compile(backend="neuron"), once the runtime is up (dynamo costs a second to import)
+
+
+_NEFFS: set[str] = set()
+
+
+def _compile_neff(key: str) -> None:
+    """Write the NEFF of ``key`` (an op, a graph) into the NEFF cache, once per process."""
+    if key in _NEFFS:
+        return
+    import hashlib
+
+    path = _env_dir("TORCH_NEURONX_NEFF_CACHE_DIR", "/tmp/neff_cache")
+    name = hashlib.sha256(key.encode()).hexdigest()[:32]
+    try:
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, f"{name}.neff"), "wb") as f:
+            f.write(b"NEFF" + key.encode()[:200])
+    except OSError as exc:
+        raise RuntimeError(
+            f"torch_neuronx: cannot write the NEFF cache TORCH_NEURONX_NEFF_CACHE_DIR={path}: {exc}"
+        ) from exc
+    _NEFFS.add(key)
+
+
+# -- op tracking (torch_neuronx.clear_op_tracking / get_fallback_ops / get_executed_ops) ----------------
 _SUPPORTED = supported_ops()
 _FALLBACKS: dict[str, int] = {}  # op name -> calls that fell back since clear_op_tracking()
+_EXECUTED: dict[str, int] = {}  # op name -> calls the device ran since clear_op_tracking()
+_DYNAMO: dict[str, float] = {"graphs_compiled": 0, "compile_time_s": 0.0}
 
 
 def _record(name: str) -> None:
     if _SUPPORTED is not None and name not in _SUPPORTED:
         _FALLBACKS[name] = _FALLBACKS.get(name, 0) + 1
+    else:
+        _EXECUTED[name] = _EXECUTED.get(name, 0) + 1
+        _compile_neff(name)  # eager mode compiles every op it runs on the device
 
 
 def clear_op_tracking() -> None:
     _FALLBACKS.clear()
+    _EXECUTED.clear()
 
 
 def get_fallback_ops() -> list[str]:
     """ATen names of the ops that ran on CPU since the last ``clear_op_tracking()``."""
     return sorted(_FALLBACKS)
+
+
+def get_executed_ops() -> list[str]:
+    """ATen names of the ops the device ran since the last ``clear_op_tracking()``."""
+    return sorted(_EXECUTED)
+
+
+def get_dynamo_metrics() -> dict[str, float]:
+    return dict(_DYNAMO)
 
 
 # -- tensors on the device ----------------------------------------------------------------------
@@ -106,6 +231,8 @@ class NeuronTensor(torch.Tensor):
         _record(func._schema.name)
         if func._schema.name in BROKEN:
             raise RuntimeError(f"neuron: the device kernel of {func._schema.name} failed")
+        if func._schema.name in ASYNC_BROKEN:
+            _PENDING.append(f"neuron: the device kernel of {func._schema.name} failed (NRT execution error)")
         originals: dict[int, torch.Tensor] = {}
 
         def unwrap(x):
@@ -152,10 +279,12 @@ _lib = torch.library.Library("aten", "IMPL")
 
 
 def _empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    start_runtime()
     return NeuronTensor(torch.empty(size, dtype=dtype, layout=layout, device=_CPU, memory_format=memory_format))
 
 
 def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    start_runtime()
     return NeuronTensor(torch.empty_strided(size, stride, dtype=dtype, layout=layout, device=_CPU))
 
 
@@ -208,6 +337,7 @@ for _op in (
 class _NeuronModule(types.ModuleType):
     @staticmethod
     def is_available() -> bool:
+        start_runtime()
         return True
 
     @staticmethod
@@ -228,7 +358,10 @@ class _NeuronModule(types.ModuleType):
 
     @staticmethod
     def synchronize(device=None) -> None:
-        pass
+        if _PENDING:
+            message = _PENDING[0]
+            _PENDING.clear()
+            raise RuntimeError(message)
 
     @staticmethod
     def _is_in_bad_fork() -> bool:
@@ -267,5 +400,52 @@ torch_neuronx.__version__ = "0.0.0+zoo.fake"
 torch_neuronx.__doc__ = "Fake TorchNeuron for Zoo's tests (tests/plugins/fake_neuron.py)."
 torch_neuronx.clear_op_tracking = clear_op_tracking
 torch_neuronx.get_fallback_ops = get_fallback_ops
+torch_neuronx.get_executed_ops = get_executed_ops
+torch_neuronx.get_dynamo_metrics = get_dynamo_metrics
+
+
+# -- torch.compile(backend="neuron") ----------------------------------------------------------------
+def _dynamic(gm) -> bool:
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        value = node.meta.get("example_value")
+        if isinstance(value, torch.SymInt) or (
+            isinstance(value, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in value.shape)
+        ):
+            return True
+    return False
+
+
+def neuron_backend(gm, example_inputs, options=None, **_kwargs):
+    """The fake's dynamo backend: a NEFF per graph; dynamic shapes rejected; fallback execution off by
+    default (``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION``, 1 by default; the ``fallback_execution``
+    option overrides it, AWS torch/reference/env-vars)."""
+    import time
+
+    start_runtime()
+    if _dynamic(gm):
+        raise RuntimeError("torch_neuronx: dynamic=True is not supported by the neuron backend; use dynamic=False")
+    options = options or {}
+    fallback = os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "1") not in ("1", "true", "True")
+    fallback = bool(options.get("fallback_execution", fallback))
+    t0 = time.perf_counter()
+    targets = {getattr(n.target, "_schema", None) and n.target._schema.name for n in gm.graph.nodes}
+    broken = sorted(t for t in targets if t in UNCOMPILABLE)
+    if broken and not fallback:
+        raise RuntimeError(f"neuronx-cc: compilation failed: no lowering for {broken[0]}")
+    _compile_neff(gm.code)
+    _DYNAMO["graphs_compiled"] += 1
+    _DYNAMO["compile_time_s"] += time.perf_counter() - t0
+    return gm.forward
+
+
+def _register_backend() -> None:
+    from torch._dynamo import list_backends, register_backend
+
+    if "neuron" not in list_backends(exclude_tags=()):
+        register_backend(neuron_backend, name="neuron")
+
+
 torch_neuronx.NeuronTensor = NeuronTensor
 sys.modules.setdefault("torch_neuronx", torch_neuronx)
