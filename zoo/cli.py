@@ -384,6 +384,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from . import doctor
 
+    if args.backend:  # one backend's preconditions, one line each; non-zero when one fails
+        checks = doctor.preconditions(args.backend)
+        print(json.dumps(checks, indent=2) if args.json else doctor.render_preconditions(args.backend, checks))
+        return 0 if all(c["ok"] for c in checks) else 1
     facts = doctor.collect()
     print(json.dumps(facts, indent=2, default=str) if args.json else doctor.render(facts))
     return 0
@@ -489,8 +493,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--jobs",
         type=_positive_int,
-        default=max(1, min(2, os.cpu_count() or 1)),
-        help="models validated at once in-process (default: up to 2)",
+        default=None,
+        help="models validated at once in-process (default: up to 2; on neuron, one per NeuronCore set: "
+        "ZOO_NEURON_CORES cut into ZOO_NEURON_CORES_PER_PROCESS)",
     )
     r.add_argument("--detach", action="store_true", help="with ZOO_BROKER_URL: enqueue and return without waiting")
     r.add_argument("--remote-code", choices=("never", "sandboxed"), help=REMOTE_CODE_HELP)
@@ -668,6 +673,13 @@ def build_parser() -> argparse.ArgumentParser:
         "precision, services reachable.",
     )
     dr.add_argument("--json", action="store_true", help="machine-readable output")
+    dr.add_argument(
+        "--backend",
+        metavar="SPEC",
+        help="check one backend's preconditions for a first run here instead (neuron: packages and versions, "
+        "device nodes and their access for the sandbox uid, visible cores, cache directories, compiler flags); "
+        "exits 1 when one fails",
+    )
 
     sd = add("seed", cmd_seed, "Fill the database with realistic synthetic history (demos, tests, benchmarks).")
     sd.add_argument("--models", type=_positive_int, default=200)

@@ -93,7 +93,7 @@ def backend_facts() -> list[dict[str, Any]]:
         spec = backends.BackendSpec.parse(text)
         row: dict[str, Any] = {"backend": text}
         try:
-            backends.check_backend(spec)
+            backends.check_backend(spec, parent=True)  # never starts a device's runtime here (neuron's)
             row["available"] = True
             row["precision"] = backends.declared_precision(spec) or "fp32"
         except Exception as exc:
@@ -127,6 +127,36 @@ def service_facts() -> dict[str, Any]:
 
 def collect() -> dict[str, Any]:
     return {"sandbox": sandbox_facts(), "backends": backend_facts(), "services": service_facts()}
+
+
+def preconditions(backend: str) -> list[dict[str, Any]]:
+    """``zoo doctor --backend SPEC``: the device plugin's checks for a first run here (each
+    ``{check, ok, detail, fix}``), after whether the spec resolves; checked without starting the device's
+    runtime. Raises UnknownBackend for a spec that names nothing."""
+    from zoo_runner import backends
+
+    backends.load_plugins()
+    spec = backends.BackendSpec.parse(backend)
+    problem = backends.spec_problem(str(spec))
+    if problem:
+        raise backends.UnknownBackend(problem)
+    plugin = backends.device_plugin(spec.device)
+    if plugin is not None and plugin.preconditions is not None:
+        return plugin.preconditions()
+    try:
+        backends.check_backend(spec, parent=True)
+        return [{"check": str(spec), "ok": True, "detail": "available", "fix": ""}]
+    except Exception as exc:
+        return [{"check": str(spec), "ok": False, "detail": str(exc).splitlines()[0][:200], "fix": ""}]
+
+
+def render_preconditions(backend: str, checks: list[dict[str, Any]]) -> str:
+    failed = [c for c in checks if not c["ok"]]
+    lines = [f"{backend}: {len(checks) - len(failed)} of {len(checks)} preconditions hold"]
+    for c in checks:
+        mark = "ok  " if c["ok"] else "FAIL"
+        lines.append(f"  {mark} {c['check']}: {c['detail']}" + (f" -> {c['fix']}" if c["fix"] else ""))
+    return "\n".join(lines)
 
 
 def _yes(value: Any) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -42,6 +43,20 @@ def resolve_backend(spec: str) -> str:
     parsed = BackendSpec.parse(spec)
     check_backend(parsed, parent=True)
     return str(parsed)
+
+
+def default_jobs(backend: str) -> int:
+    """Models validated at once by default: one per core set for a device whose model processes each
+    claim cores (neuron: ``ZOO_NEURON_CORES`` cut into ``ZOO_NEURON_CORES_PER_PROCESS``), else up to 2."""
+    from zoo_runner.backends import device_plugin
+
+    try:
+        plugin = device_plugin(BackendSpec.parse(backend).device)
+    except Exception:
+        plugin = None
+    if plugin is not None and plugin.core_sets:
+        return max(1, len(plugin.core_sets()))
+    return max(1, min(2, os.cpu_count() or 1))
 
 
 def pick_models(top: int) -> tuple[int | None, list[str]]:
@@ -163,7 +178,7 @@ def main_job(
     tier: str,
     timeout: float,
     detach: bool = False,
-    jobs: int = 1,
+    jobs: int | None = None,
     precision: str = "auto",
     status: Callable[[str], None] | None = None,
     env: str | None = None,
@@ -223,6 +238,7 @@ def main_job(
             }
         wait_for(run_id, len(ids), reconciler=reconcile.Reconciler.for_run(run_id, epoch, say=say))
     else:
+        jobs = jobs or default_jobs(backend)
         run_inprocess(ids, backend, tier, run_id, timeout, jobs=jobs, precision=precision, env=env)
     with session_scope() as s:
         repository.finish_run(s, run_id)

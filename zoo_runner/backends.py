@@ -102,7 +102,8 @@ class DevicePlugin:
     ``is_available()`` (which would start the device's runtime there); ``custom_code_refusal``: why custom
     code does not run on this device (None: it may); ``setup_details``: what the parent set up, for the
     row's ``details.device_setup``; ``cold_compile_s``: seconds added to a compiled model's timeout while
-    its compile cache is cold.
+    its compile cache is cold; ``preconditions``: the machine's checks for a first run, each
+    ``{check, ok, detail, fix}`` (``zoo doctor --backend``).
 
     Register one with :func:`register_device`, from a module Zoo imports: one named in
     ``ZOO_PLUGINS``, or one listed in :data:`BUILTIN_DEVICES` (:mod:`zoo_runner.plugins.xla`).
@@ -129,6 +130,7 @@ class DevicePlugin:
     custom_code_refusal: Callable[[], str | None] | None = None
     setup_details: Callable[[BackendSpec], dict] | None = None
     cold_compile_s: Callable[[], float] | None = None
+    preconditions: Callable[[], list[dict]] | None = None
 
 
 @dataclass

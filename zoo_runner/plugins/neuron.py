@@ -187,6 +187,139 @@ def custom_code_refusal() -> str | None:
     )
 
 
+SUPPORTED_TORCH_NEURONX = ("2.13.3.", "2.14.3.")  # AWS release-notes/components/torchneuron, Neuron 2.33 / 2.34
+
+
+def _dist(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def preconditions() -> list[dict[str, Any]]:
+    """What a first neuron run on this machine needs, each checked without starting the Neuron runtime:
+    [{check, ok, detail, fix}], for ``zoo doctor --backend neuron``."""
+    from ..settings import settings
+
+    out: list[dict[str, Any]] = []
+
+    def check(name: str, ok: bool, detail: str, fix: str = "") -> None:
+        out.append({"check": name, "ok": bool(ok), "detail": detail, "fix": "" if ok else fix})
+
+    tnx, torch_v = _dist("torch-neuronx"), _dist("torch")
+    check(
+        "torch-neuronx",
+        bool(tnx and tnx.startswith(SUPPORTED_TORCH_NEURONX)),
+        f"torch-neuronx {tnx}" if tnx else "torch-neuronx is not installed",
+        INSTALL_HINT
+        if not tnx
+        else f"torch-neuronx {tnx} is not TorchNeuron 2.13.3.x / 2.14.3.x (the XLA-based package of the same "
+        f"name ended at 2.31): {INSTALL_HINT}",
+    )
+    if tnx:
+        want = ".".join(tnx.split(".")[:2])
+        check(
+            "torch for torch-neuronx",
+            bool(torch_v and torch_v.startswith(want + ".")),
+            f"torch {torch_v}, torch-neuronx {tnx} needs torch {want}",
+            f"install the torch torch-neuronx {tnx} requires: {INSTALL_HINT}",
+        )
+    cc = _dist("neuronx-cc")
+    check(
+        "neuronx-cc",
+        bool(cc and cc.startswith("2.")),
+        f"neuronx-cc {cc}" if cc else "neuronx-cc is not installed",
+        INSTALL_HINT,
+    )
+    nki = _dist("nki")
+    check("nki", nki is not None, f"nki {nki}" if nki else "nki is not installed", INSTALL_HINT)
+    py = f"{sys.version_info.major}.{sys.version_info.minor}"
+    check(
+        "python",
+        sys.version_info >= (3, 12),
+        f"Python {py} (TorchNeuron's wheels: 3.12, 3.13, 3.14)",
+        "run Zoo's neuron worker on Python 3.12+ (the neuron image: docker compose --profile neuron build)",
+    )
+    nodes = device_nodes()
+    check(
+        "device nodes",
+        bool(nodes),
+        f"{len(nodes)} /dev/neuron* ({', '.join(nodes[:4])}{', ...' if len(nodes) > 4 else ''})"
+        if nodes
+        else "no /dev/neuron* on this machine",
+        "run on a Trainium or Inferentia instance with the Neuron driver (aws-neuronx-dkms) installed",
+    )
+    if nodes:
+        import stat as stat_
+
+        bad = []
+        for node in nodes:
+            st = os.stat(node)
+            if st.st_gid == 0 or not st.st_mode & stat_.S_IRGRP or not st.st_mode & stat_.S_IWGRP:
+                bad.append(f"{node} {st.st_uid}:{st.st_gid} {stat_.filemode(st.st_mode)}")
+        uid_ok = os.geteuid() == 0
+        check(
+            "device access for the sandbox uid",
+            not bad and uid_ok,
+            "every node is group read-write, the model process gets that group"
+            if not bad and uid_ok
+            else "; ".join(bad) or f"Zoo runs as uid {os.geteuid()}: it cannot give the sandbox uid the device group",
+            'a udev rule KERNEL=="neuron*", GROUP="neuron", MODE="0660" (AWS about-neuron/security), and Zoo as root',
+        )
+    configured = settings().neuron_cores.strip() or os.environ.get(CORES_VAR, "").strip()
+    try:
+        sets = core_sets()
+        pool = core_pool()
+        source = (
+            "ZOO_NEURON_CORES"
+            if settings().neuron_cores.strip()
+            else CORES_VAR
+            if configured
+            else f"{len(nodes)} devices x ZOO_NEURON_CORES_PER_DEVICE={settings().neuron_cores_per_device}"
+            if nodes
+            else "nothing (core 0 assumed)"
+        )
+        check(
+            "visible cores",
+            bool(sets) and (bool(nodes) or bool(configured)),
+            f"{len(pool)} NeuronCores from {source}, {len(sets)} sets of {settings().neuron_cores_per_process}: "
+            f"--jobs defaults to {max(1, len(sets))}",
+            "set ZOO_NEURON_CORES (e.g. 0-63 on a trn2.48xlarge at LNC=2) or run where /dev/neuron* exist",
+        )
+    except Exception as exc:
+        check("visible cores", False, str(exc), "fix ZOO_NEURON_CORES, e.g. 0-31")
+    from ..device_claims import lock_dir
+    from ..sandbox import compile_cache_dir, sandbox_ids
+
+    for name, path, var in (
+        ("compile cache", compile_cache_dir(sandbox_ids()[0]), "ZOO_COMPILE_CACHE"),
+        ("core locks", str(lock_dir()), "ZOO_DEVICE_LOCK_DIR"),
+    ):
+        probe = path
+        while probe and not os.path.exists(probe):
+            probe = os.path.dirname(probe)
+        check(
+            f"{name} directory",
+            bool(probe) and os.access(probe, os.W_OK),
+            f"{path}" + ("" if probe == path else f" (to be made under {probe})"),
+            f"make {path} writable for Zoo's user, or point {var} elsewhere",
+        )
+    cast, cast_type = auto_cast()
+    flags_ok = cast in ("none", "matmult", "all") and cast_type in ("bf16", "fp16", "tf32", "fp8_e4m3")
+    check(
+        "compiler flags",
+        flags_ok,
+        f"NEURON_CC_FLAGS={os.environ.get(CC_FLAGS, '')!r}: --auto-cast {cast}"
+        + (f" --auto-cast-type {cast_type}" if cast != "none" else "")
+        + f", judged at {neuron_precision(BackendSpec('neuron'))}",
+        "--auto-cast takes none, matmult or all; --auto-cast-type bf16, fp16, tf32 or fp8_e4m3",
+    )
+    return out
+
+
 class NeuronFallbackTracker(FallbackTracker):
     """TorchNeuron's documented op tracking: ``clear_op_tracking()``, then ``get_fallback_ops()`` and
     ``get_executed_ops()``, and ``get_dynamo_metrics()`` where this torch-neuronx has them."""
@@ -259,6 +392,7 @@ register_device(
         custom_code_refusal=custom_code_refusal,
         setup_details=setup_details,
         cold_compile_s=cold_compile_s,
+        preconditions=preconditions,
     )
 )
 register_compiler(
