@@ -1,8 +1,8 @@
 # One image for the api, worker and beat services (docker-compose.yml).
 FROM python:3.11-slim
 # The torch to install first, so nothing pulls a larger build: the CPU build by default; the
-# compose file's worker-cuda sets a CUDA build (PyPI's torch for Linux x86_64) and worker-neuron
-# torch-neuronx.
+# compose file's worker-cuda sets a CUDA build (PyPI's torch for Linux x86_64); worker-neuron has an
+# image of its own (Dockerfile.neuron: Python 3.12 and AWS's repositories).
 ARG TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
 # Zoo's extras (pyproject.toml), comma-separated: the compose workers take every library and CPU backend
 # (timm, open_clip, pyannote, ultralytics, openvino, onnxruntime), so no popular model is `unsupported` for want of one;

@@ -48,6 +48,27 @@ for arg in "$@"; do
     torch_spec="torch==2.9.0"  # torch-xla 2.9.0 requires exactly this torch
   fi
 done
+# neuron: TorchNeuron from AWS's pip index (AWS setup/pytorch/update-manual, Neuron 2.33: torch-neuronx 2.14.*,
+# neuronx-cc 2.*, nki; torch 2.14 from PyPI's CPU index; Python 3.12+). Where the index is unreachable or the
+# Python too old, the extra is left out in one line and the rest installs (`zoo doctor --backend neuron`).
+NEURON_INDEX="https://pip.repos.neuron.amazonaws.com"
+if [[ " ${extras[*]-} " == *" neuron "* ]]; then
+  why=""
+  if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+    why="TorchNeuron's wheels need Python 3.12+, this is $("$PY" --version 2>&1) (PYTHON=python3.12 bash scripts/setup.sh neuron)"
+  elif ! "$PY" -c "import urllib.request, sys; urllib.request.urlopen('$NEURON_INDEX/', timeout=8)" >/dev/null 2>&1; then
+    why="AWS's Neuron index $NEURON_INDEX is not reachable from here"
+  fi
+  if [ -n "$why" ]; then
+    echo "setup: the neuron extra is left out: $why; everything else installs" >&2
+    kept=(); for e in "${extras[@]}"; do [ "$e" = neuron ] || kept+=("$e"); done; extras=("${kept[@]+"${kept[@]}"}")
+  else
+    # beside the indexes pip is configured with here (an environment variable would replace them)
+    configured="$("$PY" -m pip config list 2>/dev/null | sed -n "s/^[^=]*extra-index-url='\(.*\)'$/\1/p" | tr '\n' ' ')"
+    export PIP_EXTRA_INDEX_URL="${configured}${PIP_EXTRA_INDEX_URL:+$PIP_EXTRA_INDEX_URL }$NEURON_INDEX"
+    [ -n "${ZOO_TORCH:-}" ] || torch_spec="torch==2.14.* --index-url https://download.pytorch.org/whl/cpu"
+  fi
+fi
 # xla with libraries: torch-xla needs torch==2.9.0, the library extras pin torch 2.14.1's torchvision and
 # torchaudio; here the libraries go in at torch 2.9.0's own (their requirements from pyproject.toml, less
 # those two pins), after Zoo

@@ -382,3 +382,33 @@ def test_custom_code_does_not_run_on_neuron_unless_allowed(monkeypatch, tmp_path
     monkeypatch.setenv("ZOO_SANDBOX", "off")
     with pytest.raises(SandboxUnavailable, match="never runs with ZOO_SANDBOX=off"):
         sandbox.prepare_run(req, str(tmp_path / "b"), 1 << 30)
+
+
+def test_doctor_names_each_missing_neuron_precondition_in_one_line_and_fails(zoo, tmp_path):
+    """``zoo doctor --backend neuron`` on a machine without Trainium: one line per precondition, each
+    failing one with its fix, exit 1; nothing starts the Neuron runtime (no torch_neuronx here)."""
+    proc = zoo(["doctor", "--backend", "neuron"], ZOO_DEVICE_LOCK_DIR=str(tmp_path / "locks"))
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr[-2000:])
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("neuron: ") and "preconditions hold" in lines[0], lines
+    checks = {line.split(":", 1)[0].split(None, 1)[1]: line for line in lines[1:]}
+    for name in ("torch-neuronx", "neuronx-cc", "nki", "device nodes", "visible cores", "compiler flags"):
+        assert name in checks, (name, lines)
+    for name in ("torch-neuronx", "neuronx-cc", "nki", "device nodes", "visible cores"):  # none on this machine
+        assert checks[name].lstrip().startswith("FAIL") and " -> " in checks[name], checks[name]
+    assert "pip.repos.neuron.amazonaws.com" in checks["torch-neuronx"]
+    assert checks["compiler flags"].lstrip().startswith("ok") and "judged at fp32" in checks["compiler flags"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_jobs_default_to_the_neuron_core_sets(monkeypatch):
+    from zoo.jobs import default_jobs
+    from zoo_runner.plugins.neuron import core_sets
+
+    monkeypatch.setenv("ZOO_NEURON_CORES", "0-7")
+    monkeypatch.setenv("ZOO_NEURON_CORES_PER_PROCESS", "2")
+    assert core_sets() == ["0-1", "2-3", "4-5", "6-7"] and default_jobs("neuron+neuron") == 4
+    monkeypatch.setenv("ZOO_NEURON_CORES", "0-4")  # a remainder too small for a process is left out
+    assert core_sets() == ["0-1", "2-3"]
+    monkeypatch.setenv("ZOO_NEURON_CORES", "0,2-5,7")  # every set contiguous, as NEURON_RT_VISIBLE_CORES must be
+    assert core_sets() == ["2-3", "4-5"]

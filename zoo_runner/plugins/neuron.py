@@ -144,13 +144,20 @@ def core_pool() -> list[int]:
 
 
 def core_sets() -> list[str]:
-    """The pool cut into sets of ``ZOO_NEURON_CORES_PER_PROCESS`` (a last, smaller remainder is left
-    out: a model process gets the cores it was promised or none), as ``NEURON_RT_VISIBLE_CORES`` values."""
+    """The pool cut into sets of ``ZOO_NEURON_CORES_PER_PROCESS``, each contiguous (the runtime takes
+    only a contiguous ``NEURON_RT_VISIBLE_CORES``: AWS nrt-developer-guide), as its values; a remainder
+    smaller than a set is left out: a model process gets the cores it was promised or none."""
     from ..device_claims import format_cores
     from ..settings import settings
 
     pool, per = core_pool(), settings().neuron_cores_per_process
-    return [format_cores(pool[i : i + per]) for i in range(0, len(pool) - per + 1, per)]
+    runs: list[list[int]] = []
+    for core in pool:  # runs of consecutive cores
+        if runs and core == runs[-1][-1] + 1:
+            runs[-1].append(core)
+        else:
+            runs.append([core])
+    return [format_cores(run[i : i + per]) for run in runs for i in range(0, len(run) - per + 1, per)]
 
 
 def neuronx_cc_version() -> str | None:
