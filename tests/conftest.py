@@ -46,12 +46,12 @@ HEAVY_FIRST = (
     "test_cache_poisoning.py",
     "test_gguf.py",
     "test_isolation.py",
+    "test_fake_neuron.py",
     "test_diffusers_builder.py",
     "test_sandbox.py",
     "test_cli.py",
     "test_onnxrt_plugin.py",
     "test_backends_benchmark.py",
-    "test_fake_neuron.py",
     "test_compile_cache.py",
 )
 

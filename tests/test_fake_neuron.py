@@ -210,7 +210,7 @@ def neuron_host(tmp_path, monkeypatch):
     return dev
 
 
-def _probe(backend: str) -> dict:
+def _setup_probe(backend: str) -> dict:
     plugins = f"{PLUGIN},{PROBE}" if backend.startswith("neuron") else PROBE  # a cpu process loads no torch_neuronx
     req = ValidationRequest("arch:BertModel", backend=backend, timeout_s=300, reference_cache="", plugins=plugins)
     r = run_isolated(req)
@@ -227,7 +227,7 @@ def test_a_neuron_model_process_gets_writable_caches_its_own_cores_its_device_gr
     parent's) and writable, NEURON_RT_VISIBLE_CORES is the core set the parent claimed, fallback
     execution is pinned off, and its one supplementary group is the device nodes' group, so it opens
     the node; a cpu model process beside it gets none of that and finds /dev/null where the node was."""
-    neuron = _probe("neuron+zoo_neuronprobe")
+    neuron = _setup_probe("neuron+zoo_neuronprobe")
     env = neuron["env"]
     assert neuron["writable"] == dict.fromkeys(
         ("TORCH_NEURONX_NEFF_CACHE_DIR", "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", "TORCH_NEURONX_DEBUG_DIR"), True
@@ -240,7 +240,7 @@ def test_a_neuron_model_process_gets_writable_caches_its_own_cores_its_device_gr
     assert sandbox["uid_switched"] and neuron["groups"] == [DEVICE_GID] == sandbox["groups"], (neuron, sandbox)
     assert neuron["nodes"] == {"neuron0": "file, read: b'NEURON-DEVICE'"}, neuron["nodes"]
 
-    cpu = _probe("cpu+zoo_neuronprobe")
+    cpu = _setup_probe("cpu+zoo_neuronprobe")
     assert cpu["env"] == {} and cpu["groups"] == [] and cpu["row"]["details"]["sandbox"]["groups"] == [], cpu
     assert cpu["nodes"] == {"neuron0": "char, read: b''"}, cpu["nodes"]  # /dev/null, not the device
     assert "device_setup" not in cpu["row"]["details"]
@@ -254,7 +254,7 @@ def test_concurrent_neuron_model_processes_hold_disjoint_cores(neuron_host, monk
 
     monkeypatch.setenv("ZOO_TEST_PROBE_HOLD_S", "2")
     with ThreadPoolExecutor(4) as pool:
-        probes = list(pool.map(_probe, ["neuron+zoo_neuronprobe"] * 4))
+        probes = list(pool.map(_setup_probe, ["neuron+zoo_neuronprobe"] * 4))
     _assert_disjoint([(p["env"]["NEURON_RT_VISIBLE_CORES"], p["window"]) for p in probes])
 
 
@@ -412,3 +412,49 @@ def test_jobs_default_to_the_neuron_core_sets(monkeypatch):
     assert core_sets() == ["0-1", "2-3"]
     monkeypatch.setenv("ZOO_NEURON_CORES", "0,2-5,7")  # every set contiguous, as NEURON_RT_VISIBLE_CORES must be
     assert core_sets() == ["2-3", "4-5"]
+
+
+def test_core_claims_exclude_core_by_core_and_only_in_a_directory_of_zoos_own(tmp_path, monkeypatch):
+    """A lock per core: a set of another size or alignment (another run's ZOO_NEURON_CORES_PER_PROCESS)
+    that shares a core waits; a disjoint one does not; a lock directory others may write is refused."""
+    from zoo_runner.device_claims import claim
+    from zoo_runner.exceptions import BadInput
+
+    monkeypatch.setenv("ZOO_DEVICE_LOCK_DIR", str(tmp_path / "locks"))
+    with claim("neuron", ["0-1"]) as held:
+        assert held == "0-1"
+        with pytest.raises(TimeoutError, match="stayed claimed"):
+            with claim("neuron", ["1-2"], wait_s=0.5):
+                pass
+        with claim("neuron", ["1-2", "2-3"], wait_s=0.5) as other:
+            assert other == "2-3"
+    with claim("neuron", ["1-2"], wait_s=0.5) as again:  # released with the block
+        assert again == "1-2"
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv("ZOO_DEVICE_LOCK_DIR", str(shared))
+    with pytest.raises(BadInput, match="not this user's own"):
+        with claim("neuron", ["0"]):
+            pass
+
+
+def test_a_cold_first_compile_gets_its_budget_and_a_timeout_in_it_says_so(tmp_path, monkeypatch):
+    """neuron+neuron with an empty NEFF cache gets ZOO_NEURON_COLD_COMPILE_S beyond its timeout (inside a
+    Celery task's hard limit too), and a timeout then says it was a cold first compile, never a plain one."""
+    from workers.celery_app import HARD_TIME_LIMIT_S
+    from workers.tasks import TASK_OVERHEAD_S, _requests
+    from zoo_runner import launcher, sandbox
+
+    monkeypatch.setenv("ZOO_NEURON_COLD_COMPILE_S", "300")
+    assert launcher.cold_compile_reserve("neuron+neuron") == 300 and launcher.cold_compile_reserve("neuron") == 0
+    lead = _requests({"model_id": "arch:BertModel", "backend": "neuron+neuron", "timeout_s": 1e9}, None)[0]
+    assert lead.timeout_s == max(1.0, HARD_TIME_LIMIT_S - TASK_OVERHEAD_S - 300)
+
+    req = ValidationRequest("arch:BertModel", backend="neuron+neuron", timeout_s=60, reference_cache="")
+    (tmp_path / "run").mkdir()
+    run, _ = sandbox.prepare_run(req, str(tmp_path / "run"), 1 << 30)
+    assert run.setup["cold_compile_s"] == 300  # nothing compiled for this model yet
+    row = launcher._failure_result(req, -9, True, "target", "", 360.0, None, run.setup["cold_compile_s"])
+    assert row["status"] == "timeout" and row["details"]["cold_compile"] is True
+    assert "60s plus 300s for a first compile into a cold compile cache" in row["error"]["message"]

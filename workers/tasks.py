@@ -36,7 +36,11 @@ def _failure_row(
 
 def _requests(request: dict, followers: list[str] | None) -> list[ValidationRequest]:
     lead = ValidationRequest.from_dict(request)
-    lead.timeout_s = min(lead.timeout_s, max(1.0, HARD_TIME_LIMIT_S - TASK_OVERHEAD_S))
+    # within the hard limit, a cold first compile's extra time included (neuron+neuron: ZOO_NEURON_COLD_COMPILE_S)
+    from zoo_runner.launcher import cold_compile_reserve
+
+    ceiling = HARD_TIME_LIMIT_S - TASK_OVERHEAD_S - cold_compile_reserve(lead.backend)
+    lead.timeout_s = min(lead.timeout_s, max(1.0, ceiling))
     if lead.threads is None:  # this worker's share of the cores (zoo worker --concurrency)
         lead.threads = share_of_cores(int(app.conf.get("zoo_concurrency") or 1))
     out = [lead]

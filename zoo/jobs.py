@@ -200,6 +200,7 @@ def main_job(
             launcher.start_forkserver()  # its imports too
     say(f"resolving backend {backend} (loads torch and the backend's plugins)")
     backend = resolve_backend(backend)
+    jobs = jobs or default_jobs(backend)  # a bad ZOO_NEURON_CORES answers here, before a run is started
     say(f"backend {backend}; reading the catalog")
     source = catalog.ensure_catalog()
     snap_id, ids = pick_models(top)
@@ -238,7 +239,6 @@ def main_job(
             }
         wait_for(run_id, len(ids), reconciler=reconcile.Reconciler.for_run(run_id, epoch, say=say))
     else:
-        jobs = jobs or default_jobs(backend)
         run_inprocess(ids, backend, tier, run_id, timeout, jobs=jobs, precision=precision, env=env)
     with session_scope() as s:
         repository.finish_run(s, run_id)

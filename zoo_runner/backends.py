@@ -520,7 +520,9 @@ def resolve_auto() -> BackendSpec:
     ``cpu+inductor`` (``ZOO_PLUGINS`` loaded first, so a plugin's device counts)."""
     load_plugins()
     for device in AUTO_ORDER:
-        ok, _ = device_available(device)
+        plugin = device_plugin(device)
+        # a device whose runtime must not start in the asking process is asked its parent_check (installed)
+        ok, _ = plugin.parent_check() if plugin is not None and plugin.parent_check else device_available(device)
         if ok:
             return BackendSpec(device)
     return BackendSpec("cpu", "inductor")

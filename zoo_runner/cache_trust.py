@@ -61,13 +61,26 @@ LEGACY = re.compile(
 # ------------------------------------------------------------------ namespaces
 
 
-def namespace(model_id: str, revision: str | None, plugins: str | None, env: str | None = None) -> str:
+def namespace(
+    model_id: str,
+    revision: str | None,
+    plugins: str | None,
+    env: str | None = None,
+    device: str | None = None,
+    custom_code: bool = False,
+) -> str:
     """The writer of a model process's cache entries: model, revision, third-party plugins and the
-    env (``zoo env``) whose packages it ran with (another env's compiler never reads them)."""
+    env (``zoo env``) whose packages it ran with (another env's compiler never reads them). ``device``:
+    the compile namespace of a device with caches of its own (neuron's NEFFs), apart from every other
+    device's, and apart again where the repo's custom code ran (``custom_code``): code run on cpu never
+    plants what a neuron process loads."""
     names = sorted({p.strip() for p in (plugins or "").split(",") if p.strip()})
     key: dict[str, object] = {"model": model_id, "revision": revision, "plugins": names}
     if env:  # absent for Zoo's own interpreter: the namespaces made before envs existed stay valid
         key["env"] = env
+    if device:  # absent likewise for every device without caches of its own
+        key["device"] = device
+        key["custom_code"] = bool(custom_code)
     blob = json.dumps(key, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 

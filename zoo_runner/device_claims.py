@@ -3,11 +3,13 @@
 A device whose runtime takes every core for the first process that starts it (the Neuron runtime,
 unless ``NEURON_RT_VISIBLE_CORES`` names which: AWS, the runtime's configuration guide) must give each
 model process its own cores. Job slots of one ``zoo run``, a Celery worker's processes and two ``zoo
-run`` on one host all claim here, by an exclusive ``flock`` on one lock file per core set, taken in the
+run`` on one host all claim here, by an exclusive ``flock`` on one lock file per core, taken in the
 parent for as long as its model process runs and released when the parent lets go or dies (the kernel
-drops a dead process's locks). The model process never sees the lock files: they live in
-``ZOO_DEVICE_LOCK_DIR`` (``/run/lock/zoo`` as root, else ``~/.cache/zoo/locks``), under directories its
-sandbox hides, and no descriptor of them is inherited.
+drops a dead process's locks). A lock is per core, so core sets of other sizes (two runs with different
+``ZOO_NEURON_CORES_PER_PROCESS``) still exclude each other core by core. The model process never sees
+the lock files: they live in ``ZOO_DEVICE_LOCK_DIR`` (``/run/lock/zoo`` as root, else
+``~/.cache/zoo/locks``, this user's own), under directories its sandbox hides, and no descriptor of them
+is inherited.
 """
 
 from __future__ import annotations
@@ -68,8 +70,24 @@ def lock_dir() -> Path:
     return Path(base) / "zoo" / "locks"
 
 
-def _lock_path(device: str, cores: str) -> Path:
-    return lock_dir() / f"{device}-cores-{cores.replace(',', '_')}.lock"
+def _lock_path(d: Path, device: str, core: int) -> Path:
+    return d / f"{device}-core-{core}.lock"
+
+
+def _own_dir() -> Path:
+    """The lock directory, made if missing, and refused unless it is this user's alone (a directory
+    another user made could hold every lock, or swap the files under a holder)."""
+    import stat
+
+    d = lock_dir()
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = os.lstat(d)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise BadInput(
+            f"the device lock directory {d} is not this user's own (a link, another owner, or writable by "
+            "others): remove it or point ZOO_DEVICE_LOCK_DIR elsewhere"
+        )
+    return d
 
 
 def _try(path: Path) -> int | None:
@@ -79,7 +97,31 @@ def _try(path: Path) -> int | None:
     except BlockingIOError:
         os.close(fd)
         return None
+    except OSError:
+        os.close(fd)
+        raise
     return fd
+
+
+def _try_set(d: Path, device: str, cores: str) -> list[int] | None:
+    """Every core of ``cores`` locked (one lock per core, so sets of other sizes or alignments still
+    exclude each other), or none of them."""
+    fds: list[int] = []
+    try:
+        for core in parse_cores(cores):
+            fd = _try(_lock_path(d, device, core))
+            if fd is None:
+                break
+            fds.append(fd)
+        else:
+            return fds
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    for fd in fds:
+        os.close(fd)
+    return None
 
 
 @contextlib.contextmanager
@@ -91,20 +133,20 @@ def claim(
     once), at most ``wait_s`` seconds (None: for as long as it takes), then raises TimeoutError."""
     if not sets:
         raise BadInput(f"no {device} core set to claim: every core set is smaller than a model process needs")
-    d = lock_dir()
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    d = _own_dir()
     deadline = None if wait_s is None else time.monotonic() + wait_s
     told = False
     start = hash((os.getpid(), time.monotonic_ns())) % len(sets)  # processes starting together spread out
     while True:
         for i in range(len(sets)):
             cores = sets[(start + i) % len(sets)]
-            fd = _try(_lock_path(device, cores))
-            if fd is not None:
+            fds = _try_set(d, device, cores)
+            if fds is not None:
                 try:
                     yield cores
                 finally:
-                    os.close(fd)  # closing the descriptor drops the lock
+                    for fd in fds:  # closing the descriptors drops the locks
+                        os.close(fd)
                 return
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeoutError(f"every {device} core set ({', '.join(sets)}) stayed claimed for {wait_s:.0f} s")
@@ -122,13 +164,9 @@ def for_request(req: Any, on_wait: Callable[[str], None] | None = None) -> Itera
     """What the device of ``req``'s backend needs claimed and set up for its model process, held for the
     ``with`` block: {} for a device without core sets, else ``{"cores": "0-1", "cores_var": ...}`` plus
     the plugin's ``setup_details``. ``auto`` is resolved in the model process: nothing claimed."""
-    from .backends import BackendSpec, device_plugin
+    from .sandbox import device_of
 
-    try:
-        spec = BackendSpec.parse(str(req.backend))
-        plugin = device_plugin(spec.device)
-    except Exception:
-        plugin = None
+    spec, plugin = device_of(req)  # (None, None) for auto: resolved in the model process, never here
     if plugin is None or not plugin.core_sets or not plugin.cores_var:
         yield {}
         return

@@ -63,8 +63,9 @@ stage_listener: contextvars.ContextVar[Callable[[str], None] | None] = contextva
 
 
 def child_env() -> dict[str, str]:
-    """The environment model processes (and the forkserver) start from: an allowlist, no secret."""
-    return sandbox.base_env()
+    """The environment the forkserver starts from: an allowlist, no secret, no device's own variables
+    (a device with its own, neuron's, never has a model process forked)."""
+    return sandbox.base_env("")
 
 
 def _limit_memory(memory_bytes: int, address_space: int | None = None) -> None:
@@ -342,6 +343,16 @@ def _run_spawned(
                     _kill_group(proc.pid)
                     return proc.wait(), True
                 poll()
+
+
+def cold_compile_reserve(backend: str) -> float:
+    """Seconds a model process of ``backend`` may get beyond its timeout for a first compile into a cold
+    compile cache (a device plugin's ``cold_compile_s``, for a compiled spec): what a caller with a hard
+    ceiling (a Celery task's time limit) keeps free."""
+    _spec, plugin = sandbox.device_of(ValidationRequest("-", backend=backend))
+    if plugin is None or not plugin.cold_compile_s or not _spec.compiler:
+        return 0.0
+    return float(plugin.cold_compile_s())
 
 
 def launcher_kind() -> str:

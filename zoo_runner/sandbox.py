@@ -155,7 +155,7 @@ def base_env(device: str | None = None) -> dict[str, str]:
     from .backends import device_env_prefixes
 
     others: tuple[str, ...] = ()
-    if device is not None:
+    if device is not None:  # "": the forkserver's, which hosts no device's own model process
         others = tuple(p for d, prefixes in device_env_prefixes().items() if d != device for p in prefixes)
     own = set(CACHE_VARS) | device_dir_vars()
     env = {
@@ -176,9 +176,24 @@ def base_env(device: str | None = None) -> dict[str, str]:
             continue
         env[name] = os.environ[name]
     env.update(FIXED_ENV)
+    if others and _other_device_installed(device):
+        # torch imports an installed device package by itself at `import torch` (its autoload of
+        # torch.backends entry points; AWS: PyTorch loads torch_neuronx automatically): never in a
+        # process of another device, which must not start that device's runtime
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     env.setdefault("PYTHONHASHSEED", "0")
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     return env
+
+
+def _other_device_installed(device: str | None) -> bool:
+    """Whether a device plugin with variables of its own, other than ``device``'s, has its package here."""
+    from .backends import DEVICE_PLUGINS
+
+    return any(
+        d != device and p.env_prefixes and p.parent_check is not None and p.parent_check()[0]
+        for d, p in DEVICE_PLUGINS.items()
+    )
 
 
 def device_dir_vars() -> set[str]:
@@ -193,11 +208,34 @@ def device_of(req: Any) -> tuple[Any, Any]:
     """(spec, device plugin) of ``req``'s backend; (None, None) for ``auto`` or a spec that does not parse."""
     from .backends import device_plugin
 
+    if str(req.backend).strip() == "auto":  # resolved in the model process, never here
+        return None, None
     try:
         spec = BackendSpec.parse(str(req.backend))
         return spec, device_plugin(spec.device)
     except Exception:
         return None, None
+
+
+def _empty_dir(base: Path, sub: str) -> bool:
+    """Whether ``base/sub`` (a directory the sandbox uid owns) is missing or empty, read without
+    following a link it may have put there."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        base_fd = os.open(base, flags)
+    except OSError:
+        return True
+    try:
+        fd = os.open(sub, flags | os.O_NONBLOCK, dir_fd=base_fd)
+    except OSError:
+        return True
+    finally:
+        os.close(base_fd)
+    try:
+        with os.scandir(fd) as entries:
+            return next(iter(entries), None) is None
+    finally:
+        os.close(fd)
 
 
 def device_groups(plugin: Any) -> list[int]:
@@ -612,8 +650,13 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         compile_root = str(work / "tmp")
         setup["compile_cache"] = "per run"
         if isolated:
+            compile_key = ns
+            if plugin is not None and plugin.cache_dirs:  # a device's own caches: a namespace of their own
+                compile_key = cache_trust.namespace(
+                    req.model_id, req.revision, req.plugins, getattr(req, "env", None), spec.device, custom_code
+                )
             try:
-                compile_ns = cache_trust.compile_namespace(compile_cache_dir(uid), ns, uid, gid)
+                compile_ns = cache_trust.compile_namespace(compile_cache_dir(uid), compile_key, uid, gid)
             except OSError as exc:
                 warn_once(f"compile:{exc}", f"compile cache {compile_cache_dir(uid)} unusable ({exc}): per run")
         else:
@@ -639,10 +682,9 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         device_setup = getattr(req, "device_setup", None) or {}
         if device_setup.get("cores_var") and device_setup.get("cores"):
             env[device_setup["cores_var"]] = device_setup["cores"]
-        cache_vars = [var for var in plugin.cache_dirs]
-        if plugin.cold_compile_s and spec.compiler and cache_vars:
-            host = [os.path.join(str(compile_ns), plugin.cache_dirs[v]) for v in cache_vars] if compile_ns else []
-            if not any(os.path.isdir(h) and any(os.scandir(h)) for h in host):
+        if plugin.cold_compile_s and spec.compiler and plugin.cache_dirs:
+            subs = list(plugin.cache_dirs.values())
+            if compile_ns is None or all(_empty_dir(compile_ns, sub) for sub in subs):
                 setup["cold_compile_s"] = plugin.cold_compile_s()
     if _compiles_with_inductor(req) and (mountns or uid is not None):
         # inductor's precompiled headers, built once by Zoo (zoo_runner.shared_headers) for this

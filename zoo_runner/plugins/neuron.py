@@ -179,7 +179,7 @@ def setup_details(spec: BackendSpec) -> dict[str, Any]:
         "auto_cast": cast,
         "auto_cast_type": cast_type if cast in ("matmult", "all") else None,
         "fallback_execution": False,
-        "dynamic": False if spec.compiler else None,
+        "dynamic": False if spec.compiler == "neuron" else None,
     }
 
 
