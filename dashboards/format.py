@@ -5,6 +5,7 @@ Markdown report (:mod:`dashboards.report`) and the HTML pages (:mod:`dashboards.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -30,9 +31,42 @@ def bar(x: float | None, width: int = 20) -> str:
     return "█" * n + "░" * (width - n)
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|!])")
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
 def md_escape(s: Any) -> str:
-    """A value made safe for one Markdown table cell: ``|`` escaped, newlines folded."""
-    return str(s if s is not None else "").replace("|", "\\|").replace("\n", " ")
+    """A value made inert text in one Markdown table cell: newlines folded, control characters dropped,
+    and every character Markdown or HTML reads (links, images, tags, emphasis, code, ``|``) escaped, so
+    that a message a model wrote can never become a link, markup or a broken table."""
+    text = _CONTROLS.sub("", str(s if s is not None else "").replace("\n", " "))
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def md_code(s: Any) -> str:
+    """A value for a Markdown code span (between single backticks): no backtick or control character
+    that could end the span early."""
+    return _CONTROLS.sub("", str(s if s is not None else "").replace("\n", " ")).replace("`", "'")
+
+
+SAFE_SCHEMES = ("https", "http")
+
+
+def safe_url(url: Any) -> str:
+    """``url`` where a page may link to it: an http(s) address or a path on this site; "" for anything
+    else (``javascript:``, ``data:``, a scheme-relative ``//host``), which the pages render as no link."""
+    from urllib.parse import urlsplit
+
+    text = str(url or "").strip()
+    if not text or _CONTROLS.search(text) or text.startswith("//") or "\\" in text:
+        return ""
+    if text.startswith("/"):
+        return text
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return ""
+    return text if parts.scheme.lower() in SAFE_SCHEMES and parts.netloc else ""
 
 
 def versions(changed: dict[str, list]) -> str:

@@ -13,7 +13,7 @@ from services import reports
 from services.reports import api_url
 from services.triage import attach_triage
 
-from .format import bar, delta, md_escape, pct, versions
+from .format import bar, delta, md_code, md_escape, pct, safe_url, versions
 from .templating import CHART_JS, STATIC, report_context, templates
 
 
@@ -99,7 +99,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
         for e in g["items"]:
             ex = e["example_models"][0]["model_id"] if e["example_models"] else ""
             lines.append(
-                f"| `{e['op']}` | {e['unlocked_downloads']:,} | {pct(e['unlocked_share'])} "
+                f"| `{md_code(e['op'])}` | {e['unlocked_downloads']:,} | {pct(e['unlocked_share'])} "
                 f"| {e['unlocked_models']} | {e['strict_models']} | {e['functional_models']} | {ex} |"
             )
     else:
@@ -114,7 +114,7 @@ def render_markdown(rep: dict[str, Any]) -> str:
             "|---|---:|---:|---|",
         ]
         for e in (g.get("op_sets") or [])[:5]:
-            ops = ", ".join(f"`{o}`" for o in e["ops"][:12]) + (
+            ops = ", ".join(f"`{md_code(o)}`" for o in e["ops"][:12]) + (
                 f" and {len(e['ops']) - 12} more" if len(e["ops"]) > 12 else ""
             )
             lines.append(f"| {ops} | {e['models']} | {e['downloads']:,} | {', '.join(e['example_models'])} |")
@@ -215,9 +215,11 @@ def _triage(cluster: dict[str, Any]) -> str:
     if not t:
         return ""
     links = [
-        f"[{name}]({t[key]})" for key, name in (("repro_url", "repro.py"), ("issue_url", "issue.md")) if t.get(key)
+        f"[{name}]({safe_url(t[key])})"
+        for key, name in (("repro_url", "repro.py"), ("issue_url", "issue.md"))
+        if safe_url(t.get(key))
     ]
-    return " · ".join([t.get("attribution") or "", *links]).strip(" ·")
+    return " · ".join([md_escape(t.get("attribution") or ""), *links]).strip(" ·")
 
 
 def _known(cluster: dict[str, Any]) -> str:
@@ -226,7 +228,8 @@ def _known(cluster: dict[str, Any]) -> str:
     if not known:
         return "new"
     state = "expired: re-check" if cluster.get("expired") else f"known until {known['expires']}"
-    return f"{state} — {md_escape(known['reason'][:100])} ([why]({known['link']}))"
+    link = safe_url(known.get("link"))
+    return f"{state} — {md_escape(str(known.get('reason') or '')[:100])}" + (f" ([why]({link}))" if link else "")
 
 
 def _precision_markdown(rep: dict[str, Any]) -> list[str]:

@@ -16,12 +16,13 @@ from services import dashboard as queries
 from services.reports import api_url as api
 from zoo_runner.statuses import Status
 
-from .format import delta, num, p100, pct, sig, size, versions
+from .format import delta, num, p100, pct, safe_url, sig, size, versions
 
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
 CHART_JS = "chart-4.5.1.umd.min.js"
 templates = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
+templates.filters["safe_url"] = safe_url  # every link a page renders from stored data: http(s) or this site
 STATUS_COLORS = {
     Status.PASS: "#2e9e6a",
     Status.PASS_WITH_FALLBACK: "#9cc94a",

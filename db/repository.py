@@ -337,10 +337,19 @@ def shared_result(session: Session, fingerprint: str, req: Any, judged: str | No
     precision, re-addressed to ``req``'s model (fingerprint dedup). Only results the engine produced
     count (not copies). ``judged``, the precision ``req`` is judged at here, also leaves out rows
     judged at another one: a declared row of a machine whose backend declares another precision
-    (OpenVINO: fp32 without bf16 units, bf16 with them) is not this machine's verdict."""
+    (OpenVINO: fp32 without bf16 units, bf16 with them) is not this machine's verdict.
+
+    The parent picks the source, never the order of validation: a row of a model with at least
+    ``req``'s downloads (the most-downloaded first), so a stranger's copy of a popular config never
+    speaks for the original; and never a ``reference_error`` or ``unsupported`` row, which says
+    something of that repo's own files (its config, its code), not of the graph they share."""
+    own = session.scalar(select(Model.downloads).where(Model.id == req.model_id)) or 0
     q = (
         select(Result)
+        .join(Model, Model.id == Result.model_id, isouter=True)
         .where(
+            func.coalesce(Model.downloads, 0) >= own,
+            Result.status.notin_(("reference_error", "unsupported")),
             Result.fingerprint == fingerprint,
             Result.backend == req.backend,
             Result.tier == req.tier,
@@ -353,7 +362,8 @@ def shared_result(session: Session, fingerprint: str, req: Any, judged: str | No
     )
     if judged is not None:
         q = q.where(precision_scope(judged, getattr(req, "env", None) or ""))
-    row = session.scalars(q.order_by(Result.started_at.desc()).limit(20)).all()
+    rows = q.order_by(func.coalesce(Model.downloads, 0).desc(), Result.started_at.desc()).limit(20)
+    row = session.scalars(rows).all()
     row = next((r for r in row if not (r.details or {}).get("deduplicated_from")), None)
     if row is None:
         return None

@@ -91,3 +91,89 @@ def test_a_row_judged_at_another_precision_is_not_shared(twin_hub, sqlite_url):
     assert one["fingerprint"] == two["fingerprint"]
     assert "deduplicated_from" not in two["details"] and two["precision"] == "fp32"
     assert two["duration_s"] > 0
+
+
+def test_token_ids_are_in_the_fingerprint():
+    """pad_token_id moves RoBERTa's position ids and eos_token_id decides where BART pools: configs that
+    differ in them compute differently, so they never share a fingerprint; what cannot change the
+    computation (a name, the writer's transformers version) still does not count."""
+    from zoo_runner.fingerprint import IGNORED_KEYS, fingerprint
+
+    base = {"model_type": "roberta", "hidden_size": 32, "pad_token_id": 1, "eos_token_id": 2, "bos_token_id": 0}
+    fp = fingerprint("transformers", "RobertaModel", base, "tiny", [])
+    for key, value in (("pad_token_id", 500), ("eos_token_id", 999999), ("bos_token_id", 7), ("sep_token_id", 3)):
+        assert fingerprint("transformers", "RobertaModel", {**base, key: value}, "tiny", []) != fp, key
+    nested = {**base, "text_config": {"pad_token_id": 1}}
+    assert fingerprint("transformers", "X", nested, "tiny", []) != fingerprint(
+        "transformers", "X", {**base, "text_config": {"pad_token_id": 9}}, "tiny", []
+    )
+    renamed = {**base, "_name_or_path": "evil/copy", "transformers_version": "9.9.9"}
+    assert fingerprint("transformers", "RobertaModel", renamed, "tiny", []) == fp
+    assert not {k for k in IGNORED_KEYS if k.endswith("token_id")}
+    assert all(isinstance(why, str) and why for why in IGNORED_KEYS.values())  # each says why it cannot matter
+
+
+def test_a_copy_of_a_popular_config_with_one_token_id_changed_never_decides_the_originals_verdict(
+    sqlite_url, tmp_path, monkeypatch
+):
+    """The dedup attack: a stranger's copy of a popular RoBERTa config with pad_token_id 500, validated
+    first in the week, fails its own reference; the original, validated after it, keeps its own verdict."""
+    import json
+
+    import huggingface_hub.constants as c
+    from huggingface_hub import hf_hub_download
+
+    from services.validation import validate_and_store
+
+    evil = tmp_path / "repos" / "evil" / "roberta-copy"
+    evil.mkdir(parents=True)
+    csv_path = tmp_path / "original.csv"
+    csv_path.write_text(
+        "model_id,downloads,tasks,parameters,tags\n"
+        "org-r/roberta-one,100,fill-mask,,\"['transformers', 'safetensors', 'roberta', 'fill-mask']\"\n"
+    )
+    base, stop = start_standin(str(csv_path), {"evil/roberta-copy": str(evil)})
+    monkeypatch.setenv("HF_ENDPOINT", base)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setattr(c, "ENDPOINT", base)
+    monkeypatch.setattr(c, "HUGGINGFACE_CO_URL_TEMPLATE", base + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(c, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    try:
+        original = json.loads(open(hf_hub_download("org-r/roberta-one", "config.json")).read())
+        (evil / "config.json").write_text(json.dumps({**original, "pad_token_id": 500}))
+        copy = validate_and_store(ValidationRequest("evil/roberta-copy", backend="cpu")).to_dict()
+        own = validate_and_store(ValidationRequest("org-r/roberta-one", backend="cpu")).to_dict()
+    finally:
+        stop()
+    assert copy["status"] == "reference_error", (copy["status"], copy["error"])
+    assert "deduplicated_from" not in own["details"], own["details"]
+    assert own["status"] == "pass" and own["fingerprint"] != copy["fingerprint"] and own["duration_s"] > 0
+
+
+def test_a_copy_comes_from_the_most_downloaded_twin_and_never_from_a_row_of_a_repos_own_files(sqlite_url):
+    """Fingerprint dedup with the fingerprints equal: the parent picks the source, never the order of
+    validation. A row of a less-downloaded model never speaks for a more-downloaded one, and a
+    reference_error or unsupported row (a fact of that repo's own config or code) is never copied."""
+    from db import repository
+    from db.models import Model
+    from db.session import session_scope
+    from zoo_runner.result import ValidationResult
+
+    def row(model_id: str, status: str) -> dict:
+        r = ValidationResult.empty(ValidationRequest(model_id, backend="cpu", tier="tiny")).to_dict()
+        return {**r, "status": status, "fingerprint": "d" * 16}
+
+    with session_scope() as s:
+        s.add_all([Model(id="big/original", downloads=1000), Model(id="small/copy", downloads=3)])
+    with session_scope() as s:
+        repository.store_result(s, row("small/copy", "pass"))
+    with session_scope() as s:  # the original is more downloaded than the only row there is: it runs itself
+        assert repository.shared_result(s, "d" * 16, ValidationRequest("big/original", backend="cpu")) is None
+    with session_scope() as s:
+        repository.store_result(s, row("big/original", "reference_error"))
+    with session_scope() as s:  # a repo's own reference_error is never another's verdict
+        assert repository.shared_result(s, "d" * 16, ValidationRequest("other/one", backend="cpu")) is not None
+        got = repository.shared_result(s, "d" * 16, ValidationRequest("other/one", backend="cpu"))
+        assert got["details"]["deduplicated_from"] == "small/copy" and got["status"] == "pass"

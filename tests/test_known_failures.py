@@ -96,3 +96,30 @@ def test_report_and_failures_page_separate_new_known_and_expired(database_url, c
     assert page.status_code == 200, page.text[:500]
     assert '<b id="new-failing">1</b> new, <b id="known-failing">2</b> known' in page.text
     assert "1 expired: re-check" in page.text and f"known until {current_layoutlmv2}" in page.text
+
+
+def test_strings_a_model_wrote_render_as_inert_text_and_links_only_with_an_allowed_scheme():
+    """A known failure, a triage or a message carrying a ``javascript:`` link, HTML or Markdown link syntax
+    renders as text: the Markdown report escapes it and keeps only http(s) and site links; the pages'
+    ``safe_url`` filter drops every other scheme."""
+    from dashboards.format import md_code, md_escape, safe_url
+    from dashboards.report import _known, _triage
+    from dashboards.templating import templates
+
+    bad_urls = ("javascript:alert(1)", "JaVaScRiPt:x", "data:text/html,x", "//evil.example/x", "vbscript:x")
+    bad_urls += (" \tjavascript:x",)
+    for bad in bad_urls:
+        assert safe_url(bad) == "", bad
+    for good in ("https://github.com/org/repo/issues/1", "http://example.org/x", "/findings/openvino/abc/repro.py"):
+        assert safe_url(good) == good
+    cell = md_escape("boom [why](javascript:alert(1)) <img src=x onerror=alert(1)> | `x` \x1b[31m")
+    assert "](" not in cell.replace("\\](", "") and "<img" not in cell.replace("\\<img", "") and "\x1b" not in cell
+    assert "\\|" in cell and md_code("a`b\x07") == "a'b"
+    known = {"known_failure": {"reason": "<b>x</b>", "link": "javascript:alert(1)", "expires": "2099-12-31"}}
+    assert "javascript" not in _known(known) and "why" not in _known(known) and "\\<b\\>" in _known(known)
+    ok = {"known_failure": {"reason": "r", "link": "https://github.com/o/r/issues/2", "expires": "2099-12-31"}}
+    assert "([why](https://github.com/o/r/issues/2))" in _known(ok)
+    tri = {"triage": {"attribution": "backend", "repro_url": "javascript:alert(1)", "issue_url": "/f/issue.md"}}
+    assert _triage(tri) == "backend · [issue.md](/f/issue.md)"
+    page = templates.from_string('<a href="{{ u|safe_url }}">{{ m }}</a>').render(u="javascript:alert(1)", m="<script>")
+    assert page == '<a href="">&lt;script&gt;</a>'

@@ -294,13 +294,19 @@ def test_a_declared_row_of_another_precision_is_not_shared(database_url):
         assert repository.shared_result(s, "fx", req, judged="bf16") is None
         here = repository.shared_result(s, "fx", req, judged="fp32")
     assert here["status"] == "mismatch" and here["details"]["deduplicated_from"] == "org/a"
-    refused = _result("org/c", "unsupported", backend="cpu+openvino", week_day=now, fingerprint="fy")
-    refused["details"] = {"harness_version": HARNESS_VERSION}  # no precision applied: the same at each one
+    failed = _result("org/c", "compile_error", backend="cpu+openvino", week_day=now, fingerprint="fy")
+    failed["details"] = {"harness_version": HARNESS_VERSION}  # no precision applied: the same at each one
     with session_scope() as s:
-        repository.store_result(s, refused)
+        repository.store_result(s, failed)
     with session_scope() as s:
         shared = repository.shared_result(s, "fy", req, judged="bf16")
-    assert shared["status"] == "unsupported" and shared["details"]["deduplicated_from"] == "org/c"
+    assert shared["status"] == "compile_error" and shared["details"]["deduplicated_from"] == "org/c"
+    refused = _result("org/d", "unsupported", backend="cpu+openvino", week_day=now, fingerprint="fz")
+    refused["details"] = {"harness_version": HARNESS_VERSION}
+    with session_scope() as s:
+        repository.store_result(s, refused)
+    with session_scope() as s:  # unsupported says something of org/d's own files: never org/b's verdict
+        assert repository.shared_result(s, "fz", req, judged="bf16") is None
 
 
 # ---------------------------------------------------------------- the API

@@ -214,6 +214,38 @@ def test_a_forged_result_keeps_the_parents_identity_or_is_a_crash(kind, tmp_path
     assert MARK not in json.dumps(row)
 
 
+@needs_root
+def test_what_only_the_parent_may_say_is_never_taken_from_the_model_process(tmp_path, monkeypatch):
+    """A model process that writes a known failure (with a ``javascript:`` link), a triage, strict fp32,
+    the verdict's author, published references, a dedup source and another architecture, task and
+    library into a well-formed result changes none of them: the row has the parent's, and the error
+    message it wrote is stored without its terminal escapes."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    from zoo_runner.builders.transformers_builder import task_for
+
+    req = ValidationRequest(
+        "arch:BertModel",
+        backend="cpu+zoo_forge",
+        timeout_s=180,
+        precision="fp32",
+        extras={"forge": "claims"},
+        plugins="tests.plugins.forger",
+    )
+    row = run_isolated(req)
+    assert row["status"] == "mismatch", (row["status"], row["error"])
+    assert (row["library"], row["architecture"], row["task"]) == ("transformers", "BertModel", task_for("BertModel"))
+    details = row["details"]
+    for key in ("known_failure", "known_failure_fixed", "triage", "strict_fp32"):
+        assert key not in details, (key, details.get(key))
+    assert details.get("reference_published") != {"key": "stored"}  # the parent's own publishing, if any
+    assert "deduplicated_from" not in details and details.get("verdict") != "model"
+    assert {"known_failure", "triage", "strict_fp32", "verdict", "deduplicated_from"} <= set(details["claims_dropped"])
+    message = row["error"]["message"]
+    assert "\x1b" not in message and "\x07" not in message and "\r" not in message
+    assert "\x1b" not in row["error"]["signature"]
+    assert "javascript:" not in json.dumps({k: v for k, v in details.items() if k != "claims_dropped"})
+
+
 # ------------------------------------------------------------------ the parent's reading, unit by unit
 
 

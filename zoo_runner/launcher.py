@@ -418,13 +418,16 @@ def run_isolated(
         problem = None
         result = None
         trusted = False
+        from .planning import parent_plan  # builders: imported where a model is validated, not with the launcher
+
+        facts = parent_plan(req)  # the row's fingerprint, library, architecture, task, known failure: the parent's
         if not timed_out or req.triage:  # a triage checkpoints its verdict before the minifier's long work
             raw, problem = read_json_file(run.result, RESULT_MAX_BYTES, owner=run.uid)
             if raw is not None:
                 try:
                     result = trusted_result(req, raw)
                     verdict.decide(req, result)
-                    verdict.parent_identity(req, result, started_at)
+                    verdict.parent_identity(req, result, started_at, facts)
                     trusted = True
                 except BadResult as exc:
                     problem = f"result.json fails the result schema: {exc}"
@@ -467,6 +470,8 @@ def run_isolated(
                 stuck,
                 run.setup.get("cold_compile_s", 0),
             )
+        if not trusted:  # a crash, a timeout, a refused result: still the parent's library, architecture, task
+            verdict.parent_facts(result, facts)
         result["versions"] = verdict.parent_versions(python, result.get("versions"), req.backend)
         result["details"]["sandbox"] = details_sandbox
         result["details"] = own_details(result["details"], req)  # the parent's to say, never the model process's

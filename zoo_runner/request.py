@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -94,6 +95,16 @@ def share_of_cores(jobs: int) -> int | None:
     return max(1, (os.cpu_count() or 1) // jobs)
 
 
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def strip_controls(text: str) -> str:
+    """``text`` without terminal escape sequences (CSI, OSC) or control characters; tabs and newlines
+    kept, a carriage return dropped (it would let a line overwrite what came before it on a terminal)."""
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
+
+
 def error_info(
     exc: BaseException | None = None, *, type_: str | None = None, message: str = "", tb: str | None = None
 ) -> dict[str, Any]:
@@ -109,8 +120,11 @@ def error_info(
         type_ = type_ or type(exc).__name__
         message = message or str(exc)
         tb = tb or "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    message = (message or "")[:4000]  # cut before the signature: the parent recomputes it from what is stored
-    lines = [ln.strip() for ln in re.sub(r"\x1b\[[0-9;]*m", "", message or "").splitlines() if ln.strip()]
+    # what a model raised is data wherever it is shown: no terminal escape sequence or control character
+    # survives into the row, a signature, a page or repro.py's output (tabs and newlines kept)
+    type_, message, tb = strip_controls(type_ or ""), strip_controls(message or ""), strip_controls(tb or "") or None
+    message = message[:4000]  # cut before the signature: the parent recomputes it from what is stored
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
     first = lines[0] if lines else ""
     if first.endswith(" raised:") and len(lines) > 1:  # dynamo's "backend='x' raised:": the error is the next line
         first = f"{first} {lines[1]}"

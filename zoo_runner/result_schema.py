@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .precision import PRECISIONS, SOURCES
-from .request import HARNESS_VERSION, ValidationRequest, error_info
+from .request import HARNESS_VERSION, ValidationRequest, error_info, strip_controls
 from .result import ERROR_KEYS, RESULT_KEYS, ValidationResult, own_details
 from .statuses import ALL_REASONS, ALL_STATUSES
 
@@ -29,6 +29,46 @@ MAX_STR = 1 << 20
 REASONS = frozenset(ALL_REASONS)
 STAGES = frozenset({"start", "build", "reference", "target", "compare", "census", "triage", "minify", "done"})
 OPTIONAL_STR = ("device", "dtype", "fingerprint", "library", "architecture", "task", "started_at")
+
+
+# The details a model process may report: measurements and what it saw while measuring, each a fact
+# about its own run. Every other key it writes is dropped (its name kept in ``details.claims_dropped``):
+# a row's known failure, triage, verdict, precision flags, published references, dedup source, env and
+# sandbox are the parent's, computed or looked up by the parent (verdict.parent_identity, the launcher).
+MODEL_DETAIL_KEYS = frozenset(
+    {
+        "seed",  # written by every result and overwritten below with the request's own
+        "harness_version",  # likewise
+        "threads",  # torch's thread count in the model process
+        "stage_s",  # seconds per stage
+        "stage",  # the stage a failure of Zoo's happened in
+        "precision_source",  # checked below against the request
+        "input_shapes",
+        "parameters",
+        "target_model",  # whether the backend got a copy of the reference's model
+        "config_source",
+        "timm_shrink",  # how a timm tower was shrunk
+        "ultralytics_checkpoint",
+        "inductor_isa_probes_copied",
+        "inductor_headers_built",
+        "failed_input",  # which input failed on the backend, with its shapes
+        "graph_break_reasons",
+        "compile_cache",
+        "backend_share",  # checked below: a fraction
+        "fallback_report",
+        "fallback_prediction",
+        "budget_use",  # checked by verdict.decide
+        "strict_budget_use",  # the parent turns it into strict_fp32
+        "nonfinite_metrics",
+        "reference_cache",
+        "reference_precision_cache",
+        "reference64",
+        "random_ops",
+        "zoo_error",  # the type of an error of Zoo's own in the model process
+        "triage",  # kept only for a triage request, rebuilt by triage.graph.clean_triage
+    }
+)
+MAX_DROPPED_NAMES = 20
 
 
 class BadResult(ValueError):
@@ -114,8 +154,9 @@ def _depth_ok(value: Any) -> bool:
 
 
 def _clean_str(s: str) -> str:
-    """NUL and lone surrogates break PostgreSQL and UTF-8 encoders: replaced, not stored."""
-    s = s.replace("\x00", "\ufffd")
+    """NUL and lone surrogates break PostgreSQL and UTF-8 encoders: replaced, not stored; terminal
+    escape sequences and other control characters are dropped (a string a model wrote is data)."""
+    s = strip_controls(s.replace("\x00", "\ufffd"))
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:
@@ -195,9 +236,14 @@ def trusted_result(req: ValidationRequest, raw: Any) -> dict[str, Any]:
     except Exception:
         backend = req.backend
     result.update(model_id=req.model_id, revision=req.revision, tier=req.tier, backend=backend, repro=req.repro())
-    details = dict(child.get("details") or {})
+    claimed = child.get("details") or {}
+    details = {k: v for k, v in claimed.items() if k in MODEL_DETAIL_KEYS}
+    if not req.triage:
+        details.pop("triage", None)
+    dropped = sorted(k for k in claimed if k not in details)
+    if dropped:  # what it tried to say that is not its to say: kept as names only, for whoever investigates
+        details["claims_dropped"] = [k[:64] for k in dropped[:MAX_DROPPED_NAMES]]
     details.update(seed=req.seed, harness_version=HARNESS_VERSION)
-    details.pop("sandbox", None)
     details = own_details(details, req)  # env, remote_code, ...: the parent's to say, never the model process's
     error = result.get("error")
     if isinstance(error, dict):  # the signature groups rows into clusters: the parent's, from the type and message

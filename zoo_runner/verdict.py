@@ -79,18 +79,39 @@ def decide(req: ValidationRequest, result: dict[str, Any]) -> None:
         result["details"]["verdict"] = "parent"
 
 
-def parent_identity(req: ValidationRequest, result: dict[str, Any], started_at: str) -> None:
+def parent_identity(req: ValidationRequest, result: dict[str, Any], started_at: str, facts: Any = None) -> None:
     """What other rows are matched by comes from the parent: the start time (its ISO week) and the
     fingerprint, computed from the plan (fingerprint dedup hands a row to every model sharing it:
-    a fingerprint the model process claims could hand its verdict to another model)."""
-    from .planning import plan_fingerprint
+    a fingerprint the model process claims could hand its verdict to another model); and so do the
+    row's library, architecture, task and known failure (:func:`parent_facts`)."""
+    from .planning import parent_plan
 
+    facts = facts or parent_plan(req)
     result["started_at"] = started_at
     claimed = result.get("fingerprint")
-    fingerprint = plan_fingerprint(req)
-    if claimed != fingerprint:
+    if claimed != facts.fingerprint:
         result["details"]["fingerprint_claimed"] = claimed
-    result["fingerprint"] = fingerprint
+    result["fingerprint"] = facts.fingerprint
+    parent_facts(result, facts)
+
+
+def parent_facts(result: dict[str, Any], facts: Any) -> None:
+    """The parent's :class:`~zoo_runner.planning.PlanFacts` on a row (in place), whatever the model
+    process said: library, architecture and task; ``details.known_failure`` on a failing row whose
+    quirk names a known failure (``known_failure_fixed`` on a passing one); ``details.strict_fp32``
+    from the strict comparison's budget use (a passing row that also meets fp32's budget)."""
+    if facts.library:
+        result["library"] = facts.library
+    result["architecture"], result["task"] = facts.architecture, facts.task
+    details = result.setdefault("details", {})
+    for key in ("known_failure", "known_failure_fixed", "strict_fp32"):
+        details.pop(key, None)
+    passing = result.get("status") in PASSING
+    if facts.known_failure:
+        details["known_failure_fixed" if passing else "known_failure"] = dict(facts.known_failure)
+    strict = details.get("strict_budget_use")
+    if "strict_budget_use" in details:
+        details["strict_fp32"] = bool(passing and _finite(strict) and strict <= 1.0)
 
 
 def parent_versions(python: str | None, claimed: Any, backend: str = "") -> dict[str, str]:

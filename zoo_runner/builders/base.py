@@ -72,7 +72,10 @@ class Builder(Protocol):
     ``fingerprint(library, tier)``, a :class:`ConfigPlan` for most builders; it raises
     :class:`~zoo_runner.exceptions.NotSupported` for a model the builder will not run.
     ``build(request, plan=None)`` builds the model from that plan (planning again if none is
-    given) and returns :class:`Built`. Both run in the model process; ``request`` is a
+    given) and returns :class:`Built`. ``task(request, plan)`` is the row's task (``build`` uses it
+    too). ``plan`` and ``task`` also run in the parent, which takes a row's fingerprint, library,
+    architecture (the plan's ``architecture``), task and known failure from them, never from the
+    model process; ``build`` runs in the model process only. ``request`` is a
     :class:`~zoo_runner.request.ValidationRequest` with its ``config``, ``files_dir`` and
     ``config_source`` already filled by the parent.
     """
@@ -80,6 +83,8 @@ class Builder(Protocol):
     library: str
 
     def plan(self, request: Any) -> Any: ...
+
+    def task(self, request: Any, plan: Any) -> str | None: ...
 
     def build(self, request: Any, plan: Any = None) -> Built: ...
 

@@ -68,6 +68,10 @@ class ChronosBuilder:
             shapes=shapes,
         )
 
+    def task(self, request: Any, plan: ChronosPlan) -> str | None:
+        """The row's task: the Hub's pipeline tag, else what the plan builds (the parent asks it too)."""
+        return request.task or "time-series-forecasting"
+
     def build(self, request: Any, plan: ChronosPlan | None = None) -> Built:
         plan = plan or self.plan(request)
         module, _, name = plan.target.partition(":")
@@ -100,7 +104,7 @@ class ChronosBuilder:
             model=model,
             library=self.library,
             architecture=plan.architecture,
-            task=request.task or "time-series-forecasting",
+            task=self.task(request, plan),
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,

@@ -238,6 +238,10 @@ class DiffusersBuilder:
             single=True,
         )
 
+    def task(self, request: Any, plan: DiffusersPlan) -> str | None:
+        """The row's task: the Hub's pipeline tag, else what the plan builds (the parent asks it too)."""
+        return request.task or "text-to-image"
+
     def build(self, request: Any, plan: DiffusersPlan | None = None) -> Built:
         try:
             import diffusers
@@ -286,7 +290,7 @@ class DiffusersBuilder:
             model=model,
             library=self.library,
             architecture=plan.architecture,
-            task=request.task or "text-to-image",
+            task=self.task(request, plan),
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,

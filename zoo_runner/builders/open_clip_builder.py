@@ -214,6 +214,10 @@ class OpenClipBuilder:
             text_config=text_config,
         )
 
+    def task(self, request: Any, plan: OpenClipPlan) -> str | None:
+        """The row's task: the Hub's pipeline tag, else what the plan builds (the parent asks it too)."""
+        return request.task or "zero-shot-image-classification"
+
     def build(self, request: Any, plan: OpenClipPlan | None = None) -> Built:
         try:
             import open_clip
@@ -300,7 +304,7 @@ class OpenClipBuilder:
             model=model,
             library=self.library,
             architecture=plan.architecture,
-            task=request.task or "zero-shot-image-classification",
+            task=self.task(request, plan),
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,

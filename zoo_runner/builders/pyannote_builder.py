@@ -239,6 +239,12 @@ class PyannoteBuilder:
             params = _shrink(params)
         return Part(target=target, model_config=params, specifications=specifications_kwargs(cfg.get("task")))
 
+    def task(self, request: Any, plan: PyannotePlan) -> str | None:
+        """The row's task: the Hub's pipeline tag, else what the plan builds (the parent asks it too)."""
+        return request.task or (
+            "speaker-diarization" if any(p.specifications for p in plan.parts.values()) else "audio-embedding"
+        )
+
     def build(self, request: Any, plan: PyannotePlan | None = None) -> Built:
         plan = plan or self.plan(request)
         try:
@@ -282,8 +288,7 @@ class PyannoteBuilder:
             model=model,
             library=self.library,
             architecture=plan.architecture,
-            task=request.task
-            or ("speaker-diarization" if any(p.specifications for p in plan.parts.values()) else "audio-embedding"),
+            task=self.task(request, plan),
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,

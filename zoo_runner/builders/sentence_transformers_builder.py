@@ -107,5 +107,9 @@ class SentenceTransformersBuilder:
         mode, normalize = pooling_setup(getattr(request, "extras", None))
         built.model = SentenceEmbedder(built.model, mode, normalize).eval()
         built.library = self.library
-        built.task = request.task or "sentence-similarity"
+        built.task = self.task(request, plan)
         return built
+
+    def task(self, request: Any, plan: Any) -> str | None:
+        """The row's task: the Hub's pipeline tag, else sentence similarity (the parent asks it too)."""
+        return request.task or "sentence-similarity"

@@ -229,6 +229,10 @@ class SpeechBrainBuilder:
             graph=graph,
         )
 
+    def task(self, request: Any, plan: SpeechBrainPlan) -> str | None:
+        """The row's task: the Hub's pipeline tag, else what the plan builds (the parent asks it too)."""
+        return request.task or ("audio-classification" if "classifier" in plan.graph else "audio-embedding")
+
     def build(self, request: Any, plan: SpeechBrainPlan | None = None) -> Built:
         from ..weights import init_weights
 
@@ -246,7 +250,7 @@ class SpeechBrainBuilder:
             model=model,
             library=self.library,
             architecture=plan.architecture,
-            task=request.task or ("audio-classification" if "classifier" in plan.graph else "audio-embedding"),
+            task=self.task(request, plan),
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,

@@ -102,6 +102,10 @@ class TimmBuilder:
             plan.shrink = plan_shrink(arch, **plan.create_kwargs(request.tier))
         return plan
 
+    def task(self, request: Any, plan: TimmPlan) -> str | None:
+        """The row's task: the Hub's pipeline tag, else what the plan builds (the parent asks it too)."""
+        return request.task or "image-classification"
+
     def build(self, request: Any, plan: TimmPlan | None = None) -> Built:
         try:
             import timm
@@ -151,7 +155,7 @@ class TimmBuilder:
             model=model,
             library=self.library,
             architecture=plan.architecture,
-            task=request.task or "image-classification",
+            task=self.task(request, plan),
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,

@@ -318,6 +318,10 @@ class TransformersBuilder:
                 shape["seq"] = seq
         return Plan(cls=cls, config=config, architecture=architecture, config_source=source, quirk=quirk, shapes=shapes)
 
+    def task(self, request: Any, plan: Plan) -> str | None:
+        """The row's task: the Hub's pipeline tag, else what the plan builds (the parent asks it too)."""
+        return request.task or task_for(plan.architecture)
+
     def build(self, request: Any, plan: Plan | None = None, base_model: bool = False) -> Built:
         plan = plan or self.plan(request, base_model=base_model)
         cls, config, architecture, quirk = plan.cls, plan.config, plan.architecture, plan.quirk
@@ -356,7 +360,7 @@ class TransformersBuilder:
             model=model,
             library=self.library,
             architecture=architecture,
-            task=request.task or task_for(architecture),
+            task=self.task(request, plan),
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,

@@ -100,6 +100,10 @@ class UltralyticsBuilder:
             architecture=cfg["yaml"].removesuffix(".yaml"), config=graph, config_source=source, shapes=shapes
         )
 
+    def task(self, request: Any, plan: ConfigPlan) -> str | None:
+        """The row's task: the Hub's pipeline tag, else what the plan builds (the parent asks it too)."""
+        return request.task or next(t for c, t in TASKS.values() if c == plan.config["task_class"])
+
     def build(self, request: Any, plan: ConfigPlan | None = None) -> Built:
         os.environ.setdefault("YOLO_OFFLINE", "1")  # no download, no update check (there is no network anyway)
         os.environ.setdefault("YOLO_VERBOSE", "False")
@@ -134,7 +138,7 @@ class UltralyticsBuilder:
             model=model,
             library=self.library,
             architecture=plan.architecture,
-            task=request.task or next(t for c, t in TASKS.values() if c == graph["task_class"]),
+            task=self.task(request, plan),
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,

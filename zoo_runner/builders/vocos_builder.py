@@ -163,6 +163,10 @@ class VocosBuilder:
             graph=graph,
         )
 
+    def task(self, request: Any, plan: VocosPlan) -> str | None:
+        """The row's task: the Hub's pipeline tag, else what the plan builds (the parent asks it too)."""
+        return request.task or "text-to-speech"
+
     def build(self, request: Any, plan: VocosPlan | None = None) -> Built:
         from ..weights import init_weights
 
@@ -182,7 +186,7 @@ class VocosBuilder:
             model=model,
             library=self.library,
             architecture=plan.architecture,
-            task=request.task or "text-to-speech",
+            task=self.task(request, plan),
             config_source=plan.config_source,
             make_inputs=make,
             shapes=plan.shapes,
