@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 
 import numpy as np
 import pytest
@@ -93,6 +94,17 @@ def _validate(zoo, base: str, tmp_path, model_id: str, tier: str, *extra: str):
     )
 
 
+def _write_hostile_gguf(path, strings: int) -> None:
+    """A GGUF header under the 64 MiB cap that declares one array of ``strings`` empty strings."""
+    import struct
+
+    key = b"tokenizer.ggml.tokens"
+    with open(path, "wb") as f:
+        f.write(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key)
+        f.write(struct.pack("<IIQ", 9, 8, strings))  # an array of strings, each a u64 length of 0
+        f.truncate(f.tell() + 8 * strings)
+
+
 @pytest.fixture(scope="module")
 def gguf_hub(tmp_path_factory):
     root = tmp_path_factory.mktemp("gguf-hub")
@@ -109,6 +121,9 @@ def gguf_hub(tmp_path_factory):
     other = root / "repos" / "test-org/tiny-unmappable-GGUF"
     other.mkdir(parents=True)
     _write_gguf(other / "x.gguf", arch="zoo-no-such-arch", weights_mb=1)
+    hostile = root / "repos" / "test-org/millions-of-strings-GGUF"  # 7.3 M empty token strings: 58 MB of header
+    hostile.mkdir(parents=True)
+    _write_hostile_gguf(hostile / "h.gguf", 7_300_000)
     catalog = root / "catalog.csv"
     with catalog.open("w", newline="") as f:
         w = csv.writer(f)
@@ -117,8 +132,10 @@ def gguf_hub(tmp_path_factory):
         w.writerow(["test-org/tiny-unmappable-GGUF", 10, "text-generation", "", "['gguf', 'text-generation']"])
         w.writerow(["test-org/big-vocab-GGUF", 5, "text-generation", "", "['gguf', 'text-generation']"])
         w.writerow(["test-org/whole-tiny-llama-GGUF", 4, "text-generation", "", "['gguf', 'text-generation']"])
+        w.writerow(["test-org/millions-of-strings-GGUF", 3, "text-generation", "", "['gguf', 'text-generation']"])
     repos = {REPO: str(folder), "test-org/tiny-unmappable-GGUF": str(other), "test-org/big-vocab-GGUF": str(big),
-             "test-org/whole-tiny-llama-GGUF": str(whole)}  # fmt: skip
+             "test-org/whole-tiny-llama-GGUF": str(whole),
+             "test-org/millions-of-strings-GGUF": str(hostile)}  # fmt: skip
     base, stop = start_standin(str(catalog), repos)
     yield base, stop.hub, (folder / FILE).stat().st_size
     stop()
@@ -246,3 +263,33 @@ def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model
     # as llama.cpp writes Phi-3: 32064 tokens, <|endoftext|> for padding; transformers maps both, and
     # Phi3Config's default padding (32000) fits the vocabulary (a 32000-token file could not be built)
     assert (phi3["vocab_size"], phi3["pad_token_id"]) == (32064, 32000), phi3
+
+
+def test_a_header_of_millions_of_tiny_strings_is_refused_in_seconds_and_little_memory(gguf_hub):
+    """7.3 M empty token strings (58 MB, under the 64 MiB header cap) once took the root parent 268 s
+    and 11.8 GB in transformers' parser: now the array's declared count refuses it before anything is
+    allocated for it. Measured in a fresh interpreter (its peak RSS, before and after)."""
+    import subprocess
+    import sys
+
+    base, served, _ = gguf_hub
+    code = (
+        "import resource, time, json\n"
+        "from zoo_runner.gguf_header import read_header\n"
+        "from zoo_runner.exceptions import NotSupported\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "t0 = time.perf_counter()\n"
+        "try:\n"
+        "    read_header('test-org/millions-of-strings-GGUF', None, 'h.gguf'); why = None\n"
+        "except NotSupported as exc:\n"
+        "    why = str(exc)\n"
+        "print(json.dumps({'s': time.perf_counter() - t0, 'grew_mb': "
+        "(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024, 'why': why}))\n"
+    )
+    env = {**os.environ, "HF_ENDPOINT": base, "HF_HUB_OFFLINE": "0"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["why"] and "7,300,000 entries" in out["why"], out
+    assert out["s"] < 5 and out["grew_mb"] < 512, out
+    assert served.sent[("test-org/millions-of-strings-GGUF", "h.gguf")] <= 1 << 20  # the first read only

@@ -23,6 +23,20 @@ from .statuses import Reason
 FIRST_READ = 1 << 20
 MAX_HEADER = 64 << 20  # a header larger than this (a vocabulary of millions of tokens) is not read
 MAX_FILE = 4 << 40  # a file said to be larger is refused (the largest GGUF files are well under 1 TiB)
+# Counts a header may declare, checked as each is read and before anything is allocated for it: real
+# headers hold a vocabulary of up to ~262k tokens and as many merges, a few dozen keys, a few thousand
+# tensors. A stranger's header of millions of empty strings is refused at its array's count.
+MAX_KV = 4096
+MAX_TENSORS = 1 << 17
+MAX_ARRAY = 1 << 20  # entries of one array (a token list, its scores, the merges)
+MAX_STRINGS = 3 << 20  # strings in the whole header
+# transformers' parser (the gguf package) keeps Python objects per string: a real 262k-token header
+# with 280k merges took 61 s and 1.1 GB (2-core VM, under load). It runs in a child of its own under
+# these limits, so no header can make the parent (root, and 8 planning threads) spend more.
+MAP_MEMORY = 4 << 30  # the child's address space
+MAP_CPU_S = 240  # its CPU seconds
+MAP_TIMEOUT_S = 300  # its wall seconds
+MAP_OUTPUT = 4 << 20  # what the parent reads of its answer
 _SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF value type -> bytes
 _STRING, _ARRAY = 8, 9
 
@@ -61,13 +75,22 @@ def header_length(buf: bytes) -> int:
     def u64() -> int:
         return struct.unpack("<Q", take(8))[0]
 
+    strings = 0
+
     def value(kind: int, depth: int = 0) -> None:
+        nonlocal strings
         if kind in _SCALAR:
             take(_SCALAR[kind])
         elif kind == _STRING:
             take(u64())
         elif kind == _ARRAY and depth == 0:
             inner, count = u32(), u64()
+            if count > MAX_ARRAY:
+                raise ValueError(f"a GGUF array of {count:,} entries, over the {MAX_ARRAY:,} Zoo reads")
+            if inner == _STRING:
+                strings += count
+                if strings > MAX_STRINGS:
+                    raise ValueError(f"over {MAX_STRINGS:,} strings in a GGUF header")
             if inner in _SCALAR:
                 take(_SCALAR[inner] * count)
             else:
@@ -82,6 +105,8 @@ def header_length(buf: bytes) -> int:
     if version not in (2, 3):
         raise ValueError(f"GGUF version {version} is not read (2 and 3 are)")
     n_tensors, n_kv = u64(), u64()
+    if n_kv > MAX_KV or n_tensors > MAX_TENSORS:
+        raise ValueError(f"a GGUF header of {n_kv:,} keys and {n_tensors:,} tensors, over what Zoo reads")
     for _ in range(n_kv):
         take(u64())  # the key
         value(u32())
@@ -94,8 +119,11 @@ def header_length(buf: bytes) -> int:
 
 def _mapped_config(head: bytes, size: int) -> tuple[dict[str, Any], int]:
     """transformers' config for the header ``head`` of a GGUF file of ``size`` bytes, and how many
-    elements its tensors hold (their infos are in the header; the gguf package reads them)."""
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+    elements its tensors hold, from a child process under :data:`MAP_MEMORY`, :data:`MAP_CPU_S` and
+    :data:`MAP_TIMEOUT_S` (:func:`_map_here` is what it runs)."""
+    import json
+    import subprocess
+    import sys
 
     with tempfile.TemporaryDirectory(prefix="zoo-gguf-") as tmp:
         path = os.path.join(tmp, "header.gguf")
@@ -103,19 +131,56 @@ def _mapped_config(head: bytes, size: int) -> tuple[dict[str, Any], int]:
             f.write(head)
             f.truncate(max(size, len(head)))  # sparse: the weights' bytes are holes, never fetched
         try:
-            parsed = load_gguf_checkpoint(path, return_tensors=False)
-        except ValueError as exc:  # "GGUF model with architecture X is not supported yet."
-            raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"transformers cannot map this GGUF file: {exc}") from exc
-        try:
-            from gguf import GGUFReader
+            proc = subprocess.run(
+                [sys.executable, "-m", "zoo_runner.gguf_header", path],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=MAP_TIMEOUT_S,
+                env={k: v for k, v in os.environ.items() if not k.startswith(("HF_TOKEN", "ZOO_DATABASE"))},
+            )
+        except subprocess.TimeoutExpired:
+            raise NotSupported(
+                Reason.LIBRARY_UNSUPPORTED, f"mapping the GGUF header took over {MAP_TIMEOUT_S} s: not read"
+            ) from None
+    out = proc.stdout[-MAP_OUTPUT:].decode("utf-8", "replace").strip().splitlines()
+    try:
+        answer = json.loads(out[-1]) if out else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        tail = proc.stderr[-300:].decode("utf-8", "replace").strip().splitlines()
+        why = tail[-1] if tail else f"exit code {proc.returncode}"
+        raise NotSupported(
+            Reason.LIBRARY_UNSUPPORTED,
+            f"the GGUF header could not be mapped within {MAP_MEMORY >> 30} GiB and {MAP_CPU_S} s: {why[:200]}",
+        )
+    if answer.get("unsupported"):
+        raise NotSupported(Reason.LIBRARY_UNSUPPORTED, str(answer["unsupported"])[:500])
+    config, elements = answer.get("config"), answer.get("elements")
+    if not isinstance(config, dict) or not config.get("model_type") or not isinstance(elements, int):
+        raise NotSupported(Reason.LIBRARY_UNSUPPORTED, "transformers maps no config from this GGUF file")
+    return config, elements
 
-            elements = sum(int(t.n_elements) for t in GGUFReader(path).tensors)
-        except Exception:  # the infos unreadable: no estimate (the full tier then refuses, saying so)
-            elements = 0
+
+def _map_here(path: str) -> dict[str, Any]:
+    """What the child answers for the sparse file ``path``: ``{"config", "elements"}``, or
+    ``{"unsupported": why}`` for an architecture transformers cannot map."""
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    try:
+        parsed = load_gguf_checkpoint(path, return_tensors=False)
+    except ValueError as exc:  # "GGUF model with architecture X is not supported yet."
+        return {"unsupported": f"transformers cannot map this GGUF file: {exc}"}
+    try:
+        from gguf import GGUFReader
+
+        elements = sum(int(t.n_elements) for t in GGUFReader(path).tensors)
+    except Exception:  # the infos unreadable: no estimate (the full tier then refuses, saying so)
+        elements = 0
     config = parsed.get("config") if isinstance(parsed, dict) else None
     if not isinstance(config, dict) or not config.get("model_type"):
-        raise NotSupported(Reason.LIBRARY_UNSUPPORTED, "transformers maps no config from this GGUF file")
-    return dict(config), elements
+        return {"unsupported": "transformers maps no config from this GGUF file"}
+    return {"config": config, "elements": elements}
 
 
 def pick_file(files: list[str]) -> str | None:
@@ -162,3 +227,19 @@ def read_header(model_id: str, revision: str | None, filename: str) -> Header:
             raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{filename}: {exc}") from exc
         config, elements = _mapped_config(head[:end], size)
         return Header(file=filename, size=size, bytes_read=fetched, config=config, elements=elements)
+
+
+def _child_main(argv: list[str]) -> int:
+    import json
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MAP_MEMORY, MAP_MEMORY))
+    resource.setrlimit(resource.RLIMIT_CPU, (MAP_CPU_S, MAP_CPU_S))
+    print(json.dumps(_map_here(argv[0]), default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_child_main(sys.argv[1:]))
