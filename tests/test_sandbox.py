@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 import torch
@@ -39,6 +40,8 @@ ATTEMPTS = {
     "postgres_unix_socket",
     "write_outside",
     "root",
+    "private_files",
+    "new_user_namespace",
 }
 SECRETS = (
     "HF_TOKEN",
@@ -96,6 +99,20 @@ def _run_in_requester(req: ValidationRequest, env: dict[str, str], tmp_path) -> 
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _opt_database(tag: str) -> Path:
+    """A world-readable database file under /opt, as a machine may keep one (removed at exit)."""
+    import atexit
+    import shutil
+
+    folder = Path("/opt") / f"zoo-canary-{tag}"
+    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    db = folder / "zoo.db"
+    db.write_text("SQLite format 3\0 a database the model must not read")
+    db.chmod(0o644)
+    atexit.register(shutil.rmtree, folder, True)
+    return db
+
+
 def _canary_request(tmp_path, hf_home: str) -> tuple[ValidationRequest, list[str]]:
     tag = uuid.uuid4().hex[:8]
     writes = [
@@ -109,6 +126,13 @@ def _canary_request(tmp_path, hf_home: str) -> tuple[ValidationRequest, list[str
             "token_files": [os.path.join(hf_home, "token")],
             "write_targets": writes,
             "tag": tag,
+            # what a model never needs: a database under /opt, the checkout's data/, .git and the rest of it
+            "private_files": [
+                str(_opt_database(tag)),
+                str(ROOT / "data" / "README.md"),
+                str(ROOT / ".git" / "HEAD"),
+                str(ROOT / "README.md"),
+            ],
         }
     }
     req = ValidationRequest(
@@ -140,7 +164,7 @@ def test_every_escape_fails_and_the_verdict_is_still_a_row(secrets, tmp_path):
     uid, gid = sandbox.sandbox_ids()
     assert (sb["mode"], sb["uid"], sb["gid"], sb["uid_switched"], sb["capabilities"]) == ("strict", uid, gid, True, 0)
     assert sb["no_new_privs"] and sb["netns"] and sb["mountns"] and sb["missing"] == []
-    assert set(sb["rlimits"]) == {"data", "as", "cpu", "fsize", "nproc"} and sb["env"] == "allowlist"
+    assert set(sb["rlimits"]) == {"data", "as", "cpu", "fsize", "nproc", "nofile"} and sb["env"] == "allowlist"
     # nothing secret in the row, and the forkserver every model process forks from has none either
     assert row.pop("forkserver_environ_has_secret") is False
     assert MARK not in json.dumps(row)
@@ -163,6 +187,8 @@ def test_sandbox_off_runs_without_it_and_says_so(secrets, tmp_path):
         "postgres_unix_socket",
         "write_outside",
         "root",
+        "private_files",
+        "new_user_namespace",
     ):
         assert found[attempt].startswith("ESCAPED"), (attempt, found[attempt])
     assert "(secret!)" in found["ancestor_environ"]  # the requester's environment, read from /proc
@@ -512,3 +538,43 @@ def test_a_model_process_that_fills_the_disk_is_killed_at_the_cap(tmp_path, monk
     assert row["status"] == "crash" and row["error"]["type"] == "DiskLimit", (row["status"], row["error"])
     assert 48 <= row["details"]["disk_written_mb"] < 48 + 400  # MB rounded down: killed past 48 MiB, row["details"]
     assert "ZOO_SANDBOX_DISK_MB" in row["error"]["message"] and row["duration_s"] < 120
+
+
+def _hog(kind: str, mb: int, memory_gb: float = 4.0) -> dict:
+    req = ValidationRequest(
+        "arch:BertModel",
+        backend="cpu+zoo_hog",
+        timeout_s=120,
+        memory_gb=memory_gb,
+        precision="fp32",
+        extras={"hog": kind, "mb": mb},
+        plugins="tests.plugins.hog",
+    )
+    return run_isolated(req)
+
+
+@needs_root
+def test_memory_written_into_memfds_counts_against_the_budget(monkeypatch):
+    """1.2 GB written into memfds (shared memory: RLIMIT_DATA never sees it) under a 1 GB budget ends
+    the model process as ``oom``, from its cgroup's own counter."""
+    from zoo_runner import cgroups
+
+    if cgroups.mode() == "none":
+        pytest.skip("this machine gives no cgroup with memory and pids (zoo doctor says so)")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    row = _hog("memfd", 1200, memory_gb=1)
+    assert row["status"] == "oom", (row["status"], row["error"])
+    assert "OOM killer" in row["error"]["message"] and "1 GiB" in row["error"]["message"]
+    assert row["details"]["sandbox"]["cgroup"]["memory_mb"] == 1024
+
+
+@needs_root
+@pytest.mark.parametrize("kind", ["stderr", "unlinked"])
+def test_stderr_and_unlinked_files_count_toward_the_disk_cap(kind, monkeypatch):
+    """300 MB written to stderr, or to a file unlinked while held open, with a 100 MB disk cap: killed
+    as the disk cap says."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("ZOO_SANDBOX_DISK_MB", "100")
+    row = _hog(kind, 300)
+    assert row["status"] == "crash" and row["error"]["type"] == "DiskLimit", (row["status"], row["error"])
+    assert "over the 100 MB" in row["error"]["message"] and row["details"]["disk_written_mb"] > 100

@@ -163,6 +163,15 @@ def _yes(value: Any) -> str:
     return "yes" if value else "no"
 
 
+def _cgroup_line() -> str:
+    from zoo_runner import cgroups
+
+    kind = cgroups.mode()
+    if kind == "none":
+        return "no (rlimits only: memory written into memfds or /dev/shm is not counted)"
+    return f"yes (cgroup {kind}: the budget counts shared memory, an oom is the kernel's own count)"
+
+
 def render(facts: dict[str, Any]) -> str:
     lines = []
     sb = facts["sandbox"]
@@ -201,6 +210,13 @@ def render(facts: dict[str, Any]) -> str:
                 + (f" ({errors['pidns']})" if "pidns" in errors else ""),
             ),
             ("no_new_privs", _yes(caps.get("no_new_privs"))),
+            (
+                "system-call filter: no namespaces, keyrings, mounts",
+                _yes(caps.get("seccomp") and caps.get("unshare_denied"))
+                + (f" ({errors['seccomp']})" if "seccomp" in errors else ""),
+            ),
+            ("a fresh session keyring per run", _yes(caps.get("keyring"))),
+            ("cgroup per model process (memory, memfds, pids)", _cgroup_line()),
             ("rlimits (beside the memory budget)", ", ".join(caps.get("rlimits", [])) or "none"),
             (
                 "bubblewrap",

@@ -103,7 +103,8 @@ class DevicePlugin:
     code does not run on this device (None: it may); ``setup_details``: what the parent set up, for the
     row's ``details.device_setup``; ``cold_compile_s``: seconds added to a compiled model's timeout while
     its compile cache is cold; ``preconditions``: the machine's checks for a first run, each
-    ``{check, ok, detail, fix}`` (``zoo doctor --backend``).
+    ``{check, ok, detail, fix}`` (``zoo doctor --backend``); ``visible_dirs``: directories its model
+    processes see, read-only, where the sandbox hides their parent (the vendor's runtime under /opt).
 
     Register one with :func:`register_device`, from a module Zoo imports: one named in
     ``ZOO_PLUGINS``, or one listed in :data:`BUILTIN_DEVICES` (:mod:`zoo_runner.plugins.xla`).
@@ -131,6 +132,7 @@ class DevicePlugin:
     setup_details: Callable[[BackendSpec], dict] | None = None
     cold_compile_s: Callable[[], float] | None = None
     preconditions: Callable[[], list[dict]] | None = None
+    visible_dirs: tuple[str, ...] = ()
 
 
 @dataclass

@@ -16,6 +16,7 @@ start; the sandbox is applied in each forked model process, never in the forkser
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import datetime
 import json
@@ -219,16 +220,19 @@ def _stage_poll(run: sandbox.Run, on_stage: Callable[[str], None] | None) -> Pol
 
 class DiskWatch:
     """What a model process has written so far (its work directory and its compile-cache namespace,
-    beyond what they held at its start), measured every few seconds by the parent; past
-    ``ZOO_SANDBOX_DISK_MB`` the whole process group is killed (``over`` says how much it wrote)."""
+    beyond what they held at its start, its stderr, and files it holds open after unlinking them),
+    measured every few seconds by the parent; past ``ZOO_SANDBOX_DISK_MB`` the whole process group is
+    killed (``over`` says how much it wrote)."""
 
     EVERY_S = 2.0
 
     def __init__(self, run: sandbox.Run, cap_mb: int | None = None) -> None:
         self.paths = [p for p in (run.work, run.compile_ns) if p is not None]
+        self.stderr = run.stderr
+        self.group = run.cgroup
         self.cap = int((cap_mb if cap_mb is not None else settings().sandbox_disk_mb) * (1 << 20))
-        self.base = self.used()
         self.pid: int | None = None
+        self.base = self.used()
         self.over: int | None = None
         self._next = time.monotonic() + self.EVERY_S
 
@@ -243,6 +247,35 @@ class DiskWatch:
                 total += cache_trust.tree_bytes(fd)
             finally:
                 os.close(fd)
+        try:
+            total += os.lstat(self.stderr).st_blocks * 512
+        except OSError:
+            pass
+        return total + self.unlinked()
+
+    def unlinked(self) -> int:
+        """Bytes in files its processes hold open with no name left (written, then unlinked): the
+        directories no longer show them. memfds are memory, which its cgroup counts."""
+        pids = self.group.pids() if self.group is not None else ([self.pid] if self.pid else [])
+        seen: set[tuple[int, int]] = set()
+        total = 0
+        for pid in pids:
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                path = f"/proc/{pid}/fd/{fd}"
+                try:
+                    st = os.stat(path)
+                    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 0 or (st.st_dev, st.st_ino) in seen:
+                        continue
+                    if os.readlink(path).startswith("/memfd:"):
+                        continue
+                except OSError:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
         return total
 
     def __call__(self) -> None:
@@ -394,9 +427,12 @@ def run_isolated(
             req, on_wait=on_stage and (lambda _why: on_stage("waiting for device cores"))
         ) as setup,
         tempfile.TemporaryDirectory(prefix="zoo-run-") as tmp,
+        contextlib.ExitStack() as cleanup,
     ):
         req.device_setup = setup or None  # the cores this model process may use: claimed host-wide until it ends
         run, _ = sandbox.prepare_run(req, tmp, mem, python)
+        if run.cgroup is not None:  # whatever is left in it is killed, and it goes, however this ends
+            cleanup.callback(run.cgroup.remove)
         timeout_s = req.timeout_s + run.setup.get("cold_compile_s", 0)
         poll = _stage_poll(run, on_stage)
         watch = DiskWatch(run)
@@ -469,11 +505,15 @@ def run_isolated(
                 time.perf_counter() - t0,
                 stuck,
                 run.setup.get("cold_compile_s", 0),
+                oom_kills=run.cgroup.oom_kills() if run.cgroup is not None else 0,
             )
         if not trusted:  # a crash, a timeout, a refused result: still the parent's library, architecture, task
             verdict.parent_facts(result, facts)
         result["versions"] = verdict.parent_versions(python, result.get("versions"), req.backend)
         result["details"]["sandbox"] = details_sandbox
+        if run.cgroup is not None:  # the kernel's count of what it held: memfds and shared memory included
+            peak = run.cgroup.peak_bytes()
+            details_sandbox["cgroup"] = {**run.cgroup.describe(), "peak_mb": peak >> 20 if peak else None}
         result["details"] = own_details(result["details"], req)  # the parent's to say, never the model process's
         if trusted and not timed_out and watch.over is None:
             _publish_references(run, req, result)
@@ -592,9 +632,21 @@ def _failure_result(
     elapsed: float,
     stuck: hang.Stuck | None = None,
     cold_compile_s: float = 0,
+    oom_kills: int = 0,
 ) -> dict[str, Any]:
     details: dict[str, Any] = {"stage": stage}
-    if timed_out:
+    if oom_kills and not timed_out:  # its cgroup's own counter: the kernel ended it for memory, whatever it printed
+        details["signal"] = signal.Signals(-rc).name if -rc in signal.Signals._value2member_map_ else str(rc)
+        status, err = (
+            Status.OOM,
+            error_info(
+                type_="OOM",
+                message=f"killed by the kernel's OOM killer during {stage}: its cgroup reached the memory budget of "
+                f"{req.memory_gb:g} GiB (shared memory and memfds count)",
+                tb=stderr_tail,
+            ),
+        )
+    elif timed_out:
         where = ""
         if stuck is not None:  # the call that never returned, from the stacks it dumped at the deadline
             details["stuck_in"] = stuck.frame

@@ -35,12 +35,12 @@ def parent_plan(req: ValidationRequest) -> PlanFacts:
 
     facts = PlanFacts(library=req.library or "transformers", task=req.task)
     if req.remote_code:  # from the config and the code's hashes: the parent never imports the code
-        from .builders.transformers_builder import task_for
+        from .builders.transformers_builder import remote_reference, task_for
         from .remote_code import fingerprint
 
         config = req.config or {}
-        archs = config.get("architectures")
-        arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+        ref = remote_reference(config, req.task, base_model=req.library == "sentence-transformers")
+        arch = ref.rpartition(".")[2] or None if ref else None  # the class its auto_map names for the task
         facts.fingerprint = fingerprint(req)
         facts.architecture = arch
         facts.task = req.task or (task_for(arch) if arch else None)

@@ -115,7 +115,11 @@ CACHE_VARS = {
     "OPENVINO_CACHE_DIR": "openvino",  # OpenVINO's CACHE_DIR of compiled blobs (zoo_runner/plugins/openvino.py)
 }
 # Directories the model process must not see: scratch space other processes share, sockets, homes.
-HIDE = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/root", "/home")
+# Covered by an empty tmpfs in the model process's mount namespace: scratch and socket directories, homes,
+# and where machines keep what is not the model's (databases under /var/lib and /opt, mounted volumes),
+# and Zoo's own checkout (its data/, .git and databases): only what it needs is shown again (kept_dirs).
+HIDE = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/root", "/home", "/opt", "/srv", "/mnt", "/media", "/var/lib")
+ENGINE = os.path.dirname(os.path.abspath(__file__))  # zoo_runner/: the one package of Zoo's a model process runs
 
 _WARNED: set[str] = set()
 
@@ -323,18 +327,52 @@ def _real_dirs(paths: list[str]) -> list[str]:
     return out
 
 
+def checkout_root() -> str | None:
+    """Zoo's source checkout (the directory holding ``zoo_runner/`` and ``pyproject.toml``), where Zoo runs
+    from one; None where it is installed into a Python installation (its parent is then site-packages)."""
+    root = os.path.realpath(os.path.dirname(ENGINE))
+    if not os.path.isfile(os.path.join(root, "pyproject.toml")):
+        return None
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)}
+    if any(root == p or root.startswith(p + "/") for p in prefixes):
+        return None
+    return root
+
+
 def hidden_dirs() -> list[str]:
     """The directories covered by an empty tmpfs, outermost only (/home hides /home/me)."""
-    found = _real_dirs([*HIDE, os.path.expanduser("~"), tempfile.gettempdir()])
+    found = _real_dirs([*HIDE, os.path.expanduser("~"), tempfile.gettempdir(), checkout_root() or ""])
     return [d for d in found if not any(d.startswith(o + "/") for o in found)]
 
 
-def kept_dirs(python: str | None = None) -> list[str]:
-    """What the model process needs to see under a hidden directory: the Python installation,
-    the import path, Zoo's own source, and ``ZOO_SANDBOX_KEEP`` (colon-separated)."""
+def plugin_dirs(plugins: str | None) -> list[str]:
+    """The top-level package (or module) directories of the ``ZOO_PLUGINS`` modules a model process imports."""
+    import importlib.util
+
+    out = []
+    for name in (plugins or "").replace(";", ",").split(","):
+        top = name.strip().split(".")[0]
+        if not top:
+            continue
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            continue
+        if spec is None:
+            continue
+        locations = list(spec.submodule_search_locations or [])
+        out += locations or ([os.path.dirname(spec.origin)] if spec.origin else [])
+    return out
+
+
+def kept_dirs(python: str | None = None, plugins: str | None = None, visible: tuple[str, ...] = ()) -> list[str]:
+    """What the model process needs to see under a hidden directory: the Python installation and the
+    import path (never a hidden directory itself: a checkout on the path shows only what follows), Zoo's
+    engine package, the ``ZOO_PLUGINS`` modules' packages, its device's directories (``visible``) and
+    ``ZOO_SANDBOX_KEEP`` (colon-separated)."""
     paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *sys.path]
     paths += os.environ.get("PYTHONPATH", "").split(os.pathsep) + settings().sandbox_keep.split(os.pathsep)
-    paths.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # zoo_runner/..: Zoo's source
+    paths += [ENGINE, *plugin_dirs(plugins if plugins is not None else settings().plugins), *visible]
     if python:
         real = os.path.realpath(python)
         paths += [os.path.dirname(os.path.dirname(os.path.abspath(python))), os.path.dirname(os.path.dirname(real))]
@@ -441,6 +479,7 @@ class Run:
     namespace: str = ""  # the writer's namespace of the shared caches (:mod:`zoo_runner.cache_trust`)
     ref_ns: Path | None = None  # that namespace of the reference cache (published into by the parent)
     compile_ns: Path | None = None  # that namespace of the compile cache (written by the model process)
+    cgroup: Any = None  # its cgroups.Group, where the machine gives one: removed by the launcher when it ends
 
     @property
     def outbox(self) -> Path:
@@ -737,7 +776,16 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         "cpu": int(req.timeout_s * max(1, cpus)) + 60,
         "fsize": limits.sandbox_fsize_mb << 20,
         "nproc": limits.sandbox_nproc if limits.sandbox_nproc is not None else max(4096, 64 * cpus),
+        "nofile": limits.sandbox_nofile,  # open files: with fsize, bounds what it can hold in files it unlinked
     }
+    group = None
+    if m != "off" and uid is not None:  # root, the model on its own uid: a cgroup of its own where there is one
+        from uuid import uuid4
+
+        from . import cgroups
+
+        group = cgroups.create(f"run-{os.getpid()}-{uuid4().hex[:8]}", int(memory_bytes), rlimits["nproc"])
+    setup["cgroup"] = group.describe() if group is not None else "none (rlimits only)"
     plan = Plan(
         mode=m,
         run_dir=str(root),
@@ -749,15 +797,21 @@ def prepare_run(req: Any, tmp: str, memory_bytes: int, python: str | None = None
         binds=binds,
         ro_binds=ro_binds,
         hide=hidden_dirs() if mountns else [],
-        keep=kept_dirs(python) if mountns else [],
+        keep=kept_dirs(python, getattr(req, "plugins", None), tuple(getattr(plugin, "visible_dirs", ()) or ()))
+        if mountns
+        else [],
         shm_mb=limits.sandbox_shm_mb,
         rlimits=rlimits,
         requester=os.getpid(),
         groups=device_groups(plugin) if uid is not None else [],
         mask=masked_nodes(plugin) if mountns else [],
         mkdirs=mkdirs,
+        cgroup=group.procs_files() if group is not None else [],
     )
-    run = Run(root=root, work=work, plan=plan, uid=uid, setup=setup, namespace=ns, ref_ns=ref_ns, compile_ns=compile_ns)
+    run = Run(
+        root=root, work=work, plan=plan, uid=uid, setup=setup, namespace=ns, ref_ns=ref_ns, compile_ns=compile_ns,
+        cgroup=group,
+    )  # fmt: skip
     run.plan_path.write_text(plan.to_json())
     run.request.write_text(json.dumps(child_req.to_dict()))
     for p in (run.plan_path, run.request):
@@ -800,6 +854,9 @@ def describe(run: Run, report: dict[str, Any] | None) -> dict[str, Any]:
         "userns",
         "loopback",
         "rlimits",
+        "keyring",
+        "seccomp",
+        "cgroup_joined",
         "missing",
         "errors",
     ):

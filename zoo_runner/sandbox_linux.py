@@ -75,6 +75,7 @@ RLIMITS = {
     "cpu": resource.RLIMIT_CPU,
     "fsize": resource.RLIMIT_FSIZE,
     "nproc": resource.RLIMIT_NPROC,
+    "nofile": resource.RLIMIT_NOFILE,
 }
 EXIT_REFUSED = 78  # EX_CONFIG: ZOO_SANDBOX=strict and a protection did not hold
 
@@ -101,6 +102,8 @@ class Plan:
     groups: list[int] = field(default_factory=list)  # supplementary groups after the switch: its device's only
     mask: list[str] = field(default_factory=list)  # other devices' nodes, covered by /dev/null (mount namespace)
     mkdirs: list[str] = field(default_factory=list)  # directories its device wants, made as its own uid
+    cgroup: list[str] = field(default_factory=list)  # cgroup.procs files it joins first (zoo_runner.cgroups)
+    seccomp: bool = True  # the system-call filter (below), where the architecture has one
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -127,6 +130,108 @@ def _check(ret: int, what: str) -> None:
     if ret != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+KEYCTL_JOIN_SESSION_KEYRING = 1
+
+
+def new_session_keyring() -> bool:
+    """Join a new, empty, anonymous session keyring (keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL))."""
+    ret = _libc().syscall(ctypes.c_long(_SYSCALLS[_arch()]["keyctl"]), ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING), None)
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"keyctl(JOIN_SESSION_KEYRING): {os.strerror(err)}")
+    return True
+
+
+# ------------------------------------------------------------------ the system-call filter
+# What a model never needs and an escape would: new namespaces (unshare, setns, and clone with a CLONE_NEW*
+# flag; clone3 answers ENOSYS, since its flags sit in memory a filter cannot read, and glibc then falls back
+# to clone), the kernel keyrings, mounts, loading kernel code or BPF programs, ptrace and other processes'
+# memory, perf events, userfaultfd and io_uring (whose operations bypass this filter). Everything else is
+# allowed: torch, inductor's compiler and a device runtime keep working. Installed last, after the sandbox
+# itself has used unshare and mount, with no_new_privs set (which seccomp requires of an unprivileged process).
+_SYSCALLS = {
+    "x86_64": {
+        "unshare": 272, "setns": 308, "clone": 56, "clone3": 435, "keyctl": 250, "add_key": 248,
+        "request_key": 249, "mount": 165, "umount2": 166, "pivot_root": 155, "bpf": 321, "ptrace": 101,
+        "process_vm_readv": 310, "process_vm_writev": 311, "perf_event_open": 298, "userfaultfd": 323,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "kexec_load": 246,
+        "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
+        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+        "mount_setattr": 442,
+    },
+    "aarch64": {
+        "unshare": 97, "setns": 268, "clone": 220, "clone3": 435, "keyctl": 219, "add_key": 217,
+        "request_key": 218, "mount": 40, "umount2": 39, "pivot_root": 41, "bpf": 280, "ptrace": 117,
+        "process_vm_readv": 270, "process_vm_writev": 271, "perf_event_open": 241, "userfaultfd": 282,
+        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "kexec_load": 104,
+        "kexec_file_load": 294, "init_module": 105, "finit_module": 273, "delete_module": 106,
+        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+        "mount_setattr": 442,
+    },
+}  # fmt: skip
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+CLONE_NEW_ANY = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x00000080
+# (CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWTIME)
+DENIED = tuple(k for k in _SYSCALLS["x86_64"] if k not in ("clone", "clone3"))
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+X32_SYSCALL_BIT = 0x40000000
+
+
+def _arch() -> str:
+    return os.uname().machine
+
+
+def seccomp_program(arch: str) -> list[tuple[int, int, int, int]]:
+    """The classic-BPF filter for ``arch``, as (code, jt, jf, k) instructions."""
+    nrs = _SYSCALLS[arch]
+    ld_w_abs, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    eperm, enosys = SECCOMP_RET_ERRNO | 1, SECCOMP_RET_ERRNO | 38
+    prog: list[tuple[int, int, int, int]] = [
+        (ld_w_abs, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 1, 0, _AUDIT_ARCH[arch]),
+        (ret, 0, 0, SECCOMP_RET_KILL_PROCESS),  # another ABI (x32, ia32) calling in: never allowed
+        (ld_w_abs, 0, 0, 0),  # seccomp_data.nr
+        (jge, 0, 1, X32_SYSCALL_BIT),  # x32's numbers under x86-64's audit arch: never a model's
+        (ret, 0, 0, enosys),
+    ]
+    for name in DENIED:
+        prog += [(jeq, 0, 1, nrs[name]), (ret, 0, 0, eperm)]
+    prog += [(jeq, 0, 1, nrs["clone3"]), (ret, 0, 0, enosys)]
+    prog += [
+        (jeq, 0, 3, nrs["clone"]),
+        (ld_w_abs, 0, 0, 16),  # args[0], its low 32 bits: the flags
+        (jset, 0, 1, CLONE_NEW_ANY),
+        (ret, 0, 0, eperm),
+        (ret, 0, 0, SECCOMP_RET_ALLOW),
+    ]
+    return prog
+
+
+def install_seccomp() -> bool:
+    """Install :func:`seccomp_program` on this process (and what it starts); False on an architecture
+    without a table. Raises OSError where the kernel refuses it."""
+    arch = _arch()
+    if arch not in _SYSCALLS:
+        return False
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+    prog = seccomp_program(arch)
+    insns = (SockFilter * len(prog))(*[SockFilter(*i) for i in prog])
+    fprog = SockFprog(len(prog), insns)
+    ret = _libc().prctl(
+        ctypes.c_int(PR_SET_SECCOMP), ctypes.c_ulong(SECCOMP_MODE_FILTER), ctypes.byref(fprog), ctypes.c_ulong(0),
+        ctypes.c_ulong(0),
+    )  # fmt: skip
+    _check(ret, "prctl(PR_SET_SECCOMP)")
+    return True
 
 
 def unshare(flags: int) -> None:
@@ -446,6 +551,13 @@ def apply(plan: Plan) -> dict[str, Any]:
     uid, gid = os.getuid(), os.getgid()
     netns = mountns = userns = pidns = private_proc = ipcns = False
     fs_failed: list[str] = []
+    if plan.cgroup:  # first, while root and before anything of the model's: every page it touches counts
+        from .cgroups import join
+
+        failed = join(plan.cgroup)
+        report["cgroup_joined"] = not failed
+        if failed:
+            errors["cgroup"] = f"could not join {', '.join(failed)}"
     if plan.mode != "off":
         before = (_ns("net"), _ns("mnt"), _ns("ipc"))
         flags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | (0 if is_root else CLONE_NEWUSER)
@@ -517,6 +629,17 @@ def apply(plan: Plan) -> dict[str, Any]:
             os.makedirs(path, mode=0o700, exist_ok=True)
         except OSError as exc:
             errors["mkdirs"] = f"{path}: {exc}"
+    keyring = filtered = False
+    if plan.mode != "off":
+        try:  # a session keyring of its own, empty: nothing of an earlier run's keys is reachable
+            keyring = new_session_keyring()
+        except OSError as exc:
+            errors["keyring"] = str(exc)
+        if plan.seccomp:
+            try:
+                filtered = install_seccomp()
+            except OSError as exc:
+                errors["seccomp"] = str(exc)
     nnp = _get_nnp()
     caps = effective_capabilities()
     report.update(
@@ -534,6 +657,8 @@ def apply(plan: Plan) -> dict[str, Any]:
         ipcns=ipcns,
         loopback=netns and "loopback" not in errors,
         rlimits=held_limits,
+        keyring=keyring,
+        seccomp=filtered,
     )
     held = {
         "uid": switched and caps == 0,
@@ -599,6 +724,11 @@ def probe(uid: int, gid: int, run_dir: str, hide: list[str], keep: list[str]) ->
         rlimits={"nproc": 4096, "fsize": 1 << 30, "cpu": 3600},
     )
     report = apply(plan)
+    try:  # the filter holds: a new user namespace is refused
+        unshare(CLONE_NEWUSER)
+        report["unshare_denied"] = False
+    except OSError:
+        report["unshare_denied"] = True
     try:  # the Python installation stays readable to the sandbox uid
         with open(os.path.join(os.path.dirname(os.__file__), "os.py"), "rb") as f:
             f.read(1)

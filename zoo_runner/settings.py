@@ -197,6 +197,7 @@ class Settings(BaseSettings):
     sandbox_nproc: int | None = _var(
         "ZOO_SANDBOX_NPROC", "process limit of a model process; unset: 64 per CPU, at least 4096"
     )
+    sandbox_nofile: int = _var("ZOO_SANDBOX_NOFILE", "open files a model process may hold at once", 4096)
     sandbox_shm_mb: int = _var("ZOO_SANDBOX_SHM_MB", "megabytes of /dev/shm a model process gets", 512)
     sandbox_as_headroom_gb: int = _var(
         "ZOO_SANDBOX_AS_HEADROOM_GB",
@@ -288,6 +289,7 @@ class Settings(BaseSettings):
         "sandbox_gid",
         "sandbox_fsize_mb",
         "sandbox_nproc",
+        "sandbox_nofile",
         "sandbox_shm_mb",
         "sandbox_as_headroom_gb",
         "sandbox_disk_mb",

@@ -89,6 +89,18 @@ def _as_choices(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     }
 
 
+def remote_reference(cfg: dict, task: str | None, base_model: bool = False) -> str | None:
+    """The ``module.Class`` a custom-code repo's ``auto_map`` names for ``task`` (the parent reads the
+    class name from it without importing anything; the model process loads it)."""
+    auto_map = cfg.get("auto_map") or {}
+    if not isinstance(auto_map, dict):
+        return None
+    auto = "AutoModel" if base_model else AUTO_BY_TASK.get(task or "", "AutoModel")
+    ref = auto_map.get(auto) or auto_map.get("AutoModel")
+    ref = ref or next((v for k, v in sorted(auto_map.items()) if k.startswith("AutoModel")), None)
+    return ref if isinstance(ref, str) else None
+
+
 def task_for(architecture: str) -> str | None:
     for suffix, task in TASK_BY_SUFFIX:
         if architecture.endswith(suffix):
@@ -274,9 +286,7 @@ class TransformersBuilder:
         from .. import remote_code
 
         auto_map = cfg.get("auto_map") or {}
-        auto = "AutoModel" if base_model else AUTO_BY_TASK.get(request.task or "", "AutoModel")
-        ref = auto_map.get(auto) or auto_map.get("AutoModel")
-        ref = ref or next((v for k, v in sorted(auto_map.items()) if k.startswith("AutoModel")), None)
+        ref = remote_reference(cfg, request.task, base_model)
         if not isinstance(ref, str) or not request.files_dir:
             raise NotSupported(Reason.REMOTE_CODE, f"{request.model_id}: its auto_map names no model class")
         cls = remote_code.load_class(ref, request.files_dir)

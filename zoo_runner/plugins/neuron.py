@@ -66,6 +66,11 @@ CACHE_DIRS = {"TORCH_NEURONX_NEFF_CACHE_DIR": "neuronx", "NEURON_COMPILE_CACHE_U
 # the run's own: a local copy of NEFFs and the backend's debug output
 RUN_DIRS = {"TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": "neuronx-local", "TORCH_NEURONX_DEBUG_DIR": "neuronx-debug"}
 DEVICE_NODES = "/dev/neuron[0-9]*"
+# AWS's apt packages install the Neuron tools and runtime under /opt/aws/neuron ("export
+# PATH=/opt/aws/neuron/bin:$PATH" after installing aws-neuronx-tools, awsdocs-neuron setup guides, e.g.
+# frameworks/tensorflow/tensorflow-setup): shown read-only to a neuron model process, though the sandbox
+# hides /opt.
+VISIBLE_DIRS = ("/opt/aws/neuron",)
 INSTALL_HINT = (
     "bash scripts/setup.sh neuron (torch-neuronx 2.14.*, neuronx-cc 2.*, nki from AWS's index "
     "https://pip.repos.neuron.amazonaws.com)"
@@ -393,6 +398,7 @@ register_device(
         cache_dirs=CACHE_DIRS,
         run_dirs=RUN_DIRS,
         device_nodes=DEVICE_NODES,
+        visible_dirs=VISIBLE_DIRS,
         cores_var=CORES_VAR,
         core_sets=core_sets,
         parent_check=installed,
