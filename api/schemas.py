@@ -374,5 +374,7 @@ class ComparePage(BaseModel):
     only_a: int
     only_b: int
     counts: dict[str, dict[str, int]]
-    clusters: list[CompareCluster]
-    items: list[CompareItem]
+    clusters: list[CompareCluster] = Field(description="the largest clusters first, at most `limit` of them")
+    items: list[CompareItem] = Field(description="this page's items (`limit`, from `cursor`)")
+    total_items: int = Field(0, description="items over every page")
+    next_cursor: str | None = Field(None, description="the next page's cursor; null on the last")

@@ -1181,6 +1181,7 @@ def compare_kind(a: Result, b: Result) -> str:
     return "unchanged"
 
 
+@cached
 def compare_envs(
     session: Session,
     env_a: str,

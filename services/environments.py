@@ -55,6 +55,11 @@ def parse_pins(pins: list[str]) -> list[Requirement]:
             raise EnvError(f"bad pin {pin!r}: a package index version, not a URL")
         if canonicalize_name(req.name) == "zoo":
             raise EnvError("Zoo itself is not pinned: an env's engine is always the one running it")
+        if req.marker is not None and not req.marker.evaluate():  # pip would skip it, and the env record it
+            raise EnvError(
+                f"pin {pin!r} would not install here: its marker ({req.marker}) is false for this interpreter "
+                f"(Python {sys.version_info.major}.{sys.version_info.minor}, {sys.platform})"
+            )
         out.append(req)
     return out
 

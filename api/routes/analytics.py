@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import FileResponse
 
 from api.deps import WEEK_PATTERN, Format, ScopeDep, SessionDep, check_backend, check_week
-from api.pagination import csv_response
+from api.pagination import csv_response, decode_cursor, encode_cursor
 from api.schemas import ComparePage, FailurePage, OpGapPage, TransitionPage
 from db import queries
 from services.triage import attach_triage, triage_file
@@ -201,18 +201,30 @@ def compare(
     backend: str | None = Query(None, max_length=128, description="one backend (default: every backend both ran)"),
     tier: Literal["census", "tiny", "full"] = "tiny",
     top: int | None = Query(None, ge=1, le=100000, description="only the snapshot's N most-downloaded models"),
+    limit: int = Query(200, ge=1, le=5000, description="items (and clusters) per page"),
+    cursor: str | None = Query(None, max_length=200, description="`next_cursor` of the page before"),
     format: Format = "json",
 ):
     """Each model (and backend) with a row in both envs at the tier, each side's newest row: fixed,
     broken, still failing with the same signature or another, numerics moved (rmse_ratio by more
     than 2x), Zoo's own gap on one side, or unchanged; counts by models and downloads, per kind and
-    per cluster. Each item names both stored results (`GET /api/v1/results/{id}`)."""
+    per cluster (over every item, whatever the page). Items come a page at a time (`limit`, then
+    `cursor`), changed ones first; each names both stored results (`GET /api/v1/results/{id}`).
+    Computed once per data version and kept for `ZOO_QUERY_CACHE_S`."""
+    offset = decode_cursor(cursor)
     backend = check_backend(session, backend)
     known = queries.env_names(session)
     for env in (env_a, env_b):
         if env not in known:
             raise HTTPException(404, detail=f"no stored rows of env {env!r} (with rows: {', '.join(known) or 'none'})")
-    data = queries.compare_envs(session, env_a, env_b, backend=backend, tier=tier, top=top)
+    full = queries.compare_envs(session, env_a, env_b, backend=backend, tier=tier, top=top)
+    data = {
+        **full,
+        "items": full["items"][offset : offset + limit],
+        "clusters": full["clusters"][:limit],
+        "total_items": len(full["items"]),
+        "next_cursor": encode_cursor(offset + limit) if offset + limit < len(full["items"]) else None,
+    }
     if format == "csv":
         return csv_response(
             [
