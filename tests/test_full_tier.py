@@ -45,6 +45,15 @@ def test_minilm_full_tier_real_weights_pass(zoo, hub, tmp_path):
     )
 
 
+def test_the_full_tier_downloads_nothing_over_the_memory_budget(zoo, hub, tmp_path):
+    """MiniLM's safetensors are ~90 MB: with a 0.05 GiB budget the full tier refuses from the Hub's
+    listing of the files' sizes, before fetching any of them."""
+    r = _validate(zoo, hub, tmp_path, MINILM_ID, "--backend", "cpu", "--tier", "full", "--memory-gb", "0.05")
+    assert (r["status"], r["reason"]) == ("unsupported", "too_large"), r["error"]
+    assert "not downloaded" in r["error"]["message"] and "0.05 GiB memory budget" in r["error"]["message"]
+    assert not list((tmp_path / "hf").rglob("*.safetensors"))
+
+
 def test_minilm_tiny_tier_keeps_pooling_and_normalization(zoo, hub, tmp_path):
     r = _validate(zoo, hub, tmp_path, MINILM_ID, "--backend", "cpu+aot_eager", "--tier", "tiny")
     assert r["status"] == "pass", r["error"]

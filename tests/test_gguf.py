@@ -121,6 +121,11 @@ def gguf_hub(tmp_path_factory):
     other = root / "repos" / "test-org/tiny-unmappable-GGUF"
     other.mkdir(parents=True)
     _write_gguf(other / "x.gguf", arch="zoo-no-such-arch", weights_mb=1)
+    padded = root / "repos" / "test-org/padded-tiny-llama-GGUF"  # its header declares far less than its size
+    padded.mkdir(parents=True)
+    _write_complete_gguf(padded / "padded.gguf")
+    with open(padded / "padded.gguf", "r+b") as f:
+        f.truncate(f.seek(0, 2) + (64 << 20))
     hostile = root / "repos" / "test-org/millions-of-strings-GGUF"  # 7.3 M empty token strings: 58 MB of header
     hostile.mkdir(parents=True)
     _write_hostile_gguf(hostile / "h.gguf", 7_300_000)
@@ -133,9 +138,11 @@ def gguf_hub(tmp_path_factory):
         w.writerow(["test-org/big-vocab-GGUF", 5, "text-generation", "", "['gguf', 'text-generation']"])
         w.writerow(["test-org/whole-tiny-llama-GGUF", 4, "text-generation", "", "['gguf', 'text-generation']"])
         w.writerow(["test-org/millions-of-strings-GGUF", 3, "text-generation", "", "['gguf', 'text-generation']"])
+        w.writerow(["test-org/padded-tiny-llama-GGUF", 2, "text-generation", "", "['gguf', 'text-generation']"])
     repos = {REPO: str(folder), "test-org/tiny-unmappable-GGUF": str(other), "test-org/big-vocab-GGUF": str(big),
              "test-org/whole-tiny-llama-GGUF": str(whole),
-             "test-org/millions-of-strings-GGUF": str(hostile)}  # fmt: skip
+             "test-org/millions-of-strings-GGUF": str(hostile),
+             "test-org/padded-tiny-llama-GGUF": str(padded)}  # fmt: skip
     base, stop = start_standin(str(catalog), repos)
     yield base, stop.hub, (folder / FILE).stat().st_size
     stop()
@@ -198,6 +205,12 @@ def test_the_full_tier_dequantises_a_gguf_file_that_fits_the_budget(zoo, gguf_hu
     assert (row["status"], row["reason"]) == ("unsupported", "too_large"), row["error"]
     assert "dequantised to float32" in row["error"]["message"] and "0.1 GiB memory budget" in row["error"]["message"]
     assert served.sent[(REPO, FILE)] - before <= 1 << 20  # its header: 1 MiB of 48
+    # a file 64 MiB larger than its header's tensors: what the header declares caps the download
+    proc = _validate(zoo, base, tmp_path, "test-org/padded-tiny-llama-GGUF", "full")
+    row = json.loads(proc.stdout)
+    assert (row["status"], row["reason"]) == ("unsupported", "too_large"), row["error"]
+    assert "declares tensors ending at byte" in row["error"]["message"]
+    assert served.sent[("test-org/padded-tiny-llama-GGUF", "padded.gguf")] <= 1 << 20  # the header only
 
 
 def test_the_standin_names_a_quantisation_repos_architecture_from_its_base_model(tmp_path):

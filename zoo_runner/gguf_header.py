@@ -52,6 +52,7 @@ class Header:
     bytes_read: int  # what was fetched
     config: dict[str, Any]
     elements: int = 0  # the tensors' elements, from their infos in the header: 4 bytes each in float32
+    data_end: int = 0  # where the tensors' data ends, by the header: the file needs no byte past it
 
 
 def header_length(buf: bytes) -> int:
@@ -117,7 +118,7 @@ def header_length(buf: bytes) -> int:
     return pos
 
 
-def _mapped_config(head: bytes, size: int) -> tuple[dict[str, Any], int]:
+def _mapped_config(head: bytes, size: int) -> tuple[dict[str, Any], int, int]:
     """transformers' config for the header ``head`` of a GGUF file of ``size`` bytes, and how many
     elements its tensors hold, from a child process under :data:`MAP_MEMORY`, :data:`MAP_CPU_S` and
     :data:`MAP_TIMEOUT_S` (:func:`_map_here` is what it runs)."""
@@ -156,10 +157,10 @@ def _mapped_config(head: bytes, size: int) -> tuple[dict[str, Any], int]:
         )
     if answer.get("unsupported"):
         raise NotSupported(Reason.LIBRARY_UNSUPPORTED, str(answer["unsupported"])[:500])
-    config, elements = answer.get("config"), answer.get("elements")
+    config, elements, data_end = answer.get("config"), answer.get("elements"), answer.get("data_end", 0)
     if not isinstance(config, dict) or not config.get("model_type") or not isinstance(elements, int):
         raise NotSupported(Reason.LIBRARY_UNSUPPORTED, "transformers maps no config from this GGUF file")
-    return config, elements
+    return config, elements, data_end if isinstance(data_end, int) else 0
 
 
 def _map_here(path: str) -> dict[str, Any]:
@@ -174,13 +175,15 @@ def _map_here(path: str) -> dict[str, Any]:
     try:
         from gguf import GGUFReader
 
-        elements = sum(int(t.n_elements) for t in GGUFReader(path).tensors)
+        tensors = GGUFReader(path).tensors
+        elements = sum(int(t.n_elements) for t in tensors)
+        data_end = max((int(t.data_offset) + int(t.n_bytes) for t in tensors), default=0)
     except Exception:  # the infos unreadable: no estimate (the full tier then refuses, saying so)
-        elements = 0
+        elements = data_end = 0
     config = parsed.get("config") if isinstance(parsed, dict) else None
     if not isinstance(config, dict) or not config.get("model_type"):
         return {"unsupported": "transformers maps no config from this GGUF file"}
-    return {"config": config, "elements": elements}
+    return {"config": config, "elements": elements, "data_end": data_end}
 
 
 def pick_file(files: list[str]) -> str | None:
@@ -225,8 +228,8 @@ def read_header(model_id: str, revision: str | None, filename: str) -> Header:
             continue
         except ValueError as exc:
             raise NotSupported(Reason.LIBRARY_UNSUPPORTED, f"{filename}: {exc}") from exc
-        config, elements = _mapped_config(head[:end], size)
-        return Header(file=filename, size=size, bytes_read=fetched, config=config, elements=elements)
+        config, elements, data_end = _mapped_config(head[:end], size)
+        return Header(file=filename, size=size, bytes_read=fetched, config=config, elements=elements, data_end=data_end)
 
 
 def _child_main(argv: list[str]) -> int:

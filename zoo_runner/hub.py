@@ -187,12 +187,34 @@ def fetch_extras(
     return out
 
 
-def fetch_files(model_id: str, revision: str | None, patterns: list[str]) -> str:
+def fetch_files(model_id: str, revision: str | None, patterns: list[str], max_bytes: int | None = None) -> str:
+    """The repo's files matching ``patterns`` (never code), downloaded; with ``max_bytes``, sized first
+    from the repo's listing and refused (``too_large``) when together they are larger."""
     from huggingface_hub import snapshot_download
+
+    if max_bytes is not None:
+        total = listed_bytes(model_id, revision, patterns)
+        if total > max_bytes:
+            raise NotSupported(
+                Reason.TOO_LARGE,
+                f"{model_id}: the files the full tier reads are {total / (1 << 30):.2f} GiB, over the "
+                f"{max_bytes / (1 << 30):.2f} GiB memory budget: not downloaded",
+            )
 
     # never a code file (a tokenizer*.py the patterns match): custom code is fetched, hashed and
     # handed over only by zoo_runner.remote_code, and nothing else in a snapshot may be Python
     return snapshot_download(model_id, revision=revision, allow_patterns=patterns, ignore_patterns=["*.py"])
+
+
+def listed_bytes(model_id: str, revision: str | None, patterns: list[str]) -> int:
+    """Bytes of the repo's files matching ``patterns`` (code files left out), by the Hub's own listing."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import filter_repo_objects
+
+    entries = [e for e in HfApi().list_repo_tree(model_id, revision=revision, recursive=True) if hasattr(e, "size")]
+    sizes = {e.path: int(e.size or 0) for e in entries if not getattr(e, "tree_id", None)}
+    names = filter_repo_objects(list(sizes), allow_patterns=patterns, ignore_patterns=["*.py"])
+    return sum(sizes[n] for n in names)
 
 
 FULL_TIER_PATTERNS = [
@@ -258,6 +280,7 @@ def _library_from_config(
     return library_for_config(config, filename), config
 
 
+GGUF_TAIL_SLACK = 1 << 20  # bytes a GGUF file may hold past its last tensor (alignment padding, a trailer)
 GGUF_FULL_ROOM = 3  # a dequantised GGUF model in float32, times this, must fit the memory budget (load, copy, run)
 
 
@@ -296,6 +319,12 @@ def _prepare_gguf(req: ValidationRequest, facts: HubFacts, errors: Any) -> Valid
                 f"{req.memory_gb:g} GiB memory budget"
                 if need
                 else f"{req.model_id}/{name}: its tensors' sizes could not be read from the header",
+            )
+        if not header.data_end or header.size > header.data_end + GGUF_TAIL_SLACK:
+            raise NotSupported(
+                Reason.TOO_LARGE,
+                f"{req.model_id}/{name} is {header.size:,} bytes, but its header declares tensors ending at byte "
+                f"{header.data_end:,}: the rest is not what the header says, and is not downloaded",
             )
         from huggingface_hub import hf_hub_download
 
@@ -381,7 +410,8 @@ def prepare(req: ValidationRequest) -> ValidationRequest:
     config_file = next((f for f in candidates if f in facts.files), candidates[0])
     try:
         if req.tier == "full":
-            req.files_dir = fetch_files(req.model_id, req.revision, FULL_TIER_PATTERNS)
+            budget = int(req.memory_gb * (1 << 30))  # the weights are loaded at least once: never more to fetch
+            req.files_dir = fetch_files(req.model_id, req.revision, FULL_TIER_PATTERNS, max_bytes=budget)
             req.config = load_config(os.path.join(req.files_dir, config_file))
         elif sniffed_config is not None and config_file == sniffed_file:
             req.config = sniffed_config
