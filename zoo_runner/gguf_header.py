@@ -137,7 +137,14 @@ def _mapped_config(head: bytes, size: int) -> tuple[dict[str, Any], int, int]:
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 timeout=MAP_TIMEOUT_S,
-                env={k: v for k, v in os.environ.items() if not k.startswith(("HF_TOKEN", "ZOO_DATABASE"))},
+                env={  # nothing of the parent's but the import path: it reads one local file
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                    "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+                    "HOME": tmp,
+                    "HF_HUB_OFFLINE": "1",
+                    "LC_ALL": "C.UTF-8",
+                },
+                cwd=tmp,
             )
         except subprocess.TimeoutExpired:
             raise NotSupported(
