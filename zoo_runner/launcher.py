@@ -508,7 +508,7 @@ def run_isolated(
                 oom_kills=run.cgroup.oom_kills() if run.cgroup is not None else 0,
             )
         if not trusted:  # a crash, a timeout, a refused result: still the parent's library, architecture, task
-            verdict.parent_facts(result, facts)
+            verdict.parent_facts(result, facts, claims=False)
         result["versions"] = verdict.parent_versions(python, result.get("versions"), req.backend)
         result["details"]["sandbox"] = details_sandbox
         if run.cgroup is not None:  # the kernel's count of what it held: memfds and shared memory included

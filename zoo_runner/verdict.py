@@ -95,15 +95,17 @@ def parent_identity(req: ValidationRequest, result: dict[str, Any], started_at: 
     parent_facts(result, facts)
 
 
-def parent_facts(result: dict[str, Any], facts: Any) -> None:
+def parent_facts(result: dict[str, Any], facts: Any, claims: bool = True) -> None:
     """The parent's :class:`~zoo_runner.planning.PlanFacts` on a row (in place), whatever the model
     process said: library, architecture and task; ``details.known_failure`` on a failing row whose
     quirk names a known failure (``known_failure_fixed`` on a passing one); ``details.strict_fp32``
     from the strict comparison's budget use (a passing row that also meets fp32's budget)."""
-    if facts.library:
-        result["library"] = facts.library
-    result["architecture"], result["task"] = facts.architecture, facts.task
     details = result.setdefault("details", {})
+    own = {"library": facts.library or result.get("library"), "architecture": facts.architecture, "task": facts.task}
+    claimed = {k: result.get(k) for k in own if result.get(k) is not None and result.get(k) != own[k]}
+    if claimed and claims:  # what the model process said otherwise: kept apart, for whoever investigates
+        details["claims_overruled"] = {k: str(v)[:200] for k, v in claimed.items()}
+    result.update(own)
     for key in ("known_failure", "known_failure_fixed", "strict_fp32"):
         details.pop(key, None)
     passing = result.get("status") in PASSING
