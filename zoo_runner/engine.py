@@ -675,7 +675,8 @@ def _compare(
                     result=strict,
                     label=f"input {i}",
                 )
-        strict_use = (strict if ref_at is not ref32 else cmp).budget_use  # the parent decides strict_fp32 by it
+        result.details["strict_fp32"] = strict.ok if ref_at is not ref32 else cmp.ok
+        strict_use = (strict if ref_at is not ref32 else cmp).budget_use  # a row's strict_fp32 is the parent's, by it
         result.details["strict_budget_use"] = round(strict_use, 6) if math.isfinite(strict_use) else None
     except Exception as exc:
         raise _zoos_failure(exc, policy=False, stage="compare") from exc

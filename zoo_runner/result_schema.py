@@ -69,6 +69,9 @@ MODEL_DETAIL_KEYS = frozenset(
     }
 )
 MAX_DROPPED_NAMES = 20
+# what the engine says of itself in-process (validate_here) that a row takes from the parent instead:
+# dropped without a word (the parent puts its own), as every other key it may not write is with one
+RECOMPUTED_BY_PARENT = frozenset({"strict_fp32", "known_failure", "known_failure_fixed"})
 
 
 class BadResult(ValueError):
@@ -240,7 +243,7 @@ def trusted_result(req: ValidationRequest, raw: Any) -> dict[str, Any]:
     details = {k: v for k, v in claimed.items() if k in MODEL_DETAIL_KEYS}
     if not req.triage:
         details.pop("triage", None)
-    dropped = sorted(k for k in claimed if k not in details)
+    dropped = sorted(k for k in claimed if k not in details and k not in RECOMPUTED_BY_PARENT)
     if dropped:  # what it tried to say that is not its to say: kept as names only, for whoever investigates
         details["claims_dropped"] = [k[:64] for k in dropped[:MAX_DROPPED_NAMES]]
     details.update(seed=req.seed, harness_version=HARNESS_VERSION)
