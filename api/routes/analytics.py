@@ -190,7 +190,12 @@ ENV_NAME = r"^[a-z0-9][a-z0-9._-]{0,62}$"
 @router.get(
     "/compare",
     response_model=ComparePage,
-    responses={**CSV, 404: {"description": "an env with no stored rows"}, 422: {"description": "an unknown backend"}},
+    responses={
+        **CSV,
+        400: {"description": "invalid cursor"},
+        404: {"description": "an env with no stored rows"},
+        422: {"description": "an unknown backend"},
+    },
     tags=["failures"],
     summary="Two envs (releases) on the same models: fixed, broken, still failing, numerics moved",
 )
