@@ -377,11 +377,14 @@ def kept_dirs(python: str | None = None, plugins: str | None = None, visible: tu
         real = os.path.realpath(python)
         paths += [os.path.dirname(os.path.dirname(os.path.abspath(python))), os.path.dirname(os.path.dirname(real))]
     hidden = hidden_dirs()
+    root = checkout_root()  # never shown again, nor a directory holding it (a checkout under /tmp, say)
     # only what lies under a hidden directory, and never a hidden directory itself
     keep = [
         p
         for p in _real_dirs(paths)
-        if any(p.startswith(h + "/") for h in hidden) and not any(h == p or h.startswith(p + "/") for h in hidden)
+        if any(p.startswith(h + "/") for h in hidden)
+        and not any(h == p or h.startswith(p + "/") for h in hidden)
+        and not (root and (p == root or root.startswith(p + "/")))
     ]
     keep.sort(key=len)
     out: list[str] = []
