@@ -25,18 +25,23 @@ def twin_hub(tmp_path, monkeypatch):
         w.writerow(["org-d/phi3-custom", 70, "text-generation", "", phi3 + ", 'custom_code']"])
         w.writerow(["org-e/phi3-plain", 60, "text-generation", "", phi3 + "]"])
     base, stop = start_standin(str(path))
+    _use_hub(base, tmp_path, monkeypatch)
+    yield base
+    stop()
+
+
+def _use_hub(base: str, tmp_path, monkeypatch) -> None:
+    """The real huggingface_hub client pointed at the stand-in ``base``, with a cache of the test's own."""
+    import huggingface_hub.constants as c
+
     monkeypatch.setenv("HF_ENDPOINT", base)
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
-    import huggingface_hub.constants as c
-
     monkeypatch.setattr(c, "ENDPOINT", base)
     # computed from ENDPOINT when huggingface_hub was first imported (maybe by an earlier test)
     monkeypatch.setattr(c, "HUGGINGFACE_CO_URL_TEMPLATE", base + "/{repo_id}/resolve/{revision}/{filename}")
     monkeypatch.setattr(c, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path / "hf"))
-    yield base
-    stop()
 
 
 def test_same_graph_runs_once_and_fans_out(twin_hub, sqlite_url):
@@ -120,7 +125,6 @@ def test_a_copy_of_a_popular_config_with_one_token_id_changed_never_decides_the_
     first in the week, fails its own reference; the original, validated after it, keeps its own verdict."""
     import json
 
-    import huggingface_hub.constants as c
     from huggingface_hub import hf_hub_download
 
     from services.validation import validate_and_store
@@ -133,13 +137,7 @@ def test_a_copy_of_a_popular_config_with_one_token_id_changed_never_decides_the_
         "org-r/roberta-one,100,fill-mask,,\"['transformers', 'safetensors', 'roberta', 'fill-mask']\"\n"
     )
     base, stop = start_standin(str(csv_path), {"evil/roberta-copy": str(evil)})
-    monkeypatch.setenv("HF_ENDPOINT", base)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
-    monkeypatch.setattr(c, "ENDPOINT", base)
-    monkeypatch.setattr(c, "HUGGINGFACE_CO_URL_TEMPLATE", base + "/{repo_id}/resolve/{revision}/{filename}")
-    monkeypatch.setattr(c, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    _use_hub(base, tmp_path, monkeypatch)
     try:
         original = json.loads(open(hf_hub_download("org-r/roberta-one", "config.json")).read())
         (evil / "config.json").write_text(json.dumps({**original, "pad_token_id": 500}))

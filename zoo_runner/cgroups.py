@@ -127,6 +127,7 @@ class Group:
     def remove(self) -> None:
         """Kill what is left in the group and remove its directories."""
         import signal
+        import time
 
         for pid in self.pids():
             try:
@@ -141,8 +142,6 @@ class Group:
                 except FileNotFoundError:
                     break
                 except OSError:  # its last process is still exiting
-                    import time
-
                     time.sleep(0.05)
 
     def describe(self) -> dict[str, object]:
@@ -162,6 +161,7 @@ def create(name: str, memory_bytes: int, pids_max: int) -> Group | None:
     kind = mode()
     if kind == "none":
         return None
+    group: Group | None = None
     try:
         if kind == "v2":
             base = _v2_base()
@@ -191,10 +191,8 @@ def create(name: str, memory_bytes: int, pids_max: int) -> Group | None:
         _write(Path(group.dirs["pids"]) / "pids.max", str(pids_max))
         return group
     except OSError:
-        try:
-            group.remove()  # type: ignore[possibly-undefined]
-        except Exception:
-            pass
+        if group is not None:  # half made: what was made goes
+            group.remove()
         return None
 
 
