@@ -1,11 +1,11 @@
 """Environments: named version sets Zoo builds, caches and runs model processes in (``zoo env``).
 
-``create`` makes a venv under ``ZOO_ENV_HOME`` with the parent's interpreter, installs only the
-pins there (pip, which also takes torch's CPU build from the local wheel as ``scripts/setup.sh``
-does), and lets everything else, Zoo's engine included, fall through to Zoo's own site-packages,
-after the env's own. So an env costs what its pins cost on disk (an OpenVINO release: ~60 MB),
-builds in seconds to a minute, and its engine is the parent's. The env's recorded versions are
-read by the parent from what pip installed; a model process never writes them.
+``create`` makes a venv under ``ZOO_ENV_HOME`` with the parent's interpreter, installs the pins
+there (uv, which links files from its cache: seconds where pip took 79 s for torch 2.9.0; pip where uv
+is missing or cannot resolve), and lets everything else, Zoo's engine included, fall through to Zoo's
+own site-packages, after the env's own. The env holds only what Zoo lacks or has at another version.
+The env's recorded versions are read by the parent from what was installed; a model process never
+writes them.
 
 The lookup half (which interpreter runs a model, what a row records) is
 :mod:`zoo_runner.envs`, so the engine can run a request with ``env`` set without this module.
@@ -13,6 +13,7 @@ The lookup half (which interpreter runs a model, what a row records) is
 
 from __future__ import annotations
 
+import ast
 import datetime
 import json
 import os
@@ -119,20 +120,130 @@ def _build(target: Path, pins: list[str], echo: Callable[[str], None]) -> None:
     parent_sites = envs.own_sites()
     # site.addsitedir, not a bare path: it also runs the parent's .pth files (Zoo's editable install)
     (site / FALLTHROUGH).write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in parent_sites))
-    cmd = [sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",
+    python = str(target / "bin" / "python")
+    if _uv_install(python, site, pins, echo):
+        return
+    cmd = [sys.executable, "-m", "pip", "--python", python, "install",
            "--no-input", "--disable-pip-version-check", "--progress-bar", "off", *pins]  # fmt: skip
     errors: list[str] = []
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip()
-            echo(line)
-            if line.startswith("ERROR:"):
-                errors.append(line[len("ERROR:") :].strip())
-        rc = proc.wait(timeout=PIP_TIMEOUT_S)
+    rc = _stream(cmd, "pip", echo, errors, os.environ.copy())
     if rc != 0:
         why = errors[-1] if errors else f"pip exited with {rc}"
         raise EnvError(f"the pins {' '.join(pins)} do not install: {why}")
+
+
+def _stream(cmd: list[str], who: str, echo: Callable[[str], None], errors: list[str], env: dict[str, str]) -> int:
+    """Run an installer, each line of its output to ``echo`` as ``who: line``; its exit code. Lines that
+    say ``ERROR:`` (pip's) are kept in ``errors``."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip()
+            echo(f"{who}: {line}")
+            if line.startswith("ERROR:"):
+                errors.append(line[len("ERROR:") :].strip())
+        return proc.wait(timeout=PIP_TIMEOUT_S)
+
+
+def uv_binary() -> str | None:
+    """uv beside this interpreter (``scripts/setup.sh`` installs its pinned release there), else on PATH."""
+    here = Path(sys.executable).parent / "uv"
+    return str(here) if os.access(here, os.X_OK) else shutil.which("uv")
+
+
+def pip_config() -> dict[str, str]:
+    """pip's configuration on this machine, the most specific of its sections winning (its environment,
+    then ``[install]``, then ``[global]``): ``{"extra-index-url": "file:///a file:///b", ...}``."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60
+    ).stdout
+    rank, best = {":env:": 3, "install": 2, "global": 1}, {}
+    for line in out.splitlines():  # e.g. global.extra-index-url='file:///a file:///b'
+        key, _, value = line.partition("=")
+        section, _, name = key.rpartition(".")
+        try:
+            value = str(ast.literal_eval(value))
+        except (ValueError, SyntaxError):
+            continue
+        if rank.get(section, 0) > best.get(name, (0, ""))[0]:
+            best[name] = (rank[section], value)
+    return {name: value for name, (_, value) in best.items()}
+
+
+def uv_environment(config: dict[str, str]) -> dict[str, str]:
+    """pip's configuration (``pip_config``) as uv's environment, as ``scripts/setup.sh`` hands it over: an
+    env then resolves from the same indexes and local wheels whichever installer builds it. Not on a
+    command line: an index URL may hold a password. pip's constraint files are passed by the caller."""
+    names = {
+        "index-url": ("UV_INDEX_URL", " "),
+        "extra-index-url": ("UV_EXTRA_INDEX_URL", " "),
+        "find-links": ("UV_FIND_LINKS", ","),
+        "cert": ("SSL_CERT_FILE", " "),
+    }
+    env = {var: sep.join(config[name].split()) for name, (var, sep) in names.items() if name in config}
+    if config.get("no-index", "").lower() in ("1", "true", "yes", "on"):
+        env["UV_NO_INDEX"] = "1"
+    env["UV_INDEX_STRATEGY"] = "unsafe-best-match"  # as pip: the best match over every index, not the first's
+    env["UV_COMPILE_BYTECODE"] = "1"  # as pip: model processes (another uid) cannot write .pyc files there
+    return env
+
+
+def _uv_install(python: str, site: Path, pins: list[str], echo: Callable[[str], None]) -> bool:
+    """The pins installed into the env at ``python`` by uv (seconds where pip took a minute or more for a
+    torch release: uv links files from its cache); False, leaving the env as it was, where uv is not here
+    or cannot do it, and pip then does it.
+
+    An env holds only what Zoo's own packages lack: uv resolves with every package Zoo has, other than the
+    pins, held at Zoo's version (a pin that needs another version of one is pip's, which installs that
+    one in the env), then removes from the env what it installed at Zoo's very version (it falls through
+    to Zoo's copy), as pip leaves it."""
+    uv = uv_binary()
+    if uv is None:
+        return False
+    pinned = {canonicalize_name(Requirement(p).name) for p in pins}
+    parent = _own_many(envs.own_sites())
+    constraints = site.parent / ".zoo-uv-constraints.txt"
+    constraints.write_text(
+        "".join(f"{name}=={version}\n" for name, version in sorted(parent.items()) if name not in pinned)
+    )
+    config = pip_config()
+    env = {**os.environ, **uv_environment(config)}
+    env.pop("UV_CONSTRAINT", None)  # pip's constraint files go on the command line, beside Zoo's
+    cmd = [uv, "pip", "install", "--python", python, "--constraint", str(constraints)]
+    for c in config.get("constraint", "").split():
+        if os.path.isfile(c):
+            cmd += ["--constraint", c]
+    try:
+        rc = _stream([*cmd, *pins], "uv", echo, [], env)
+        if rc != 0:
+            echo(f"uv: exited with {rc}; pip tries")
+            _empty_site(site)
+            return False
+        same = sorted(n for n, v in _own(site).items() if n not in pinned and parent.get(n) == v)
+        if same:  # Zoo's copy serves: what pip would not have installed
+            rc = _stream([uv, "pip", "uninstall", "--python", python, *same], "uv", echo, [], env)
+            if rc != 0:
+                echo(f"uv: uninstall exited with {rc}; pip tries")
+                _empty_site(site)
+                return False
+        return True
+    finally:
+        constraints.unlink(missing_ok=True)
+
+
+def _own_many(sites: list[str]) -> dict[str, str]:
+    return {canonicalize_name(d.metadata["Name"]): d.version for d in distributions(path=sites)}
+
+
+def _empty_site(site: Path) -> None:
+    """Everything uv put in the env's site-packages removed; the fall-through file stays."""
+    for entry in site.iterdir():
+        if entry.name == FALLTHROUGH:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def describe(name: str) -> dict[str, Any]:

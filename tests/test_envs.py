@@ -245,6 +245,26 @@ def test_an_env_made_by_another_zoo_is_refused_in_one_line(tmp_path, monkeypatch
     assert envs.python_for("ov-x") == str(target / "bin" / "python")
 
 
+def test_uv_builds_the_env_pip_would(tmp_path, monkeypatch):
+    """uv builds an env in seconds; it holds what pip's would (the pin and what Zoo lacks, nothing Zoo has at
+    the same version: numpy and openvino-telemetry fall through), and pip builds it where uv is missing."""
+    pytest.importorskip("openvino")
+    from services import environments
+
+    if environments.uv_binary() is None:
+        pytest.fail("uv is not installed beside this interpreter (scripts/setup.sh installs it)")
+    monkeypatch.setenv("ZOO_ENV_HOME", str(tmp_path))
+    lines: list[str] = []
+    by_uv = environments.create("by-uv", ["openvino==2026.0.0"], echo=lines.append)
+    assert any(line.startswith("uv: ") for line in lines) and not any(line.startswith("pip: ") for line in lines)
+    monkeypatch.setattr(environments, "uv_binary", lambda: None)
+    lines.clear()
+    by_pip = environments.create("by-pip", ["openvino==2026.0.0"], echo=lines.append)
+    assert any(line.startswith("pip: ") for line in lines)
+    assert by_uv["own"] == by_pip["own"] == {"openvino": "2026.0.0"}
+    assert by_uv["versions"] == by_pip["versions"] and by_uv["versions"]["openvino"] == "2026.0.0"
+
+
 # ------------------------------------------------------------------ a real env
 
 
@@ -265,7 +285,7 @@ def env_home(tmp_path_factory):
     info = json.loads(proc.stdout)
     assert info["versions"]["openvino"] == OLD_OPENVINO and info["own"]["openvino"] == OLD_OPENVINO
     assert "torch" not in info["own"]  # everything but the pins falls through to Zoo's own packages
-    assert "pip: " in proc.stderr  # pip's progress, line by line (-v, or a terminal)
+    assert "uv: " in proc.stderr  # the installer's progress, line by line (-v, or a terminal)
     return str(home)
 
 

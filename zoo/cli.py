@@ -191,7 +191,7 @@ def cmd_env(args: argparse.Namespace) -> int:
 
         def echo(line: str) -> None:
             if loud:
-                print(f"  pip: {line}", file=sys.stderr, flush=True)
+                print(f"  {line}", file=sys.stderr, flush=True)
 
         info = environments.create(args.name, args.pins, echo=echo)
         if args.json:
@@ -561,7 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
         "with --env NAME. Only the pins are installed; everything else, Zoo included, is Zoo's own.",
     )
     esub = e.add_subparsers(dest="env_action", metavar="ACTION", required=True)
-    ec = esub.add_parser("create", help="build env NAME with pip: `zoo env create ov2025 openvino==2025.4.1`")
+    ec = esub.add_parser("create", help="build env NAME (uv, else pip): `zoo env create ov2025 openvino==2025.4.1`")
     ec.add_argument("name", help="lowercase letters, digits, '.', '_', '-'")
     ec.add_argument("pins", nargs="+", metavar="PIN", help="requirements such as openvino==2025.4.1 torch==2.13.0")
     ec.add_argument("--json", action="store_true", help="print the env as JSON")
