@@ -89,6 +89,9 @@ class Run(Base):
     )  # 0004: auto, or what --precision asked for
     env: Mapped[str] = mapped_column(String(64), default="", server_default="")  # 0006: "" = Zoo's own
     snapshot_id: Mapped[int | None] = mapped_column(ForeignKey("snapshots.id"))
+    # 0009: running | finished | interrupted (Ctrl-C, SIGTERM: resumed by the next `zoo run` of the same parameters)
+    state: Mapped[str] = mapped_column(String(16), default="running", server_default="running")
+    missing: Mapped[int | None] = mapped_column(Integer)  # models an interrupted run left without a row
 
 
 class Result(Base):

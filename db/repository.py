@@ -180,6 +180,58 @@ def finish_run(session: Session, run_id: int) -> None:
     run = session.get(Run, run_id)
     if run:
         run.finished_at = utcnow()
+        run.state = "finished"
+        run.missing = None
+
+
+def interrupt_run(session: Session, run_id: int, missing: int) -> None:
+    """Run ``run_id`` ended by an interrupt, ``missing`` of its models without a row."""
+    run = session.get(Run, run_id)
+    if run:
+        run.finished_at = utcnow()
+        run.state = "interrupted"
+        run.missing = missing
+
+
+def resumable_run(
+    session: Session,
+    backend: str,
+    tier: str,
+    requested: int,
+    snapshot_id: int | None,
+    precision: str = "auto",
+    env: str | None = None,
+) -> Run | None:
+    """The newest in-process run of these parameters, where it was interrupted (a later run of them, finished
+    or not, means the interrupted one is not resumed); None otherwise."""
+    run = session.scalars(
+        select(Run)
+        .where(
+            Run.mode == "inprocess",
+            Run.backend == backend,
+            Run.tier == tier,
+            Run.requested == requested,
+            Run.snapshot_id.is_(None) if snapshot_id is None else Run.snapshot_id == snapshot_id,
+            Run.precision == precision,
+            Run.env == (env or ""),
+        )
+        .order_by(Run.id.desc())
+        .limit(1)
+    ).first()
+    return run if run is not None and run.state == "interrupted" else None
+
+
+def resume_run(session: Session, run_id: int) -> None:
+    run = session.get(Run, run_id)
+    if run:
+        run.finished_at = None
+        run.state = "running"
+        run.missing = None
+
+
+def stored_models(session: Session, run_id: int) -> set[str]:
+    """The models run ``run_id`` stored a row for."""
+    return set(session.scalars(select(Result.model_id).where(Result.run_id == run_id).distinct()))
 
 
 def _parse_time(value: Any) -> dt.datetime:

@@ -229,8 +229,27 @@ def test_run_progress_names_the_model_and_stage_before_it_finishes(monkeypatch):
     results = jobs.run_inprocess(["org/first-model"], "cpu+inductor", "tiny", run_id=1, timeout=60, jobs=1)
     assert [r["status"] for r in results] == ["pass"]
     assert "org/first-model: preparing" in seen[0]
-    assert "0/1" in seen[1] and "org/first-model: compiling and running on the backend" in seen[1]
+    assert "0/1" in seen[1] and "org/first-model: compiling and running on the backend 0/60s" in seen[1]
     assert "1/1" in out.getvalue() and "org/first-model: pass" in out.getvalue()
+
+
+def test_the_bar_shows_each_models_time_against_its_budget_and_drops_finished_ones(monkeypatch):
+    from zoo.progress import RunProgress
+
+    out = io.StringIO()
+    clock = [100.0]
+    monkeypatch.setattr("zoo.progress.time.monotonic", lambda: clock[0])
+    with progress_bar(total=2, desc="validate cpu", file=out) as bar:
+        p = RunProgress(bar, budget_s=600)
+        p.stage("org/slow", "target")
+        clock[0] += 5
+        p.stage("org/fast", "build")
+        clock[0] += 30
+        p.finished("org/fast", "pass")
+        line = out.getvalue().splitlines()[-1]
+        assert "org/slow: compiling and running on the backend 35/600s" in line and "org/fast" not in line
+        p.dropped("org/slow")  # an interrupted run ended it: it leaves the line, it is not counted
+        assert "org/slow" not in out.getvalue().splitlines()[-1] and p.bar.n == 1
 
 
 def test_zoo_run_without_a_terminal_prints_progress_lines_within_15_s(tmp_path):

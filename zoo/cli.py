@@ -83,8 +83,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         precision=args.precision,
         status=_status("run"),
         env=args.env,
+        fresh=args.fresh,
     )
     at = "" if args.precision == "auto" else f", judged at {args.precision}"
+    if out.get("interrupted"):
+        print(
+            f"zoo run: run {out['run_id']} interrupted: {out['stored']} results stored, {out['missing']} of "
+            f"{out['requested']} models missing; the same command validates only those (--fresh starts over)",
+            file=sys.stderr,
+        )
+        return 130
     if out.get("detached"):
         see = f"zoo coverage --backend {out['backend']}" + (
             "" if args.precision == "auto" else f" --precision {args.precision}"
@@ -498,6 +506,12 @@ def build_parser() -> argparse.ArgumentParser:
         "ZOO_NEURON_CORES cut into ZOO_NEURON_CORES_PER_PROCESS)",
     )
     r.add_argument("--detach", action="store_true", help="with ZOO_BROKER_URL: enqueue and return without waiting")
+    r.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start a new run even where the last run of these parameters was interrupted (by default "
+        "it is resumed: only its missing models are validated)",
+    )
     r.add_argument("--remote-code", choices=("never", "sandboxed"), help=REMOTE_CODE_HELP)
     r.add_argument("--env", metavar="NAME", help=ENV_HELP + "; with a broker, on the workers started with --env NAME")
     _add_precision(r)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -15,7 +18,7 @@ from services import catalog
 from workers import publish, reconcile
 from zoo_runner import envs, launcher, sandbox
 from zoo_runner.backends import BackendSpec, check_backend, load_plugins, typo_problem
-from zoo_runner.exceptions import DatabaseUnavailable, UnknownBackend
+from zoo_runner.exceptions import DatabaseUnavailable, Interrupted, UnknownBackend
 from zoo_runner.launcher import stage_listener
 from zoo_runner.request import ValidationRequest, share_of_cores
 from zoo_runner.settings import settings
@@ -96,16 +99,23 @@ def run_inprocess(
     jobs: int = 1,
     precision: str = "auto",
     env: str | None = None,
+    total: int | None = None,
 ) -> list[dict[str, Any]]:
     """Validate and store each model here, ``jobs`` at once, behind a bar that names every model
     in flight and its stage from the start (the first compile can take minutes). A model that
-    fails is its row (``reference_error``) and the run goes on; an unreachable database stops it."""
+    fails is its row (``reference_error``) and the run goes on; an unreachable database stops it.
+    ``total``: the run's size where ``model_ids`` is what a resumed run has left.
+
+    The first Ctrl-C or SIGTERM (:func:`interruptible`) stops it: no model starts after it, the model
+    processes in flight are ended and give no row, what finished is stored; the caller sees
+    ``launcher.INTERRUPT`` set."""
     from services import validation  # imports torch: only when models run here
 
     results: list[dict[str, Any]] = []
     progress: RunProgress | None = None
 
     def one(mid: str) -> dict[str, Any]:
+        launcher.check_interrupt()  # queued when the run was interrupted: never started
         listen = progress.on_stage(mid) if progress else None
         token = stage_listener.set(listen)  # the model process's stages, heard from run_isolated
         try:
@@ -119,21 +129,55 @@ def run_inprocess(
         req = _request(mid, backend, tier, timeout, precision, jobs, env)
         return validation.validate_or_fail(req, run_id=run_id).to_dict()  # the SPEC rows the run reports
 
+    total = total or len(model_ids)
     with (
-        progress_bar(total=len(model_ids), desc=f"validate {backend}") as bar,
+        progress_bar(total=total, desc=f"validate {backend}") as bar,
         ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
     ):
-        progress = RunProgress(bar)
+        bar.update(total - len(model_ids))  # a resumed run: what it stored before
+        progress = RunProgress(bar, budget_s=timeout)
         futures = {pool.submit(one, mid): mid for mid in model_ids}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
             for fut in done:
-                res = fut.result()
+                try:
+                    res = fut.result()
+                except Interrupted:  # ended by the interrupt, or never started: no row
+                    progress.dropped(futures[fut])
+                    continue
                 results.append(res)
                 progress.finished(futures[fut], res["status"])
             progress.tick()
     return results
+
+
+@contextlib.contextmanager
+def interruptible(say: Callable[[str], None]) -> Iterator[None]:
+    """While in it, the first SIGINT (Ctrl-C) or SIGTERM sets ``launcher.INTERRUPT`` and says so in one
+    line: the run stops scheduling and ends its model processes. A second one exits at once (130), its
+    model processes killed. Outside the main thread (a test's, a server's) signals are left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    launcher.INTERRUPT.clear()
+
+    def handler(signum: int, _frame: Any) -> None:
+        if launcher.INTERRUPT.is_set():
+            launcher.kill_in_flight()
+            os._exit(130)
+        launcher.INTERRUPT.set()
+        say(
+            f"{signal.Signals(signum).name}: stopping; the models in flight are ended and give no row, what "
+            "finished is kept (the same command resumes this run; again to exit at once)"
+        )
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 def enqueue_top(top: int, backend: str, tier: str = "tiny", timeout: float = 600.0, precision: str = "auto") -> int:
@@ -182,6 +226,7 @@ def main_job(
     precision: str = "auto",
     status: Callable[[str], None] | None = None,
     env: str | None = None,
+    fresh: bool = False,
 ) -> dict[str, Any]:
     """``precision``: ``auto`` judges the backend at its declared compute precision; ``fp32``,
     ``tf32``, ``bf16`` or ``fp16`` at that one (the coverage summary is then of that precision).
@@ -212,10 +257,24 @@ def main_job(
         "then compiles"
     )
     say(f"{len(ids)} model{'' if len(ids) == 1 else 's'} from the catalog ({source}), {where}")
+    todo = ids
     with session_scope() as s:
-        run_id = repository.start_run(
-            s, backend, tier, "celery" if broker else "inprocess", len(ids), snap_id, precision=precision, env=env
-        ).id
+        resumed = None
+        if not broker and not fresh:
+            resumed = repository.resumable_run(s, backend, tier, len(ids), snap_id, precision, env)
+        if resumed is not None:
+            run_id = resumed.id
+            stored = repository.stored_models(s, run_id)
+            todo = [m for m in ids if m not in stored]
+            repository.resume_run(s, run_id)
+            say(
+                f"resuming run {run_id}, interrupted with {len(ids) - len(stored & set(ids))} of {len(ids)} "
+                f"models missing: validating only those (--fresh starts over)"
+            )
+        else:
+            run_id = repository.start_run(
+                s, backend, tier, "celery" if broker else "inprocess", len(ids), snap_id, precision=precision, env=env
+            ).id
     log.info(
         "run %s: %d models on %s (%s tier, precision %s), catalog %s",
         run_id,
@@ -239,7 +298,23 @@ def main_job(
             }
         wait_for(run_id, len(ids), reconciler=reconcile.Reconciler.for_run(run_id, epoch, say=say))
     else:
-        run_inprocess(ids, backend, tier, run_id, timeout, jobs=jobs, precision=precision, env=env)
+        with interruptible(say):
+            run_inprocess(todo, backend, tier, run_id, timeout, jobs=jobs, precision=precision, env=env, total=len(ids))
+        if launcher.INTERRUPT.is_set():
+            with session_scope() as s:
+                missing = len(set(ids) - repository.stored_models(s, run_id))
+                repository.interrupt_run(s, run_id, missing)
+                stored = repository.count_results(s, run_id)
+            return {
+                "run_id": run_id,
+                "backend": backend,
+                "tier": tier,
+                "precision": precision,
+                "stored": stored,
+                "interrupted": True,
+                "missing": missing,
+                "requested": len(ids),
+            }
     with session_scope() as s:
         repository.finish_run(s, run_id)
         cov = queries.coverage(

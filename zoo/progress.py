@@ -88,12 +88,15 @@ def progress_bar(total: int, desc: str, unit: str = "model", file: IO[str] | Non
 
 
 class RunProgress:
-    """Keeps ``bar``'s postfix naming every model in flight and its stage (thread-safe), and counts
-    finished models."""
+    """Keeps ``bar``'s postfix naming every model in flight, its stage and its time so far against its
+    budget (``budget_s``, the run's timeout), thread-safe, and counts finished models. A finished model
+    leaves the line; it is shown alone only while nothing is in flight."""
 
-    def __init__(self, bar: Any) -> None:
+    def __init__(self, bar: Any, budget_s: float | None = None) -> None:
         self.bar = bar
+        self.budget_s = budget_s
         self._active: dict[str, str] = {}
+        self._since: dict[str, float] = {}
         self._last = ""
         self._lock = threading.Lock()
         self._every = TICK_S[not isinstance(bar, PlainLines)]
@@ -106,27 +109,42 @@ class RunProgress:
     def stage(self, model_id: str, name: str) -> None:
         with self._lock:
             self._active[model_id] = STAGE_WORDS.get(name, name)
+            self._since.setdefault(model_id, time.monotonic())
             self._show()
 
     def finished(self, model_id: str, status: str) -> None:
         with self._lock:
-            self._active.pop(model_id, None)
+            self._forget(model_id)
             self._last = f"{model_id[:WIDTH]}: {status}"
-            # the model just finished first, then those still in flight
-            in_flight = " | ".join(f"{m[:WIDTH]}: {w}" for m, w in self._active.items())
-            self.bar.set_postfix_str(" | ".join(filter(None, [self._last, in_flight])), refresh=False)
+            self.bar.set_postfix_str(self._text(), refresh=False)
             self.bar.update(1)  # draws
             self._drawn = time.monotonic()
 
+    def dropped(self, model_id: str) -> None:
+        """A model that gives no row (an interrupted run ended it, or it never started)."""
+        with self._lock:
+            self._forget(model_id)
+            self._show()
+
+    def _forget(self, model_id: str) -> None:
+        self._active.pop(model_id, None)
+        self._since.pop(model_id, None)
+
     def tick(self) -> None:
-        """Redraw now and then while nothing changes, so the elapsed time runs during a long compile."""
+        """Redraw now and then while nothing changes, so each model's time runs during a long compile."""
         with self._lock:
             if time.monotonic() - self._drawn >= self._every:
+                self.bar.set_postfix_str(self._text(), refresh=False)
                 self.bar.refresh()
                 self._drawn = time.monotonic()
 
     def _text(self) -> str:
-        return " | ".join(f"{m[:WIDTH]}: {w}" for m, w in self._active.items()) or self._last
+        now = time.monotonic()
+        budget = f"/{self.budget_s:.0f}s" if self.budget_s else "s"
+        return (
+            " | ".join(f"{m[:WIDTH]}: {w} {now - self._since.get(m, now):.0f}{budget}" for m, w in self._active.items())
+            or self._last
+        )
 
     def _show(self) -> None:
         self.bar.set_postfix_str(self._text(), refresh=True)

@@ -84,3 +84,8 @@ class NoInputs(NotSupported):
 class SandboxUnavailable(ZooError):
     """``ZOO_SANDBOX=strict`` and this machine cannot give a model process the full sandbox
     (``zoo doctor`` says which protection is missing and why)."""
+
+
+class Interrupted(BaseException):
+    """The run was interrupted (Ctrl-C, SIGTERM): a model process in flight was ended and gives no row.
+    A BaseException, as KeyboardInterrupt: no ``except Exception`` turns it into a stored failure."""

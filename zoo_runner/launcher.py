@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from . import backends, cache_trust, device_claims, envs, hang, reference_cache, sandbox, verdict
-from .exceptions import SandboxUnavailable
+from .exceptions import Interrupted, SandboxUnavailable
 from .request import ValidationRequest, error_info
 from .result import ValidationResult, failure_result, own_details
 from .result_schema import RESULT_MAX_BYTES, BadResult, read_bytes_file, read_json_file, read_stage, trusted_result
@@ -315,6 +315,8 @@ def _run_forked(
         watch.pid = proc.pid
     poll = _polls(poll, watch)
     deadline = time.monotonic() + timeout_s
+    if proc.pid is not None:
+        _IN_FLIGHT.add(proc.pid)
     try:
         while proc.is_alive():
             left = deadline - time.monotonic()
@@ -323,10 +325,13 @@ def _run_forked(
             proc.join(min(left, STAGE_POLL_S))
             if proc.is_alive():
                 poll()
+                check_interrupt()
     except BaseException:  # never leave a model process running unsupervised
         if proc.pid is not None:
             _kill_group(proc.pid)
         raise
+    finally:
+        _IN_FLIGHT.discard(proc.pid or 0)
     timed_out = proc.is_alive()
     if timed_out and proc.pid is not None:
         hang.ask_for_stacks(proc.pid, run.stderr)
@@ -366,16 +371,25 @@ def _run_spawned(
             watch.pid = proc.pid
         poll = _polls(poll, watch)
         deadline = time.monotonic() + timeout_s
-        while True:
-            left = max(0.0, deadline - time.monotonic())
-            try:
-                return proc.wait(timeout=min(left, STAGE_POLL_S)), False
-            except subprocess.TimeoutExpired:
-                if time.monotonic() >= deadline:
-                    hang.ask_for_stacks(proc.pid, run.stderr)
-                    _kill_group(proc.pid)
-                    return proc.wait(), True
-                poll()
+        _IN_FLIGHT.add(proc.pid)
+        try:
+            while True:
+                left = max(0.0, deadline - time.monotonic())
+                try:
+                    return proc.wait(timeout=min(left, STAGE_POLL_S)), False
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() >= deadline:
+                        hang.ask_for_stacks(proc.pid, run.stderr)
+                        _kill_group(proc.pid)
+                        return proc.wait(), True
+                    poll()
+                    check_interrupt()
+        except BaseException:  # never leave a model process running unsupervised
+            _kill_group(proc.pid)
+            proc.wait()
+            raise
+        finally:
+            _IN_FLIGHT.discard(proc.pid)
 
 
 def cold_compile_reserve(backend: str) -> float:
@@ -408,6 +422,7 @@ def run_isolated(
     ``on_stage`` (default: :data:`stage_listener`'s) is called in this process with ``start``, then
     each stage the model process reaches (``build``, ``reference``, ``target``, ``compare``; read
     every 0.5 s), for progress displays."""
+    check_interrupt()  # nothing starts once a run is interrupted
     on_stage = on_stage or stage_listener.get()
     if on_stage:
         on_stage("start")
@@ -718,6 +733,25 @@ def _looks_oom(text: str) -> bool:
         or "cannot allocate memory" in t
         or "std::bad_alloc" in t
     )
+
+
+# Set on the first Ctrl-C or SIGTERM of a run (zoo/jobs.py): every model process this process supervises is
+# ended within a poll interval and its validation raises Interrupted (no row); none starts after it
+INTERRUPT = threading.Event()
+
+
+_IN_FLIGHT: set[int] = set()  # the model processes this process supervises now (their pids: their groups)
+
+
+def check_interrupt() -> None:
+    if INTERRUPT.is_set():
+        raise Interrupted("interrupted")
+
+
+def kill_in_flight() -> None:
+    """Every model process this process supervises killed, with its group (a second Ctrl-C, before exiting)."""
+    for pid in list(_IN_FLIGHT):
+        _kill_group(pid)
 
 
 def _kill_group(pid: int) -> None:
