@@ -34,6 +34,12 @@ def test_backend_typos_get_the_closest_name_and_no_test_only_backends():
     from zoo_runner.backends import typo_problem
 
     assert "did you mean 'neuron'" in typo_problem("nueron")
+    # a compiler alone names its CPU spec; names are lowercase, whatever the case typed
+    assert "did you mean 'cpu+openvino'" in typo_problem("openvino")
+    assert "did you mean 'cpu+openvino'" in typo_problem("OpenVINO")
+    assert "did you mean 'cpu+openvino'" in typo_problem("cpu+OpenVINO")
+    assert "did you mean 'cpu+inductor'" in typo_problem("CPU+Inductor")
+    assert "did you mean 'cpu+onnxrt@bfloat16'" in typo_problem("onnxrt@bfloat16")
     # a name nothing close to a known one is torch's to judge (it may register it), not refused before torch
     assert typo_problem("cuda+eager_noexcept") is None and typo_problem("cpu+tensorrt") is None
     from zoo_runner.backends import compiler_available
@@ -55,6 +61,7 @@ def test_backend_typos_get_the_closest_name_and_no_test_only_backends():
         (["report", "--week", "2026-W10"], "no results in 2026-W10"),
         (["validate", "arch:BertModel", "--backend", "nueron"], "did you mean 'neuron'"),
         (["run", "--top", "1", "--backend", "cpu+inductr"], "did you mean 'cpu+inductor'"),
+        (["run", "--top", "1", "--backend", "openvino"], "did you mean 'cpu+openvino'"),
         (["compare", "--env", "default", "--env", "x", "--backend", "nueron"], "did you mean 'neuron'"),
         (["triage", "arch:BertModel", "--backend", "nueron"], "did you mean 'neuron'"),
         (

@@ -448,19 +448,29 @@ def spec_problem(text: str) -> str | None:
     text = (text or "").strip()
     if text == "auto":
         return "backend 'auto' is resolved only where a model runs: name a backend, e.g. cpu+inductor"
+    devices = {*TORCH_DEVICES, *AUTO_ORDER, *DEVICE_PLUGINS, *BUILTIN_DEVICES}
+    device_packages = {d for d, plugin in DEVICE_PLUGINS.items() if plugin.package}  # torch_neuronx registers "neuron"
+    compilers = {*TORCH_COMPILERS, *COMPILER_PLUGINS, *BUILTIN_COMPILERS, *device_packages}
     try:
         spec = BackendSpec.parse(text)
     except UnknownBackend as exc:
         hint = " (in a URL, write '+' as %2B: a bare '+' reads as a space)" if " " in text else ""
+        if text.lower() != text and spec_problem(text.lower()) is None:  # `CPU+Inductor`: names are lowercase
+            hint = f" (did you mean {text.lower()!r}?)"
+        elif text.lower() != text and "did you mean" in (spec_problem(text.lower()) or ""):  # `OpenVINO`
+            return spec_problem(text.lower())
         return f"{exc}{hint}"
-    devices = {*TORCH_DEVICES, *AUTO_ORDER, *DEVICE_PLUGINS, *BUILTIN_DEVICES}
+    if spec.device not in devices and not spec.compiler and spec.device.lower() in compilers - devices:
+        full = str(BackendSpec("cpu", spec.device.lower(), spec.dtype))  # `openvino`: a compiler, run on the CPU
+        return (
+            f"unknown device {spec.device!r} in backend {text!r} (did you mean {full!r}?): {spec.device.lower()!r} "
+            "is a compile backend; a backend is DEVICE[+COMPILER][@DTYPE]"
+        )
     if spec.device not in devices:
         return (
             f"unknown device {spec.device!r} in backend {text!r}{_did_you_mean(spec.device, devices, str(spec))}: "
             f"known devices are {', '.join(sorted(devices))}"
         )
-    device_packages = {d for d, plugin in DEVICE_PLUGINS.items() if plugin.package}  # torch_neuronx registers "neuron"
-    compilers = {*TORCH_COMPILERS, *COMPILER_PLUGINS, *BUILTIN_COMPILERS, *device_packages}
     if spec.compiler and spec.compiler not in compilers:
         return (
             f"unknown compile backend {spec.compiler!r} in backend {text!r}"
@@ -473,6 +483,9 @@ def spec_problem(text: str) -> str | None:
 def _closest(word: str, known: set[str]) -> str | None:
     import difflib
 
+    same = [k for k in sorted(known) if k.lower() == word.lower()]  # `OpenVINO`: the name, cased as it is
+    if same:
+        return same[0]
     close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
     return close[0] if close else None
 
@@ -506,7 +519,10 @@ def typo_problem(text: str) -> str | None:
     import importlib.util
     from importlib.metadata import entry_points
 
-    spec = BackendSpec.parse(text)
+    try:
+        spec = BackendSpec.parse(text)
+    except UnknownBackend:  # `OpenVINO`, `CPU+Inductor`: names are lowercase, surely a typo
+        return problem
     if spec.compiler and spec.compiler in {e.name for e in entry_points(group="torch_dynamo_backends")}:
         return None
     try:
