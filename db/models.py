@@ -176,6 +176,23 @@ class Report(Base):
     markdown: Mapped[str] = mapped_column(Text)
 
 
+class ModelClaim(Base):
+    """A model an in-process run is validating now (0009): two `zoo run` on one database claim models one by
+    one, so each model is validated once. Released when its row is stored; ``expires_at`` frees the claim
+    of a run that died."""
+
+    __tablename__ = "model_claims"
+    __table_args__ = (UniqueConstraint("model_id", "backend", "tier", "precision", "env", name="uq_model_claim"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[str] = mapped_column(String(256))
+    backend: Mapped[str] = mapped_column(String(128))
+    tier: Mapped[str] = mapped_column(String(16))
+    precision: Mapped[str] = mapped_column(String(8))
+    env: Mapped[str] = mapped_column(String(64), default="")
+    run_id: Mapped[int] = mapped_column(Integer)
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+
+
 class Sweep(Base):
     """One scheduled sweep (the daily top-K refresh or the weekly full sweep) of one backend and
     tier; unique per period, so a second beat, or the same sweep delivered twice, does nothing."""

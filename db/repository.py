@@ -10,13 +10,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, case, func, or_, select
+from sqlalchemy import and_, case, delete, func, or_, select
 from sqlalchemy.orm import Session
 
 from zoo_runner.request import HARNESS_VERSION
 from zoo_runner.result import ValidationResult, own_details
 
-from .models import Bisection, Model, Result, Run, Snapshot, SnapshotEntry, utcnow
+from .models import Bisection, Model, ModelClaim, Result, Run, Snapshot, SnapshotEntry, utcnow
 from .rows import precision_scope, result_dict
 from .weeks import iso_week
 
@@ -227,6 +227,68 @@ def resume_run(session: Session, run_id: int) -> None:
         run.finished_at = None
         run.state = "running"
         run.missing = None
+
+
+def claim_model(
+    session: Session,
+    model_id: str,
+    backend: str,
+    tier: str,
+    precision: str,
+    env: str | None,
+    run_id: int,
+    lease_s: float,
+) -> bool:
+    """Whether run ``run_id`` may validate ``model_id`` now: it holds no other live run's claim, and no other run
+    stored its row since this run started or is going on beside it (two `zoo run` at once split the work). The
+    claim lasts ``lease_s`` (a run that died frees it then); :func:`release_model` ends it."""
+    now = utcnow()
+    key = dict(model_id=model_id, backend=backend, tier=tier, precision=precision, env=env or "")
+    session.execute(delete(ModelClaim).filter_by(**key).where(ModelClaim.expires_at < now))
+    run = session.get(Run, run_id)
+    if run is not None and run.started_at is not None:
+        done = session.scalar(
+            select(func.count())
+            .select_from(Result)
+            .where(
+                Result.model_id == model_id,
+                Result.backend == backend,
+                Result.tier == tier,
+                Result.env == (env or ""),
+                same_precision(precision),
+                Result.run_id != run_id,
+                or_(
+                    Result.started_at >= run.started_at,
+                    Result.run_id.in_(  # a run going on beside this one (a live one: started within the lease)
+                        select(Run.id).where(
+                            Run.state == "running", Run.started_at >= now - dt.timedelta(seconds=lease_s)
+                        )
+                    ),
+                ),
+            )
+        )
+        if done:
+            return False
+    stmt = (
+        _upsert_insert(session, ModelClaim)
+        .values(**key, run_id=run_id, expires_at=now + dt.timedelta(seconds=lease_s))
+        .on_conflict_do_nothing(index_elements=list(key))
+        .returning(ModelClaim.id)  # a row back: this run's claim (rowcount is -1 here on PostgreSQL)
+    )
+    if session.execute(stmt).scalar() is not None:
+        return True
+    holder = session.scalar(select(ModelClaim.run_id).filter_by(**key))
+    return holder == run_id
+
+
+def release_model(
+    session: Session, model_id: str, backend: str, tier: str, precision: str, env: str | None, run_id: int
+) -> None:
+    session.execute(
+        delete(ModelClaim).filter_by(
+            model_id=model_id, backend=backend, tier=tier, precision=precision, env=env or "", run_id=run_id
+        )
+    )
 
 
 def stored_models(session: Session, run_id: int) -> set[str]:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from tests.conftest import child_env
@@ -90,3 +91,53 @@ def test_only_the_newest_run_of_the_same_parameters_is_resumed(database_url):
         repository.interrupt_run(s, run.id, 2)
         newer = repository.start_run(s, "cpu", "tiny", "inprocess", 6, None)  # e.g. --fresh
         assert repository.resumable_run(s, *args) is None and newer.state == "running"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_two_runs_at_once_on_one_database_split_the_work(tmp_path, request, kind):
+    """Two `zoo run --top 10` on one fresh database: each model validated once, each run validates some, and
+    their printed counts sum to the rows stored."""
+    import re
+
+    if kind == "sqlite":
+        url = f"sqlite:///{tmp_path / 'zoo.db'}"
+    else:
+        from tests.conftest import _reset_pg
+
+        url = request.getfixturevalue("pg_server_url")
+        _reset_pg(url)
+    env = child_env(ZOO_DATABASE_URL=url)
+    subprocess.run([sys.executable, "-m", "zoo.cli", "sync"], env=env, cwd=tmp_path, capture_output=True, timeout=120)
+    argv = [sys.executable, "-m", "zoo.cli", "run", "--top", "10", "--backend", "cpu", "--jobs", "1"]
+    procs = [
+        subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [e[-2000:] for _, e in outs]
+    counts = [int(re.search(r"run \d+: (\d+) results stored", o).group(1)) for o, _ in outs]
+    rows = _rows(url)
+    assert len(rows) == 10 and all(r.attempts == 1 for r in rows), rows  # each model once
+    assert sum(counts) == 10 and min(counts) >= 3, counts
+    assert sorted(sum(1 for r in rows if r.run_id == run) for run in (1, 2)) == sorted(counts)
+
+
+def test_a_claim_is_one_runs_until_released_or_expired(database_url):
+    from db import repository
+    from db.session import session_scope
+
+    key = ("org/m", "cpu", "tiny", "auto", None)
+    with session_scope() as s:
+        a = repository.start_run(s, "cpu", "tiny", "inprocess", 2, None).id
+        b = repository.start_run(s, "cpu", "tiny", "inprocess", 2, None).id
+    with session_scope() as s:
+        assert repository.claim_model(s, *key, a, 600) is True
+    with session_scope() as s:
+        assert repository.claim_model(s, *key, b, 600) is False  # a holds it
+        assert repository.claim_model(s, *key, a, 600) is True  # still a's
+        assert repository.claim_model(s, "org/m", "cpu", "tiny", "fp32", None, b, 600) is True  # another key
+        repository.release_model(s, *key, a)
+    with session_scope() as s:
+        assert repository.claim_model(s, *key, b, -1) is True  # released: b's, with a lease already over
+    with session_scope() as s:
+        assert repository.claim_model(s, *key, a, 600) is True  # b's expired: a dead run frees it

@@ -208,7 +208,7 @@ def test_serve_logs_the_port_it_listens_on(tmp_path):
 # ---------------------------------------------------------------- the main job says what it is doing
 
 
-def test_run_progress_names_the_model_and_stage_before_it_finishes(monkeypatch):
+def test_run_progress_names_the_model_and_stage_before_it_finishes(monkeypatch, sqlite_url):
     import services.validation
     from zoo import jobs
 

@@ -114,8 +114,14 @@ def run_inprocess(
     results: list[dict[str, Any]] = []
     progress: RunProgress | None = None
 
-    def one(mid: str) -> dict[str, Any]:
+    claim = (backend, tier, precision, env)
+    lease_s = 2 * timeout + 600  # beyond any validation of this run: a run that died frees its claims then
+
+    def one(mid: str) -> dict[str, Any] | None:
         launcher.check_interrupt()  # queued when the run was interrupted: never started
+        with session_scope() as s:  # another run on this database validates it, or did since this one started
+            if not repository.claim_model(s, mid, *claim, run_id, lease_s):
+                return None
         listen = progress.on_stage(mid) if progress else None
         token = stage_listener.set(listen)  # the model process's stages, heard from run_isolated
         try:
@@ -124,6 +130,11 @@ def run_inprocess(
             return validate(mid)
         finally:
             stage_listener.reset(token)
+            try:
+                with session_scope() as s:
+                    repository.release_model(s, mid, *claim, run_id)
+            except DatabaseUnavailable as exc:  # the claim expires by itself
+                log.warning("%s: its claim could not be released: %s", mid, exc)
 
     def validate(mid: str) -> dict[str, Any]:
         req = _request(mid, backend, tier, timeout, precision, jobs, env)
@@ -135,6 +146,7 @@ def run_inprocess(
         ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
     ):
         bar.update(total - len(model_ids))  # a resumed run: what it stored before
+        others = 0
         progress = RunProgress(bar, budget_s=timeout)
         futures = {pool.submit(one, mid): mid for mid in model_ids}
         pending = set(futures)
@@ -146,9 +158,15 @@ def run_inprocess(
                 except Interrupted:  # ended by the interrupt, or never started: no row
                     progress.dropped(futures[fut])
                     continue
+                if res is None:
+                    progress.finished(futures[fut], "validated by another run")
+                    others += 1
+                    continue
                 results.append(res)
                 progress.finished(futures[fut], res["status"])
             progress.tick()
+    if others:
+        log.info("%d of %d models were validated by another run on this database", others, len(model_ids))
     return results
 
 
