@@ -116,6 +116,7 @@ class CoverageOut(BaseModel):
     below_half_on_backend: int = Field(
         0, description="passing models whose backend executed under half of their ops (details.backend_share < 0.5)"
     )
+    env: str = Field("", description="the env whose rows these are (`zoo env`); empty: Zoo's own interpreter's")
     functional: float | None
     functional_weighted: float | None
     strict_rate: float | None = Field(None, description="pass / valid reference")

@@ -112,6 +112,7 @@ class Coverage:
     # passing models whose backend executed under half of their graphs' ops (details.backend_share)
     below_half_on_backend: int = 0
     precision: str = DECLARED  # the precision scope: each backend's declared one, or fp32/tf32/bf16/fp16
+    env: str = ""  # the env whose rows these are ("": Zoo's own interpreter)
 
     @staticmethod
     def _ratio(a: int, b: int) -> float | None:
@@ -209,6 +210,7 @@ def coverage(
         week=week,
         snapshot_id=snapshot.id if snapshot else None,
         precision=precision_label(precision),
+        env=env or "",
     )
     if snapshot is None:
         return cov

@@ -128,6 +128,16 @@ def test_compare_through_the_api_the_page_and_the_cli(sqlite_url, zoo, monkeypat
     assert "unknown" not in out.stderr
     err = _one_clear_line(zoo(["compare", "--env", "old", "--env", "nope"], ZOO_DATABASE_URL=sqlite_url))
     assert "nope" in err and "old" in err
+    # coverage names the env whose rows it counts, and counts only them (env old: a compile_error, an unsupported)
+    old = zoo(["coverage", "--env", "old", "--backend", "cpu+ov", "--week", "2026-W48"], ZOO_DATABASE_URL=sqlite_url)
+    assert old.returncode == 0, old.stderr
+    assert "· env old ·" in old.stdout and "compile_error 1, unsupported 1" in old.stdout, old.stdout
+    own = zoo(["coverage", "--backend", "cpu+ov", "--week", "2026-W48", "--json"], ZOO_DATABASE_URL=sqlite_url)
+    mine = json.loads(own.stdout)
+    assert (mine["env"], mine["attempted"], mine["status_counts"].get("runtime_error")) == ("", 7, 2), mine
+    assert "no results of env 'nope'" in _one_clear_line(
+        zoo(["coverage", "--env", "nope", "--backend", "cpu+ov"], ZOO_DATABASE_URL=sqlite_url)
+    )
 
 
 def test_releases_page_without_envs_says_how_to_get_some(sqlite_url):

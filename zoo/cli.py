@@ -282,8 +282,18 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
     with session_scope() as s:
         check_backend(s, args.backend)
+        if args.env and args.env != "default" and args.env not in queries.env_names(s):
+            raise ZooError(
+                f"no results of env {args.env!r}: `zoo env list` names the envs, `zoo run --env NAME` fills one"
+            )
         cov = queries.coverage(
-            s, backend=args.backend, tier=args.tier, week=args.week, precision=args.precision, snapshot_id=args.snapshot
+            s,
+            backend=args.backend,
+            tier=args.tier,
+            week=args.week,
+            precision=args.precision,
+            snapshot_id=args.snapshot,
+            env="" if args.env in (None, "default") else args.env,
         )
     print(json.dumps(cov.to_dict(), indent=2) if args.json else render.coverage_table(cov))
     return 0
@@ -624,6 +634,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--tier", choices=TIERS, help="tier (default: the newest results')")
     c.add_argument("--week", help="ISO week YYYY-Www (default: the newest results')")
     c.add_argument("--json", action="store_true", help="machine-readable output")
+    c.add_argument("--env", metavar="NAME", help="the rows of env NAME (default: Zoo's own interpreter's, 'default')")
     c.add_argument(
         "--precision",
         choices=_precisions(),

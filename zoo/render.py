@@ -23,8 +23,8 @@ def coverage_table(cov: Coverage) -> str:
     r = cov.rates
     lines = [
         f"Coverage — backend {cov.backend or '?'} · tier {cov.tier} · week {cov.week or '?'} · precision "
-        f"{cov.precision} · catalog snapshot {cov.snapshot_id} ({cov.catalog_models} models, "
-        f"{human(cov.catalog_downloads)} downloads)",
+        f"{cov.precision} · env {cov.env or 'default'} · catalog snapshot {cov.snapshot_id} "
+        f"({cov.catalog_models} models, {human(cov.catalog_downloads)} downloads)",
         "",
         f"{'metric':<12} {'by count':>8} {'numerator/denominator':>24}   {'by downloads':>12} "
         f"{'numerator/denominator':>24}",
