@@ -57,6 +57,8 @@ def validation_errors(errors: Any) -> list[dict[str, Any]]:
             e["input"] = _short(e["input"])
         if isinstance(e.get("ctx"), dict):
             e["ctx"] = {k: _short(v) for k, v in e["ctx"].items()}
+        if e.get("type") == "string_pattern_mismatch":  # in words, not the pattern (kept in ctx)
+            e["msg"] = _in_words(e).split(": ", 1)[1]
         out.append(e)
     return out
 
@@ -64,8 +66,12 @@ def validation_errors(errors: Any) -> list[dict[str, Any]]:
 def _in_words(error: dict[str, Any]) -> str:
     """One validation error as a page says it: the field, then what is wrong (a week by example)."""
     field = ".".join(map(str, error.get("loc", ())[1:])) or "input"
-    if field in ("week", "since", "until") and error.get("type") == "string_pattern_mismatch":
+    if field in ("week", "since", "until", "base") and error.get("type") == "string_pattern_mismatch":
         return f"{field}: {str(error.get('input'))[:40]!r} is not an ISO week YYYY-Www (e.g. {iso_week()})"
+    if field.startswith("env") and error.get("type") == "string_pattern_mismatch":
+        return f"{field}: {str(error.get('input'))[:40]!r} is not an env name (lowercase letters, digits, . _ -)"
+    if error.get("type") == "string_pattern_mismatch":
+        return f"{field}: {str(error.get('input'))[:40]!r} is not one of the values this field takes"
     return f"{field}: {error.get('msg')}"
 
 

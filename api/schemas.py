@@ -34,6 +34,7 @@ class ErrorInfo(BaseModel):
 
 
 class ResultOut(BaseModel):
+    id: int | None = Field(None, description="the stored result: GET /api/v1/results/{id}")
     model_id: str
     revision: str | None = None
     tier: str

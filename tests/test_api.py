@@ -95,6 +95,10 @@ def test_model_detail_with_slash_and_arch_ids(client):
 def test_model_results_history_and_csv(client):
     hist = client.get("/api/v1/models/org/m0/results").json()
     assert hist["total"] == 1 and hist["items"][0]["status"] == "pass"
+    one = client.get(f"/api/v1/results/{hist['items'][0]['id']}").json()  # each item carries its result id
+    assert (one["model_id"], one["id"]) == ("org/m0", hist["items"][0]["id"])
+    latest = client.get("/api/v1/models/org/m0").json()["latest"]
+    assert latest[0]["id"] == hist["items"][0]["id"]
     r = client.get("/api/v1/models/org/m0/results", params={"format": "csv"})
     assert r.headers["content-type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(r.text)))
@@ -106,7 +110,9 @@ def test_coverage_endpoint_matches_definitions(client):
     assert (cov["attempted"], cov["valid_reference"], cov["passing"]) == (2, 2, 1)
     assert cov["functional"] == 0.5 and cov["functional_weighted"] == round(1000 / 1990, 6)
     assert cov["catalog_models"] == 31
-    assert client.get("/api/v1/coverage", params={"week": "not-a-week"}).status_code == 422
+    bad = client.get("/api/v1/coverage", params={"week": "not-a-week"})
+    assert bad.status_code == 422
+    assert bad.json()["detail"][0]["msg"].startswith("'not-a-week' is not an ISO week YYYY-Www (e.g. ")  # words
 
 
 def test_openapi_lists_the_endpoints(client):

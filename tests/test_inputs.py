@@ -147,3 +147,4 @@ def test_the_model_page_prints_numbers_for_people_with_the_exact_value_beside(sq
     assert 'title="1.326227800468871e-06">1.33e-06<' in page and ">0.000131<" in page
     assert ">543 MiB<" in page and 'title="568,954,880 B"' in page and ">12.3</span> ms" in page
     assert "1.326227800468871e-06 ·" not in page and "568,954,880 B</td>" not in page
+    assert "None" not in page  # no graph_breaks measured: not "graph breaks None"

@@ -63,7 +63,7 @@ def model_results(
 ):
     if session.get(Model, model_id) is None and not queries.history(session, model_id, 1):
         raise HTTPException(404, detail=f"unknown model {model_id}")
-    rows = [queries.result_dict(r) for r in queries.history(session, model_id, limit)]
+    rows = [{"id": r.id, **queries.result_dict(r)} for r in queries.history(session, model_id, limit)]
     if format == "csv":
         return csv_response(rows, "results.csv")
     return ResultPage(items=[ResultOut(**r) for r in rows], total=len(rows))
@@ -76,7 +76,7 @@ def result_by_id(session: SessionDep, result_id: int = Path(..., ge=1, le=2**31 
     r = session.get(Result, result_id)
     if r is None:
         raise HTTPException(404, detail=f"no result {result_id}")
-    return ResultOut(**queries.result_dict(r))
+    return ResultOut(id=r.id, **queries.result_dict(r))
 
 
 @router.get("/models/{model_id:path}", response_model=ModelDetail, responses={404: {"description": "unknown model"}})
@@ -85,7 +85,7 @@ def model_detail(session: SessionDep, model_id: str) -> ModelDetail:
     latest = queries.latest_results(session, model_id)
     if m is None and not latest:
         raise HTTPException(404, detail=f"unknown model {model_id}")
-    out = [ResultOut(**queries.result_dict(r)) for r in latest]
+    out = [ResultOut(id=r.id, **queries.result_dict(r)) for r in latest]
     return ModelDetail(
         model_id=model_id,
         downloads=(m.downloads if m else 0) or 0,
