@@ -255,7 +255,24 @@ def describe(name: str) -> dict[str, Any]:
         "own": meta.get("own") or {},
         "created": meta.get("created"),
         "path": str(envs.env_dir(name)),
+        "size_mb": size_mb(envs.env_dir(name)),
     }
+
+
+def size_mb(root: Path) -> int:
+    """What the env's files hold, measured (each file once; links not followed): MB, rounded up."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, f))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return -(-total // (1 << 20))
 
 
 def list_envs() -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """Environments (issue 29): named version sets the model process runs in, kept apart in storage,
 and compared release against release.
 
-The real env is built once per test session (one OpenVINO wheel, ~60 MB, over Zoo's own torch)
+The real env is built once per test session (one OpenVINO release, about 220 MB installed, over Zoo's own torch)
 and really runs a model: the row's versions are what that interpreter has installed."""
 
 from __future__ import annotations
@@ -272,6 +272,7 @@ def test_uv_builds_the_env_pip_would(tmp_path, monkeypatch):
     by_pip = environments.create("by-pip", ["openvino==2026.0.0"], echo=lines.append)
     assert any(line.startswith("pip: ") for line in lines)
     assert by_uv["own"] == by_pip["own"] == {"openvino": "2026.0.0"}
+    assert 100 < by_uv["size_mb"] < 400 and abs(by_uv["size_mb"] - by_pip["size_mb"]) < 20  # measured, both ways
     assert by_uv["versions"] == by_pip["versions"] and by_uv["versions"]["openvino"] == "2026.0.0"
 
 

@@ -206,7 +206,7 @@ def cmd_env(args: argparse.Namespace) -> int:
             print(json.dumps(info, indent=2))
         else:
             versions = ", ".join(f"{k} {v}" for k, v in info["versions"].items())
-            print(f"env {info['name']}: {versions} ({info['path']})")
+            print(f"env {info['name']}: {versions} ({info['size_mb']} MB, {info['path']})")
         return 0
     if args.env_action == "list":
         found = environments.list_envs()
@@ -215,7 +215,7 @@ def cmd_env(args: argparse.Namespace) -> int:
         elif not found:
             print("no envs yet: `zoo env create NAME PKG==VERSION ...` makes one")
         for info in [] if args.json else found:
-            print(f"{info['name']:<20} {' '.join(info['pins']):<40} created {info['created']}")
+            print(f"{info['name']:<20} {' '.join(info['pins']):<40} {info['size_mb']:>6} MB  created {info['created']}")
         return 0
     environments.remove(args.name)
     print(f"removed env {args.name}")
