@@ -207,3 +207,15 @@ def test_a_forkserver_for_an_eager_backend_skips_the_compiler_stack_and_one_for_
         timeout=180,
     )
     assert out.split("\n")[:3] == ["False True True", "False 4", "True 3"], out
+
+
+def test_a_backend_stage_that_hangs_ends_at_its_own_budget(monkeypatch):
+    """ZOO_TARGET_BUDGET_S: a compile stuck in the backend stage ends at that stage's budget (here 5 s of a 120-s
+    whole budget), named in the row with where it was stuck; the full tier keeps only the whole budget."""
+    monkeypatch.setenv("ZOO_TARGET_BUDGET_S", "5")
+    r = run_isolated(ValidationRequest("arch:BertModel", backend="cpu+zoo_test_hang", timeout_s=120))
+    assert r["status"] == "timeout" and r["details"]["stage_budget_s"] == 5, r["error"]
+    assert "exceeded the target stage's budget of 5s (ZOO_TARGET_BUDGET_S) during target" in r["error"]["message"]
+    assert "stuck in zoo_test_hang" in r["error"]["message"]
+    assert r["duration_s"] < 60
+    _ok_after()

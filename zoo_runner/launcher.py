@@ -218,6 +218,31 @@ def _stage_poll(run: sandbox.Run, on_stage: Callable[[str], None] | None) -> Pol
     return poll
 
 
+class StageBudget:
+    """The backend stage's own budget (``ZOO_TARGET_BUDGET_S``, census and tiny tiers): read from the stage the
+    model process reports, every poll; past it, its stacks are asked for and its whole group is killed
+    (``over`` is then the budget it ran past). A model stuck compiling ends there, not at the whole budget."""
+
+    STAGE = "target"
+
+    def __init__(self, run: sandbox.Run, budget_s: float, watch: DiskWatch) -> None:
+        self.run, self.budget_s, self.watch = run, budget_s, watch
+        self.since: float | None = None
+        self.over: float | None = None
+
+    def __call__(self) -> None:
+        if self.over is not None or not self.budget_s:
+            return
+        if self.since is None:
+            if read_stage(self.run.stage, owner=self.run.uid) == self.STAGE:
+                self.since = time.monotonic()
+            return
+        if time.monotonic() - self.since > self.budget_s and self.watch.pid:
+            self.over = self.budget_s
+            hang.ask_for_stacks(self.watch.pid, self.run.stderr)
+            _kill_group(self.watch.pid)
+
+
 class DiskWatch:
     """What a model process has written so far (its work directory and its compile-cache namespace,
     beyond what they held at its start, its stderr, and files it holds open after unlinking them),
@@ -392,6 +417,16 @@ def _run_spawned(
             _IN_FLIGHT.discard(proc.pid)
 
 
+def _target_budget(req: ValidationRequest, run: sandbox.Run) -> float:
+    """The backend stage's budget of ``req`` (0: none): ``ZOO_TARGET_BUDGET_S`` at the census and tiny tiers,
+    plus the cold-compile reserve where the compile cache is cold; never more than the whole budget."""
+    budget = settings().target_budget_s
+    if not budget or req.tier == "full":
+        return 0.0
+    budget += run.setup.get("cold_compile_s", 0)
+    return budget if budget < req.timeout_s + run.setup.get("cold_compile_s", 0) else 0.0
+
+
 def cold_compile_reserve(backend: str) -> float:
     """Seconds a model process of ``backend`` may get beyond its timeout for a first compile into a cold
     compile cache (a device plugin's ``cold_compile_s``, for a compiled spec): what a caller with a hard
@@ -449,12 +484,15 @@ def run_isolated(
         if run.cgroup is not None:  # whatever is left in it is killed, and it goes, however this ends
             cleanup.callback(run.cgroup.remove)
         timeout_s = req.timeout_s + run.setup.get("cold_compile_s", 0)
-        poll = _stage_poll(run, on_stage)
         watch = DiskWatch(run)
+        stage_budget = StageBudget(run, _target_budget(req, run), watch)
+        poll = _polls(_stage_poll(run, on_stage), stage_budget)
         if python is None and launcher_kind() == "forkserver" and backends.fork_safe(req.backend):
             rc, timed_out = _run_forked(run, timeout_s, poll, watch, compiles=_compiles(req.backend))
         else:
             rc, timed_out = _run_spawned(run, mem, timeout_s, python, poll, watch)
+        if stage_budget.over is not None:
+            timed_out = True
         if poll:  # the last stage it reached, even one shorter than a poll interval
             poll()
         report = sandbox.read_report(run)
@@ -521,6 +559,7 @@ def run_isolated(
                 stuck,
                 run.setup.get("cold_compile_s", 0),
                 oom_kills=run.cgroup.oom_kills() if run.cgroup is not None else 0,
+                stage_budget_s=stage_budget.over,
             )
         if not trusted:  # a crash, a timeout, a refused result: still the parent's library, architecture, task
             verdict.parent_facts(result, facts, claims=False)
@@ -648,6 +687,7 @@ def _failure_result(
     stuck: hang.Stuck | None = None,
     cold_compile_s: float = 0,
     oom_kills: int = 0,
+    stage_budget_s: float | None = None,
 ) -> dict[str, Any]:
     details: dict[str, Any] = {"stage": stage}
     if oom_kills and not timed_out:  # its cgroup's own counter: the kernel ended it for memory, whatever it printed
@@ -666,15 +706,19 @@ def _failure_result(
         if stuck is not None:  # the call that never returned, from the stacks it dumped at the deadline
             details["stuck_in"] = stuck.frame
             where = f", stuck in {stuck.frame}"
-        budget = f"{req.timeout_s:g}s"
+        budget = f"the time budget of {req.timeout_s:g}s"
         if cold_compile_s:  # never a plain timeout: the compile cache was cold, and the budget said so
             details["cold_compile"] = True
             budget += f" plus {cold_compile_s:g}s for a first compile into a cold compile cache"
+        if stage_budget_s is not None:  # the backend stage's own budget (its cold reserve in it), within the whole
+            details["stage_budget_s"] = stage_budget_s
+            cold = f", {cold_compile_s:g}s of it for a first compile into a cold cache" if cold_compile_s else ""
+            budget = f"the {stage} stage's budget of {stage_budget_s:g}s (ZOO_TARGET_BUDGET_S{cold})"
         status, err = (
             Status.TIMEOUT,
             error_info(
                 type_="Timeout",
-                message=f"exceeded the time budget of {budget} during {stage}{where}",
+                message=f"exceeded {budget} during {stage}{where}",
                 tb=stuck.stack[:STDERR_TAIL] if stuck is not None else stderr_tail,
             ),
         )

@@ -211,6 +211,14 @@ class Settings(BaseSettings):
         "past it the process is killed",
         16384,
     )
+    target_budget_s: float = _var(
+        "ZOO_TARGET_BUDGET_S",
+        "seconds the backend stage (compile and run on the backend) of a census or tiny validation may take, "
+        "within its whole budget (a first compile into a cold cache adds its reserve); past it the model process "
+        "is a timeout of that stage; 0: only the whole budget",
+        300.0,
+        ge=0,
+    )
     model_threads: int | None = _var(
         "ZOO_MODEL_THREADS",
         "CPU threads of each model process's torch; unset: the cores shared out among the model processes "
