@@ -421,7 +421,7 @@ def _target_budget(req: ValidationRequest, run: sandbox.Run) -> float:
     """The backend stage's budget of ``req`` (0: none): ``ZOO_TARGET_BUDGET_S`` at the census and tiny tiers,
     plus the cold-compile reserve where the compile cache is cold; never more than the whole budget."""
     budget = settings().target_budget_s
-    if not budget or req.tier == "full":
+    if not budget or req.tier == "full" or req.triage:  # a triage minifies after the stage: its whole budget
         return 0.0
     budget += run.setup.get("cold_compile_s", 0)
     return budget if budget < req.timeout_s + run.setup.get("cold_compile_s", 0) else 0.0
