@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import and_, case, delete, func, or_, select
+from sqlalchemy import and_, case, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from zoo_runner.request import HARNESS_VERSION
@@ -182,6 +182,7 @@ def finish_run(session: Session, run_id: int) -> None:
         run.finished_at = utcnow()
         run.state = "finished"
         run.missing = None
+    session.execute(delete(ModelClaim).where(ModelClaim.run_id == run_id))  # none outlives its run
 
 
 def interrupt_run(session: Session, run_id: int, missing: int) -> None:
@@ -191,6 +192,7 @@ def interrupt_run(session: Session, run_id: int, missing: int) -> None:
         run.finished_at = utcnow()
         run.state = "interrupted"
         run.missing = missing
+    session.execute(delete(ModelClaim).where(ModelClaim.run_id == run_id))
 
 
 def resumable_run(
@@ -221,12 +223,19 @@ def resumable_run(
     return run if run is not None and run.state == "interrupted" else None
 
 
-def resume_run(session: Session, run_id: int) -> None:
-    run = session.get(Run, run_id)
-    if run:
-        run.finished_at = None
-        run.state = "running"
-        run.missing = None
+def resume_run(session: Session, run_id: int) -> bool:
+    """Run ``run_id`` running again, where it is still interrupted (one update: of two commands resuming it at
+    once, one gets it, the other starts a run of its own)."""
+    stmt = (
+        update(Run)
+        .where(Run.id == run_id, Run.state == "interrupted")
+        .values(state="running", finished_at=None, missing=None)
+        .returning(Run.id)
+    )
+    return session.execute(stmt).scalar() is not None
+
+
+MINE, HELD, STORED = "mine", "held", "stored"
 
 
 def claim_model(
@@ -238,47 +247,50 @@ def claim_model(
     env: str | None,
     run_id: int,
     lease_s: float,
-) -> bool:
-    """Whether run ``run_id`` may validate ``model_id`` now: it holds no other live run's claim, and no other run
-    stored its row since this run started or is going on beside it (two `zoo run` at once split the work). The
-    claim lasts ``lease_s`` (a run that died frees it then); :func:`release_model` ends it."""
+) -> str:
+    """Whether run ``run_id`` may validate ``model_id`` now (two `zoo run` at once on one database split the
+    work): ``mine`` (it holds the model's claim now, for ``lease_s``: a run that died frees it then;
+    :func:`release_model` ends it), ``held`` (another run's claim: ask again later) or ``stored`` (another run
+    going on beside this one, or ended since it started, stored the model's row). The claim is taken first and
+    the rows read after it, so a row stored before a claim was released is always seen."""
     now = utcnow()
     key = dict(model_id=model_id, backend=backend, tier=tier, precision=precision, env=env or "")
     session.execute(delete(ModelClaim).filter_by(**key).where(ModelClaim.expires_at < now))
-    run = session.get(Run, run_id)
-    if run is not None and run.started_at is not None:
-        done = session.scalar(
-            select(func.count())
-            .select_from(Result)
-            .where(
-                Result.model_id == model_id,
-                Result.backend == backend,
-                Result.tier == tier,
-                Result.env == (env or ""),
-                same_precision(precision),
-                Result.run_id != run_id,
-                or_(
-                    Result.started_at >= run.started_at,
-                    Result.run_id.in_(  # a run going on beside this one (a live one: started within the lease)
-                        select(Run.id).where(
-                            Run.state == "running", Run.started_at >= now - dt.timedelta(seconds=lease_s)
-                        )
-                    ),
-                ),
-            )
-        )
-        if done:
-            return False
     stmt = (
         _upsert_insert(session, ModelClaim)
         .values(**key, run_id=run_id, expires_at=now + dt.timedelta(seconds=lease_s))
         .on_conflict_do_nothing(index_elements=list(key))
         .returning(ModelClaim.id)  # a row back: this run's claim (rowcount is -1 here on PostgreSQL)
     )
-    if session.execute(stmt).scalar() is not None:
-        return True
-    holder = session.scalar(select(ModelClaim.run_id).filter_by(**key))
-    return holder == run_id
+    if session.execute(stmt).scalar() is None and session.scalar(select(ModelClaim.run_id).filter_by(**key)) != run_id:
+        return HELD
+    run = session.get(Run, run_id)
+    if run is None or run.started_at is None:
+        return MINE
+    live = select(ModelClaim.run_id).where(ModelClaim.expires_at >= now)  # runs holding a claim: alive
+    beside = select(Run.id).where(
+        or_(
+            Run.finished_at >= run.started_at,  # ended since this run started
+            and_(Run.state == "running", or_(Run.id.in_(live), Run.started_at >= now - dt.timedelta(seconds=lease_s))),
+        )
+    )
+    done = session.scalar(
+        select(func.count())
+        .select_from(Result)
+        .where(
+            Result.model_id == model_id,
+            Result.backend == backend,
+            Result.tier == tier,
+            Result.env == (env or ""),
+            same_precision(precision),
+            Result.run_id != run_id,
+            or_(Result.started_at >= run.started_at, Result.run_id.in_(beside)),
+        )
+    )
+    if done:
+        release_model(session, model_id, backend, tier, precision, env, run_id)
+        return STORED
+    return MINE
 
 
 def release_model(
@@ -540,7 +552,6 @@ def claim_sweep(
     sweep_id = session.execute(stmt).scalar()
     if sweep_id is None and stale_after_s:
         # claimed, never finished, and long ago: its sweeper died; take it over (one taker wins)
-        from sqlalchemy import update
 
         old = session.execute(
             select(Sweep.id, Sweep.started_at).where(

@@ -123,6 +123,11 @@ def _build(target: Path, pins: list[str], echo: Callable[[str], None]) -> None:
     python = str(target / "bin" / "python")
     if _uv_install(python, site, pins, echo):
         return
+    if uv_binary() is not None:  # uv tried and failed: pip starts from a fresh venv, nothing of uv's left in it
+        shutil.rmtree(target)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True, capture_output=True)
+        site.mkdir(parents=True, exist_ok=True)
+        (site / FALLTHROUGH).write_text("".join(f"import site; site.addsitedir({p!r})\n" for p in parent_sites))
     cmd = [sys.executable, "-m", "pip", "--python", python, "install",
            "--no-input", "--disable-pip-version-check", "--progress-bar", "off", *pins]  # fmt: skip
     errors: list[str] = []
@@ -190,8 +195,8 @@ def uv_environment(config: dict[str, str]) -> dict[str, str]:
 
 def _uv_install(python: str, site: Path, pins: list[str], echo: Callable[[str], None]) -> bool:
     """The pins installed into the env at ``python`` by uv (seconds where pip took a minute or more for a
-    torch release: uv links files from its cache); False, leaving the env as it was, where uv is not here
-    or cannot do it, and pip then does it.
+    torch release: uv links files from its cache); False where uv is not here or cannot do it, and pip then
+    does it in a fresh venv.
 
     An env holds only what Zoo's own packages lack: uv resolves with every package Zoo has, other than the
     pins, held at Zoo's version (a pin that needs another version of one is pip's, which installs that
@@ -217,33 +222,24 @@ def _uv_install(python: str, site: Path, pins: list[str], echo: Callable[[str], 
         rc = _stream([*cmd, *pins], "uv", echo, [], env)
         if rc != 0:
             echo(f"uv: exited with {rc}; pip tries")
-            _empty_site(site)
             return False
-        same = sorted(n for n, v in _own(site).items() if n not in pinned and parent.get(n) == v)
-        if same:  # Zoo's copy serves: what pip would not have installed
+        # Zoo's copy serves (a pin Zoo already has at that version too): what pip would not have installed
+        same = sorted(n for n, v in _own(site).items() if parent.get(n) == v)
+        if same:
             rc = _stream([uv, "pip", "uninstall", "--python", python, *same], "uv", echo, [], env)
             if rc != 0:
                 echo(f"uv: uninstall exited with {rc}; pip tries")
-                _empty_site(site)
                 return False
         return True
+    except subprocess.TimeoutExpired:
+        echo(f"uv: no answer in {PIP_TIMEOUT_S:.0f} s; pip tries")
+        return False
     finally:
         constraints.unlink(missing_ok=True)
 
 
 def _own_many(sites: list[str]) -> dict[str, str]:
     return {canonicalize_name(d.metadata["Name"]): d.version for d in distributions(path=sites)}
-
-
-def _empty_site(site: Path) -> None:
-    """Everything uv put in the env's site-packages removed; the fall-through file stays."""
-    for entry in site.iterdir():
-        if entry.name == FALLTHROUGH:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
 
 
 def describe(name: str) -> dict[str, Any]:

@@ -124,20 +124,32 @@ def test_two_runs_at_once_on_one_database_split_the_work(tmp_path, request, kind
 
 def test_a_claim_is_one_runs_until_released_or_expired(database_url):
     from db import repository
+    from db.repository import HELD, MINE, STORED
     from db.session import session_scope
+    from tests.test_storage import _result
 
     key = ("org/m", "cpu", "tiny", "auto", None)
     with session_scope() as s:
         a = repository.start_run(s, "cpu", "tiny", "inprocess", 2, None).id
         b = repository.start_run(s, "cpu", "tiny", "inprocess", 2, None).id
     with session_scope() as s:
-        assert repository.claim_model(s, *key, a, 600) is True
+        assert repository.claim_model(s, *key, a, 600) == MINE
     with session_scope() as s:
-        assert repository.claim_model(s, *key, b, 600) is False  # a holds it
-        assert repository.claim_model(s, *key, a, 600) is True  # still a's
-        assert repository.claim_model(s, "org/m", "cpu", "tiny", "fp32", None, b, 600) is True  # another key
+        assert repository.claim_model(s, *key, b, 600) == HELD  # a holds it
+        assert repository.claim_model(s, *key, a, 600) == MINE  # still a's
+        assert repository.claim_model(s, "org/m", "cpu", "tiny", "fp32", None, b, 600) == MINE  # another key
         repository.release_model(s, *key, a)
     with session_scope() as s:
-        assert repository.claim_model(s, *key, b, -1) is True  # released: b's, with a lease already over
+        assert repository.claim_model(s, *key, b, -1) == MINE  # released: b's, with a lease already over
     with session_scope() as s:
-        assert repository.claim_model(s, *key, a, 600) is True  # b's expired: a dead run frees it
+        assert repository.claim_model(s, *key, a, 600) == MINE  # b's expired: a dead run frees it
+        repository.store_result(s, _result("org/m", "pass", backend="cpu"), run_id=a)  # a stores its row
+        repository.release_model(s, *key, a)
+    with session_scope() as s:
+        assert repository.claim_model(s, *key, b, 600) == STORED  # a run beside b stored it: b does not
+        repository.finish_run(s, a)
+        repository.finish_run(s, b)
+    with session_scope() as s:  # a run started after both ended validates it again (a rerun, as before)
+        c = repository.start_run(s, "cpu", "tiny", "inprocess", 2, None).id
+    with session_scope() as s:
+        assert repository.claim_model(s, *key, c, 600) == MINE

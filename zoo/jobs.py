@@ -26,6 +26,7 @@ from zoo_runner.settings import settings
 from .progress import RunProgress, progress_bar
 
 log = logging.getLogger(__name__)
+HELD_POLL_S = 2.0  # how often a model another run holds is asked for again
 
 
 def check_names(spec: str) -> None:
@@ -115,13 +116,15 @@ def run_inprocess(
     progress: RunProgress | None = None
 
     claim = (backend, tier, precision, env)
-    lease_s = 2 * timeout + 600  # beyond any validation of this run: a run that died frees its claims then
+    # beyond any validation of this run (a first compile's reserve too): a run that died frees its claims then
+    lease_s = 2 * timeout + 600 + launcher.cold_compile_reserve(backend)
 
-    def one(mid: str) -> dict[str, Any] | None:
+    def one(mid: str) -> dict[str, Any] | str:
         launcher.check_interrupt()  # queued when the run was interrupted: never started
-        with session_scope() as s:  # another run on this database validates it, or did since this one started
-            if not repository.claim_model(s, mid, *claim, run_id, lease_s):
-                return None
+        with session_scope() as s:  # another run on this database validates it, or did
+            held = repository.claim_model(s, mid, *claim, run_id, lease_s)
+        if held != repository.MINE:
+            return held  # HELD: asked again later; STORED: that run's row
         listen = progress.on_stage(mid) if progress else None
         token = stage_listener.set(listen)  # the model process's stages, heard from run_isolated
         try:
@@ -150,20 +153,39 @@ def run_inprocess(
         progress = RunProgress(bar, budget_s=timeout)
         futures = {pool.submit(one, mid): mid for mid in model_ids}
         pending = set(futures)
-        while pending:
+        later: dict[str, float] = {}  # models another run holds now: asked again at these times
+        while pending or later:
+            for mid, at in list(later.items()):
+                if launcher.INTERRUPT.is_set():  # no row for them: the run is interrupted
+                    del later[mid]
+                    progress.dropped(mid)
+                elif time.monotonic() >= at:
+                    del later[mid]
+                    fut = pool.submit(one, mid)
+                    futures[fut] = mid
+                    pending.add(fut)
+            if not pending:
+                time.sleep(0.5)
+                progress.tick()
+                continue
             done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
             for fut in done:
+                mid = futures[fut]
                 try:
                     res = fut.result()
                 except Interrupted:  # ended by the interrupt, or never started: no row
-                    progress.dropped(futures[fut])
+                    progress.dropped(mid)
                     continue
-                if res is None:
-                    progress.finished(futures[fut], "validated by another run")
+                if res == repository.HELD:
+                    later[mid] = time.monotonic() + HELD_POLL_S
+                    progress.stage(mid, "held by another run")
+                    continue
+                if res == repository.STORED:
+                    progress.finished(mid, "validated by another run")
                     others += 1
                     continue
                 results.append(res)
-                progress.finished(futures[fut], res["status"])
+                progress.finished(mid, res["status"])
             progress.tick()
     if others:
         log.info("%d of %d models were validated by another run on this database", others, len(model_ids))
@@ -185,10 +207,14 @@ def interruptible(say: Callable[[str], None]) -> Iterator[None]:
             launcher.kill_in_flight()
             os._exit(130)
         launcher.INTERRUPT.set()
-        say(
-            f"{signal.Signals(signum).name}: stopping; the models in flight are ended and give no row, what "
-            "finished is kept (the same command resumes this run; again to exit at once)"
+        line = (
+            f"\nzoo: {signal.Signals(signum).name}: stopping; the models in flight are ended and give no row, what "
+            "finished is kept (the same command resumes this run; again to exit at once)\n"
         )
+        try:  # one write to the descriptor, never through sys.stderr (the bar may be in the middle of a write)
+            os.write(2, line.encode())
+        except OSError:
+            pass
 
     old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -284,7 +310,9 @@ def main_job(
             run_id = resumed.id
             stored = repository.stored_models(s, run_id)
             todo = [m for m in ids if m not in stored]
-            repository.resume_run(s, run_id)
+            if not repository.resume_run(s, run_id):  # another command resumed it a moment ago: a run of our own
+                resumed, todo = None, ids
+        if resumed is not None:
             say(
                 f"resuming run {run_id}, interrupted with {len(ids) - len(stored & set(ids))} of {len(ids)} "
                 f"models missing: validating only those (--fresh starts over)"
@@ -318,9 +346,10 @@ def main_job(
     else:
         with interruptible(say):
             run_inprocess(todo, backend, tier, run_id, timeout, jobs=jobs, precision=precision, env=env, total=len(ids))
-        if launcher.INTERRUPT.is_set():
+        with session_scope() as s:
+            missing = len(set(ids) - repository.stored_models(s, run_id)) if launcher.INTERRUPT.is_set() else 0
+        if missing:
             with session_scope() as s:
-                missing = len(set(ids) - repository.stored_models(s, run_id))
                 repository.interrupt_run(s, run_id, missing)
                 stored = repository.count_results(s, run_id)
             return {

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .exceptions import BadInput
+from .interrupt import check_interrupt
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,7 @@ def claim(
             log.info("%s", why)
             if on_wait:
                 on_wait(why)
+        check_interrupt()  # an interrupted run waits for no core
         time.sleep(POLL_S)
 
 

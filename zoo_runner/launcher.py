@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from . import backends, cache_trust, device_claims, envs, hang, reference_cache, sandbox, verdict
-from .exceptions import Interrupted, SandboxUnavailable
+from .exceptions import SandboxUnavailable
+from .interrupt import INTERRUPT, check_interrupt  # noqa: F401  (INTERRUPT: zoo/jobs.py sets it here)
 from .request import ValidationRequest, error_info
 from .result import ValidationResult, failure_result, own_details
 from .result_schema import RESULT_MAX_BYTES, BadResult, read_bytes_file, read_json_file, read_stage, trusted_result
@@ -233,11 +234,12 @@ class StageBudget:
     def __call__(self) -> None:
         if self.over is not None or not self.budget_s:
             return
-        if self.since is None:
-            if read_stage(self.run.stage, owner=self.run.uid) == self.STAGE:
-                self.since = time.monotonic()
+        if read_stage(self.run.stage, owner=self.run.uid) != self.STAGE:  # before it, or past it: not counted
+            self.since = None if self.since is None else -1.0
             return
-        if time.monotonic() - self.since > self.budget_s and self.watch.pid:
+        if self.since is None:
+            self.since = time.monotonic()
+        if self.since >= 0 and time.monotonic() - self.since > self.budget_s and self.watch.pid:
             self.over = self.budget_s
             hang.ask_for_stacks(self.watch.pid, self.run.stderr)
             _kill_group(self.watch.pid)
@@ -779,17 +781,10 @@ def _looks_oom(text: str) -> bool:
     )
 
 
-# Set on the first Ctrl-C or SIGTERM of a run (zoo/jobs.py): every model process this process supervises is
-# ended within a poll interval and its validation raises Interrupted (no row); none starts after it
-INTERRUPT = threading.Event()
-
-
+# INTERRUPT (zoo_runner.interrupt) is set on the first Ctrl-C or SIGTERM of a run (zoo/jobs.py): every model
+# process this process supervises is ended within a poll interval and its validation raises Interrupted (no row);
+# none starts after it
 _IN_FLIGHT: set[int] = set()  # the model processes this process supervises now (their pids: their groups)
-
-
-def check_interrupt() -> None:
-    if INTERRUPT.is_set():
-        raise Interrupted("interrupted")
 
 
 def kill_in_flight() -> None:
