@@ -209,6 +209,20 @@ def test_a_forkserver_for_an_eager_backend_skips_the_compiler_stack_and_one_for_
     assert out.split("\n")[:3] == ["False True True", "False 4", "True 3"], out
 
 
+def test_zoo_run_starts_its_forkserver_early_only_where_model_processes_are_forked(monkeypatch):
+    """`zoo run` starts the forkserver before it imports torch, with the compiler stack only for a backend that
+    compiles (auto: not resolved yet, the whole preload), and none at all where model processes are spawned."""
+    from zoo_runner import launcher
+
+    started: list[bool] = []
+    monkeypatch.setattr(launcher, "_forkserver_context", lambda compiles=True: started.append(compiles))
+    monkeypatch.setattr(launcher, "launcher_kind", lambda: "forkserver")
+    answers = [launcher.start_forkserver(b) for b in ("cpu", "cpu+inductor", "auto", "neuron", "cuda+inductor")]
+    assert answers == [True, True, True, False, False] and started == [False, True, True]
+    monkeypatch.setattr(launcher, "launcher_kind", lambda: "spawn")
+    assert launcher.start_forkserver("cpu") is False and started == [False, True, True]
+
+
 def test_a_backend_stage_that_hangs_ends_at_its_own_budget(monkeypatch):
     """ZOO_TARGET_BUDGET_S: a compile stuck in the backend stage ends at that stage's budget (here 5 s of a 120-s
     whole budget), named in the row with where it was stuck; the full tier keeps only the whole budget."""

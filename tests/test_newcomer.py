@@ -307,7 +307,9 @@ def test_main_job_says_what_it_does_before_the_first_model(monkeypatch, sqlite_u
     monkeypatch.setattr(
         jobs.sandbox, "start_shared_headers", lambda spec, python: said.append((0, f"headers {spec} {python}")) or True
     )
-    monkeypatch.setattr(jobs.launcher, "start_forkserver", lambda: said.append((0, "forkserver")) or True)
+    monkeypatch.setattr(
+        jobs.launcher, "start_forkserver", lambda backend=None: said.append((0, f"forkserver {backend}")) or True
+    )
     jobs.main_job(
         top=2, backend="auto", tier="tiny", timeout=60, status=lambda text: said.append((time.monotonic(), text))
     )
@@ -315,7 +317,7 @@ def test_main_job_says_what_it_does_before_the_first_model(monkeypatch, sqlite_u
     assert texts[:3] == [
         "headers cpu+inductor None",
         "building inductor's shared headers in the background (once per machine and interpreter)",
-        "forkserver",
+        "forkserver auto",
     ]
     assert texts[3].startswith("resolving backend auto") and "backend cpu+inductor" in texts[4]
     assert "2 models from the catalog (builtin)" in texts[5] and texts[-1] == "validating 2"

@@ -286,7 +286,7 @@ def main_job(
             for_env = f" for env {env}" if env else ""
             say(f"building inductor's shared headers{for_env} in the background (once per machine and interpreter)")
         if not env:
-            launcher.start_forkserver()  # its imports too
+            launcher.start_forkserver(backend)  # its imports too (none where model processes are spawned)
     say(f"resolving backend {backend} (loads torch and the backend's plugins)")
     backend = resolve_backend(backend)
     jobs = jobs or default_jobs(backend)  # a bad ZOO_NEURON_CORES answers here, before a run is started

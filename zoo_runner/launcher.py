@@ -125,14 +125,18 @@ def _compiles(backend: str) -> bool:
         return True
 
 
-def start_forkserver() -> bool:
+def start_forkserver(backend: str | None = None) -> bool:
     """Start the model processes' forkserver now (it imports torch and transformers, several seconds
     of a core) without waiting for it: ``zoo run`` calls it first thing, so that import overlaps its
-    own start. Returns whether one was started or is running; the first model process waits for it."""
-    if launcher_kind() != "forkserver":
+    own start. Returns whether one was started or is running; the first model process waits for it.
+    For a ``backend`` whose model processes are spawned (:func:`backends.fork_safe`: cuda, neuron) none is
+    started, and for one that does not compile none preloads the compiler stack (``auto``, not resolved
+    yet, gets the whole preload)."""
+    known = bool(backend) and str(backend).strip() != "auto"
+    if launcher_kind() != "forkserver" or (known and not backends.fork_safe(str(backend))):
         return False
     try:
-        _forkserver_context()
+        _forkserver_context(compiles=_compiles(str(backend)) if known else True)
     except (OSError, ValueError) as exc:  # started again, or spawned instead, when a model process asks
         log.warning("forkserver not started early: %s", exc)
         return False
