@@ -20,6 +20,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _share_the_cores_among_workers() -> None:
+    """Each pytest-xdist worker's torch, and every process it starts (CLIs, forkservers, model processes: OMP_* passes
+    the sandbox), gets its share of the cores, as Zoo gives each of its concurrent model processes
+    (zoo_runner.request.share_of_cores): two workers each running torch's default of one thread per core
+    oversubscribe the machine, and OpenMP's barriers then wait on descheduled threads. Set before torch is imported
+    here; a test about threads names its own (ValidationRequest.threads, ZOO_MODEL_THREADS)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+
+
+_share_the_cores_among_workers()
 SNAPSHOT_CSV = ROOT / "data" / "hub-top1000-2025-03.csv"  # the Hub snapshot kept in the repository (data/README.md)
 PG_ADMIN_URL = os.environ.get("ZOO_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
